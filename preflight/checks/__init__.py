@@ -1,0 +1,1 @@
+"""One module per stage; each registers its checks with :func:`preflight.checks.base.check`."""

@@ -1,0 +1,86 @@
+"""How a check is declared.
+
+A check is a function ``f(ctx) -> Outcome | list[Outcome]`` registered with :func:`check`. It
+returns :class:`Outcome` objects (built with :func:`passed`, :func:`warned`, :func:`failed`,
+:func:`skipped`, :func:`errored`); the runner turns them into :class:`~preflight.result.Result`
+rows, filling in the id (``check id`` or ``check id.item``), the stage and the duration.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+from ..result import Status
+
+__all__ = ["Outcome", "Check", "check", "REGISTRY", "passed", "warned", "failed", "skipped", "errored"]
+
+
+@dataclass
+class Outcome:
+    """What a check found; see :class:`preflight.result.Result` for the fields."""
+
+    status: Status
+    message: str
+    evidence: Dict[str, Any] = field(default_factory=dict)
+    fix: Optional[str] = None
+    item: Optional[str] = None
+    caused_by: Sequence[str] = ()
+
+
+def passed(message: str, evidence: Optional[Dict[str, Any]] = None, item: Optional[str] = None) -> Outcome:
+    """A PASS outcome."""
+    return Outcome(Status.PASS, message, evidence or {}, None, item)
+
+
+def warned(message: str, fix: str, evidence: Optional[Dict[str, Any]] = None, item: Optional[str] = None,
+           caused_by: Sequence[str] = ()) -> Outcome:
+    """A WARN outcome; ``fix`` is required."""
+    return Outcome(Status.WARN, message, evidence or {}, fix, item, caused_by)
+
+
+def failed(message: str, fix: str, evidence: Optional[Dict[str, Any]] = None, item: Optional[str] = None,
+           caused_by: Sequence[str] = ()) -> Outcome:
+    """A FAIL outcome; ``fix`` is required."""
+    return Outcome(Status.FAIL, message, evidence or {}, fix, item, caused_by)
+
+
+def skipped(message: str, caused_by: Sequence[str] = (), evidence: Optional[Dict[str, Any]] = None,
+            item: Optional[str] = None) -> Outcome:
+    """A SKIP outcome naming the results that made the check meaningless."""
+    return Outcome(Status.SKIP, message, evidence or {}, None, item, caused_by)
+
+
+def errored(message: str, evidence: Optional[Dict[str, Any]] = None, item: Optional[str] = None,
+            fix: Optional[str] = None) -> Outcome:
+    """An ERROR outcome: the check itself could not run."""
+    return Outcome(Status.ERROR, message, evidence or {}, fix, item)
+
+
+CheckFunc = Callable[[Any], Union[Outcome, List[Outcome], None]]
+
+
+@dataclass
+class Check:
+    """A registered check: ``id`` is ``<stage>.<name>``; ``needs`` are result ids that must be
+    pass or warn for the check to run (otherwise it is skipped, naming them)."""
+
+    id: str
+    func: CheckFunc
+    needs: Sequence[str] = ()
+
+    @property
+    def stage(self) -> str:
+        return self.id.split(".", 1)[0]
+
+
+#: stage name -> checks in registration (= run) order.
+REGISTRY: Dict[str, List[Check]] = {}
+
+
+def check(check_id: str, needs: Sequence[str] = ()) -> Callable[[CheckFunc], CheckFunc]:
+    """Register the decorated function as check ``check_id`` (``<stage>.<name>``)."""
+    def deco(func: CheckFunc) -> CheckFunc:
+        c = Check(check_id, func, tuple(needs))
+        lst = REGISTRY.setdefault(c.stage, [])
+        lst[:] = [x for x in lst if x.id != check_id] + [c]
+        return func
+    return deco

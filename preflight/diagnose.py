@@ -1,0 +1,47 @@
+"""Turns an error text into its cause and fix, using matrices/signatures.toml.
+
+:func:`classify` searches the text for each signature's regex in file order and returns the
+first match with its fix filled in; None when nothing matches.
+"""
+
+import re
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+__all__ = ["Diagnosis", "classify"]
+
+
+@dataclass
+class Diagnosis:
+    """A matched signature: ``id``, ``cause``, ``fix`` (placeholders filled), ``source``,
+    ``confidence`` and any named regex groups in ``groups`` (e.g. ``module``)."""
+
+    id: str
+    cause: str
+    fix: str
+    source: str
+    confidence: str
+    groups: Dict[str, str]
+
+
+class _Safe(dict):
+    def __missing__(self, key: str) -> str:
+        return "{%s}" % key
+
+
+def classify(matrix, text: str, **fill: str) -> Optional[Diagnosis]:
+    """First signature of ``matrix`` found in ``text``; ``fill`` values go into the fix template
+    (``dist``, ``torch``...). For a missing module, ``missing_dist`` is derived from the module
+    name through matrices/modules.toml unless given."""
+    for sig in matrix.curated.get("signatures", {}).get("signature", []):
+        m = re.search(sig["pattern"], text or "")
+        if not m:
+            continue
+        groups = {k: v for k, v in m.groupdict().items() if v}
+        values = _Safe(fill)
+        values.update(groups)
+        if "module" in groups and "missing_dist" not in fill:
+            values["missing_dist"] = matrix.module_dist(groups["module"])
+        return Diagnosis(sig["id"], sig["cause"], sig["fix"].format_map(values), sig.get("source", ""),
+                         sig.get("confidence", "U"), groups)
+    return None

@@ -1,0 +1,159 @@
+"""``preflight matrix refresh``: regenerate matrices/metadata/*.json from package metadata.
+
+The generated part of the matrix is each release's ``Requires-Python`` and ``Requires-Dist``
+exactly as the package index serves them. They are read through pip
+(``pip install --dry-run --no-deps --ignore-installed --report FILE NAME==VER``), which fetches
+only the metadata where the index serves it (PEP 658) and honours the user's pip configuration,
+mirrors and credentials. Curated files (matrices/*.toml) are never touched.
+"""
+
+import difflib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+__all__ = ["PACKAGES", "fetch_metadata", "list_versions", "select_versions", "refresh", "RefreshError"]
+
+#: What the generated metadata covers: package -> specifier of the releases to record.
+#: The ranges follow issue 3: every verl release, vLLM 0.4 to 0.33, torch 2.1 to 2.15 and the
+#: torchvision/torchaudio/SGLang releases verl and vLLM pin.
+PACKAGES: Dict[str, str] = {
+    "verl": ">=0.1",
+    "vllm": ">=0.4.0",
+    "torch": ">=2.1.0",
+    "torchvision": ">=0.16.0",
+    "torchaudio": ">=2.1.0",
+    "sglang": ">=0.4.4",
+    "tensordict": ">=0.5.0",
+}
+
+Fetch = Callable[[str, str], Dict[str, object]]
+
+
+class RefreshError(RuntimeError):
+    """pip could not list or read a package's metadata (message names the package and the fix)."""
+
+
+def _pip(python: str) -> List[str]:
+    return [python, "-m", "pip", "--disable-pip-version-check"]
+
+
+def list_versions(name: str, python: Optional[str] = None, timeout: float = 120.0) -> List[str]:
+    """Versions of ``name`` the configured index offers (``pip index versions``), newest first.
+
+    Raises RefreshError when pip fails (no network, unknown package).
+    """
+    cmd = _pip(python or sys.executable) + ["index", "versions", name]
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RefreshError("pip index versions %s: %s" % (name, exc))
+    m = re.search(r"Available versions:\s*(.+)", proc.stdout)
+    if proc.returncode != 0 or not m:
+        raise RefreshError("pip could not list versions of %s: %s (check network access and pip's index "
+                           "configuration)" % (name, (proc.stderr.strip().splitlines() or ["no output"])[-1]))
+    return [v.strip() for v in m.group(1).split(",") if v.strip()]
+
+
+def fetch_metadata(name: str, version: str, python: Optional[str] = None,
+                   timeout: float = 180.0) -> Dict[str, object]:
+    """Requires-Python and Requires-Dist of ``name==version`` as the index serves them.
+
+    Returns ``{"requires_python": str|None, "requires_dist": [str...], "source": str}``.
+    Raises RefreshError when pip cannot read it.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "report.json")
+        cmd = _pip(python or sys.executable) + [
+            "install", "--dry-run", "--no-deps", "--ignore-installed", "--quiet",
+            "--report", report, "%s==%s" % (name, version)]
+        try:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  universal_newlines=True, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise RefreshError("pip metadata read of %s==%s: %s" % (name, version, exc))
+        if proc.returncode != 0 or not os.path.exists(report):
+            lines = [l for l in proc.stderr.splitlines() if l.startswith("ERROR")] or proc.stderr.splitlines()
+            raise RefreshError("%s==%s: %s" % (name, version, (lines or ["pip failed"])[-1]))
+        with open(report, encoding="utf-8") as fh:
+            data = json.load(fh)
+    meta = data["install"][0]["metadata"]
+    return {
+        "requires_python": meta.get("requires_python"),
+        "requires_dist": sorted(meta.get("requires_dist") or []),
+        "source": "package index metadata of %s==%s (read with pip --dry-run --report)" % (name, version),
+    }
+
+
+def select_versions(available: Iterable[str], spec: str) -> List[str]:
+    """The final releases (no pre/dev) in ``available`` that ``spec`` admits, oldest first."""
+    out = []
+    sset = SpecifierSet(spec)
+    for v in available:
+        try:
+            pv = Version(v)
+        except InvalidVersion:
+            continue
+        if not pv.is_prerelease and not pv.is_devrelease and pv in sset:
+            out.append(v)
+    return sorted(out, key=Version)
+
+
+def _dump(data: Dict[str, object]) -> str:
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def refresh(matrix_dir: str, packages: Optional[Dict[str, str]] = None,
+            lister: Optional[Callable[[str], List[str]]] = None, fetch: Optional[Fetch] = None,
+            log: Callable[[str], None] = lambda s: None, write: bool = True) -> Tuple[str, int]:
+    """Regenerate ``matrix_dir/metadata/<package>.json``; return (unified diff, releases read).
+
+    Already-recorded releases are kept unless the index now reports different metadata;
+    releases the index no longer lists are kept (the matrix never loses a row silently).
+    ``lister`` and ``fetch`` default to pip; tests pass recorded data.
+    """
+    packages = packages or PACKAGES
+    lister = lister or list_versions
+    fetch = fetch or fetch_metadata
+    diffs: List[str] = []
+    count = 0
+    for name, spec in sorted(packages.items()):
+        path = os.path.join(matrix_dir, "metadata", name + ".json")
+        old_text = ""
+        old: Dict[str, object] = {"package": name, "releases": {}}
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                old_text = fh.read()
+            old = json.loads(old_text)
+        releases = dict(old.get("releases", {}))  # type: ignore[arg-type]
+        for version in select_versions(lister(name), spec):
+            log("reading %s==%s" % (name, version))
+            releases[version] = fetch(name, version)
+            count += 1
+        new = {"package": name, "generated_by": "preflight matrix refresh", "releases": releases}
+        new_text = _dump(new)
+        if new_text != old_text:
+            diffs.extend(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True),
+                                              "a/metadata/%s.json" % name, "b/metadata/%s.json" % name))
+            if write:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                tmp = path + ".tmp"
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    fh.write(new_text)
+                os.replace(tmp, path)
+    return "".join(diffs), count
+
+
+if __name__ == "__main__":  # pragma: no cover - developer convenience
+    t0 = time.time()
+    d, n = refresh(sys.argv[1] if len(sys.argv) > 1 else "matrices", log=lambda s: print(s, flush=True))
+    print("%d releases read in %.0f s; %d diff lines" % (n, time.time() - t0, d.count("\n")))

@@ -1,0 +1,1 @@
+"""Readers of facts: subprocess runner, host, NVML."""

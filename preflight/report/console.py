@@ -1,0 +1,98 @@
+"""The human report: rows grouped by stage, a fix under every warn and fail, a verdict line.
+
+Uses rich; colour follows rich's rules (NO_COLOR, FORCE_COLOR, a terminal or not). While checks
+run, :class:`LiveProgress` shows which check is running (only on a terminal).
+"""
+
+from typing import Optional
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from ..result import Result, Status
+from ..stages import STAGES
+from . import Report
+
+__all__ = ["render", "LiveProgress", "STYLE"]
+
+STYLE = {
+    Status.PASS: ("PASS", "green"),
+    Status.WARN: ("WARN", "yellow"),
+    Status.FAIL: ("FAIL", "bold red"),
+    Status.SKIP: ("SKIP", "dim"),
+    Status.ERROR: ("ERROR", "bold magenta"),
+}
+
+
+def _title(name: str) -> str:
+    for s in STAGES:
+        if s.name == name:
+            return s.title
+    return name
+
+
+def render(report: Report, console: Console, verbose: bool = False) -> None:
+    """Print ``report``. ``verbose`` adds each row's evidence keys (short values only)."""
+    t = report.target
+    console.print(Text.assemble(("verl-preflight ", "bold"), report.tool_version, "  matrix ", report.matrix_version))
+    console.print("target: %s (Python %s)   verl: %s (%s)" % (
+        escape(str(t.get("python"))), t.get("version", "?"), report.verl.get("version"), report.verl.get("chosen_by")))
+    for stage, rows in report.by_stage().items():
+        if not rows:
+            continue
+        dur = sum({".".join(r.id.split(".")[:2]): r.duration_s for r in rows}.values())
+        console.print()
+        console.print(Text.assemble(("%s" % stage, "bold cyan"), "  ", (_title(stage), "cyan"),
+                                    ("  (%.1f s)" % dur, "dim")))
+        table = Table(show_header=False, box=None, pad_edge=False, expand=False)
+        table.add_column("status", no_wrap=True, width=6)
+        table.add_column("id", style="dim", max_width=24, overflow="fold")
+        table.add_column("message", overflow="fold")
+        for r in rows:
+            label, style = STYLE[r.status]
+            msg = Text(r.message)
+            if r.fix and r.status in (Status.WARN, Status.FAIL, Status.ERROR):
+                msg.append("\n  fix: ", style="bold")
+                msg.append(r.fix)
+            if verbose and r.evidence:
+                for k, v in r.evidence.items():
+                    sv = str(v)
+                    msg.append("\n  %s: %s" % (k, sv if len(sv) < 300 else sv[:300] + "..."), style="dim")
+            table.add_row(Text(label, style=style), r.id.split(".", 1)[1], msg)
+        console.print(table)
+    c = report.counts()
+    console.print()
+    parts = ["%d passed" % c["pass"], "%d warnings" % c["warn"], "%d failed" % c["fail"]]
+    if c["error"]:
+        parts.append("%d errors" % c["error"])
+    parts.append("%d skipped" % c["skip"])
+    verdict = ("READY", "bold green") if report.ready else ("NOT READY", "bold red")
+    console.print(Text.assemble(verdict, ": ", ", ".join(parts), ("  (%.1f s, exit %d)" % (
+        report.duration_s, report.exit_code), "dim")))
+
+
+class LiveProgress:
+    """A spinner naming the running check, for terminals; a no-op elsewhere."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.status = None
+        self.done = 0
+
+    def __enter__(self) -> "LiveProgress":
+        if self.console.is_terminal:
+            self.status = self.console.status("starting...", spinner="dots")
+            self.status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status is not None:
+            self.status.__exit__(*exc)
+
+    def __call__(self, event: str, result: Optional[Result]) -> None:
+        if event.startswith("start:") and self.status is not None:
+            self.status.update("checking %s  (%d rows so far)" % (event[6:], self.done))
+        elif result is not None:
+            self.done += 1

@@ -1,0 +1,59 @@
+"""The stages, in order, as data.
+
+Each stage names the module holding its checks and the result ids it is gated on: when one of
+those results is present and is not pass/warn, every check of the stage is skipped with that
+id as the cause. A gate whose result was not produced (its stage was not selected) does not
+block: the stage's checks read the facts they need themselves.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, Tuple, Union
+
+__all__ = ["Stage", "STAGES", "STAGE_NAMES", "stage"]
+
+Needs = Union[Sequence[str], Callable[[Any], Sequence[str]]]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage: ``name``, a ``title`` for reports, the ``module`` with its checks and the
+    gate ``needs`` (result ids, or a function of the Context returning them)."""
+
+    name: str
+    title: str
+    module: str
+    needs: Needs = ()
+
+    def gate(self, ctx: Any) -> Sequence[str]:
+        """The gate result ids for this run."""
+        return tuple(self.needs(ctx)) if callable(self.needs) else tuple(self.needs)
+
+
+def _nccl_needs(ctx: Any) -> Sequence[str]:
+    if ctx.options.extra.get("nccl_backend") == "gloo":
+        return ("imports.torch",)
+    return ("gpu.nvml", "gpu.torch", "imports.torch")
+
+
+STAGES: Tuple[Stage, ...] = (
+    Stage("host", "Host: OS, CPU, memory, /dev/shm, disk, limits", "preflight.checks.host"),
+    Stage("python", "Python interpreter", "preflight.checks.python"),
+    Stage("packages", "Installed packages vs the compatibility matrix", "preflight.checks.packages",
+          ("python.interpreter",)),
+    Stage("imports", "Imports: torch, verl and its key classes, rollout engine, extensions",
+          "preflight.checks.imports", ("python.interpreter",)),
+    Stage("gpu", "GPUs: driver, NVML vs torch, compute capability", "preflight.checks.gpu"),
+    Stage("nccl", "NCCL: init and all_reduce on localhost, one process per GPU", "preflight.checks.nccl",
+          _nccl_needs),
+    Stage("vllm", "vLLM: a small offline generation", "preflight.checks.vllm", ("imports.vllm",)),
+)
+
+STAGE_NAMES = tuple(s.name for s in STAGES)
+
+
+def stage(name: str) -> Stage:
+    """The stage called ``name``; raises KeyError for an unknown name."""
+    for s in STAGES:
+        if s.name == name:
+            return s
+    raise KeyError(name)

@@ -1,0 +1,130 @@
+# Facts about the target interpreter and its installed distributions.
+# Emits one "info" event. Never imports third-party packages: distributions are read from
+# their metadata files only, so a package whose import crashes cannot crash this probe.
+import os
+import platform
+import sys
+
+
+def _marker_env():
+    impl = sys.implementation
+    iver = "%d.%d.%d" % impl.version[:3]
+    if impl.version.releaselevel != "final":
+        iver += impl.version.releaselevel[0] + str(impl.version.serial)
+    return {
+        "implementation_name": impl.name,
+        "implementation_version": iver,
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "platform_version": platform.version(),
+        "python_full_version": platform.python_version(),
+        "platform_python_implementation": platform.python_implementation(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
+    }
+
+
+def _dists_importlib():
+    import importlib.metadata as md
+
+    out = []
+    for d in md.distributions():
+        row = {"location": None}
+        try:
+            path = getattr(d, "_path", None)
+            row["location"] = str(path) if path is not None else None
+            meta = d.metadata
+            name = meta["Name"] if meta is not None else None
+            version = meta["Version"] if meta is not None else None
+            row["name"] = name
+            row["version"] = version
+            row["requires"] = list(d.requires or [])
+            row["requires_python"] = meta["Requires-Python"] if meta is not None else None
+            try:
+                row["installer"] = (d.read_text("INSTALLER") or "").strip() or None
+            except Exception:
+                row["installer"] = None
+            if not name or not version:
+                row["error"] = "metadata has no %s" % ("Name" if not name else "Version")
+        except Exception as exc:  # malformed metadata must not stop the probe
+            row["error"] = "%s: %s" % (type(exc).__name__, exc)
+        out.append(row)
+    return out
+
+
+def _dists_scan():
+    # Python < 3.8: read *.dist-info/METADATA and *.egg-info/PKG-INFO by hand.
+    from email.parser import Parser
+
+    out = []
+    for entry in sys.path:
+        if not entry or not os.path.isdir(entry):
+            continue
+        for fn in sorted(os.listdir(entry)):
+            if not (fn.endswith(".dist-info") or fn.endswith(".egg-info")):
+                continue
+            base = os.path.join(entry, fn)
+            mfile = os.path.join(base, "METADATA" if fn.endswith(".dist-info") else "PKG-INFO")
+            row = {"location": base}
+            try:
+                with open(mfile, encoding="utf-8", errors="replace") as fh:
+                    msg = Parser().parse(fh)
+                row["name"] = msg.get("Name")
+                row["version"] = msg.get("Version")
+                row["requires"] = msg.get_all("Requires-Dist") or []
+                row["requires_python"] = msg.get("Requires-Python")
+                if not row["name"] or not row["version"]:
+                    row["error"] = "metadata has no Name or Version"
+            except Exception as exc:
+                row["error"] = "%s: %s" % (type(exc).__name__, exc)
+            out.append(row)
+    return out
+
+
+def main():
+    try:
+        dists = _dists_importlib()
+    except ImportError:
+        dists = _dists_scan()
+    prefix = sys.prefix
+    conda = os.path.isdir(os.path.join(prefix, "conda-meta"))
+    try:
+        import importlib.util as iu
+
+        has_pip = iu.find_spec("pip") is not None
+    except Exception:
+        has_pip = False
+    marker_file = os.path.join(prefix, ".verl-preflight-incomplete")
+    incomplete = None
+    if os.path.exists(marker_file):
+        try:
+            with open(marker_file) as fh:
+                incomplete = fh.read().strip() or "present"
+        except OSError:
+            incomplete = "present"
+    libc = platform.libc_ver()
+    emit(
+        "info",
+        executable=sys.executable,
+        version=list(sys.version_info[:3]),
+        version_string=sys.version.split()[0],
+        releaselevel=sys.version_info.releaselevel,
+        implementation=sys.implementation.name,
+        prefix=prefix,
+        base_prefix=getattr(sys, "base_prefix", prefix),
+        is_venv=getattr(sys, "base_prefix", prefix) != prefix,
+        is_conda=conda,
+        conda_env=os.environ.get("CONDA_DEFAULT_ENV"),
+        has_pip=has_pip,
+        platform=platform.platform(),
+        libc=list(libc),
+        marker_env=_marker_env(),
+        sys_path=[p for p in sys.path if p],
+        distributions=dists,
+        incomplete_marker=incomplete,
+    )
+
+
+main()
