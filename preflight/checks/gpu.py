@@ -124,8 +124,12 @@ def driver(ctx):
     have = driver_tuple(drv)
     t = ctx.installed("torch")
     series = ctx.matrix.torch_series(t.version) if t else None
-    alt = _variant_for_driver(ctx, series, drv)
-    alt_txt = (" or install torch's %s variant (%s)" % (alt, ctx.matrix.torch_variant(alt)["index"])) if alt else ""
+    alt, native = _variant_for_driver(ctx, series, drv)
+    alt_txt = ""
+    if alt and alt != ctx.matrix.torch_build(t.version)[0]:
+        alt_txt = ", or install torch's %s variant (%s)%s" % (
+            alt, ctx.matrix.torch_variant(alt)["index"],
+            "" if native else ", which this driver runs through minor-version compatibility")
     if tk and have >= driver_tuple(tk["driver"]):
         return passed("driver %s runs CUDA %s (needs >= %s)" % (drv, cuda, tk["driver"]), ev)
     if floor and have >= driver_tuple(floor):
@@ -138,17 +142,24 @@ def driver(ctx):
                   "is insufficient'" % (drv, cuda, need), "upgrade the NVIDIA driver to >= %s%s" % (need, alt_txt), ev)
 
 
-def _variant_for_driver(ctx, series: Optional[Dict[str, Any]], drv: Optional[str]) -> Optional[str]:
-    """The newest CUDA variant of a torch series that this driver runs natively."""
+def _variant_for_driver(ctx, series: Optional[Dict[str, Any]], drv: Optional[str]) -> Tuple[Optional[str], bool]:
+    """(newest CUDA variant of a torch series this driver runs, natively?): natively if any does,
+    else the oldest one it runs through minor-version compatibility; (None, False) if none runs."""
     if not series or not drv:
-        return None
-    best = None
+        return None, False
+    native, compat = None, None
+    have = driver_tuple(drv)
     for name in series.get("variants", []):
         row = ctx.matrix.torch_variant(name) or {}
-        tk = ctx.matrix.cuda_toolkit(row.get("cuda") or "")
-        if tk and driver_tuple(drv) >= driver_tuple(tk["driver"]):
-            best = name
-    return best
+        cuda = row.get("cuda") or ""
+        tk = ctx.matrix.cuda_toolkit(cuda)
+        if tk and have >= driver_tuple(tk["driver"]):
+            native = name
+        elif cuda:
+            floor = ctx.matrix.min_driver_for_cuda_major(int(cuda.split(".")[0]))
+            if floor and have >= driver_tuple(floor) and compat is None:
+                compat = name  # the lowest CUDA: the least PTX newer than the driver
+    return (native, True) if native else (compat, False)
 
 
 @check("gpu.torch", needs=("gpu.nvml", "imports.torch"))

