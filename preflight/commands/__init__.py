@@ -1,0 +1,9 @@
+"""Subcommands. Each module defines ``NAME``, ``HELP``, ``register(parser)`` (adds its options to
+its own sub-parser) and ``run(args) -> int``; :data:`COMMANDS` lists them in help order. Modules
+raise :class:`preflight.errors.UsageError` for bad input; cli.main turns it into one line, exit 2.
+"""
+
+from . import check, matrix
+
+#: Every subcommand module; the first is the default when no command is given.
+COMMANDS = (check, matrix)

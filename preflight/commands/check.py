@@ -1,0 +1,144 @@
+"""``preflight check``: run the staged checks against a target interpreter and report."""
+
+import argparse
+import os
+import sys
+import time
+from typing import Optional
+
+from .. import __version__
+from ..errors import UsageError
+
+NAME = "check"
+HELP = "run the staged checks (the default command)"
+EPILOG = """examples:
+  python3 preflight.pyz                              check the interpreter running it
+  python3 preflight.pyz check --python ~/venvs/verl/bin/python --json report.json
+  python3 preflight.pyz check --verl 0.9.1 --stage host,python,packages
+  python3 preflight.pyz check --skip nccl,vllm --timeout 60
+
+stages, in order (each gated on the ones before): host, python, packages, imports, gpu, nccl, vllm
+exit codes: 0 ready (warnings allowed), 1 not ready (a check failed), 2 usage error or checker failure
+"""
+
+
+def _stages_arg(text: str):
+    from ..stages import STAGE_NAMES
+
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [n for n in names if n not in STAGE_NAMES]
+    if bad:
+        raise argparse.ArgumentTypeError("unknown stage %s (stages: %s)" % (", ".join(bad), ", ".join(STAGE_NAMES)))
+    return names
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a number of seconds" % text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return v
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    """Add ``check``'s options to its parser."""
+    p.add_argument("--python", metavar="PATH", default=None,
+                   help="interpreter to check (a venv's or conda env's python); default: the one running this")
+    p.add_argument("--verl", metavar="VERSION", default=None,
+                   help="verl release to check against when verl is not installed (default: the installed one, "
+                        "else the newest in the matrix)")
+    p.add_argument("--backend", choices=("vllm", "sglang"), default=None,
+                   help="rollout backend to require (default: the installed one)")
+    p.add_argument("--stage", type=_stages_arg, action="append", default=None, metavar="NAMES",
+                   help="only these stages (comma-separated, repeatable)")
+    p.add_argument("--skip", type=_stages_arg, action="append", default=None, metavar="NAMES",
+                   help="leave out these stages")
+    p.add_argument("--json", metavar="FILE", default=None, help="write the JSON report to FILE ('-' for stdout)")
+    p.add_argument("--timeout", type=_positive, default=120.0, metavar="SECONDS",
+                   help="limit for each subprocess check before its process group is killed (default 120)")
+    p.add_argument("--nccl-world-size", type=int, default=None, metavar="N",
+                   help="ranks for the nccl stage (default: every visible GPU)")
+    p.add_argument("--nccl-backend", choices=("nccl", "gloo"), default="nccl",
+                   help="collective backend of the nccl stage (gloo runs on CPU, for testing)")
+    p.add_argument("--vllm-tp", type=int, default=1, metavar="N",
+                   help="tensor_parallel_size of the vllm stage's generation (default 1)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show evidence under every row")
+
+
+def _resolve_python(path: Optional[str]) -> str:
+    if path is None:
+        return sys.executable
+    expanded = os.path.expanduser(path)
+    if os.sep not in expanded:
+        import shutil
+
+        found = shutil.which(expanded)
+        if found:
+            return found
+    if not os.path.exists(expanded):
+        raise UsageError("--python %s: no such file; pass the path of a Python interpreter "
+                         "(e.g. ~/venvs/verl/bin/python)" % path)
+    if os.path.isdir(expanded):
+        cand = os.path.join(expanded, "bin", "python")
+        if os.path.exists(cand):
+            return cand
+        raise UsageError("--python %s is a directory without bin/python; pass the interpreter itself" % path)
+    if not os.access(expanded, os.X_OK):
+        raise UsageError("--python %s is not executable; pass the path of a Python interpreter" % path)
+    return os.path.abspath(expanded)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the checks; return the exit code (0 ready, 1 not ready)."""
+    from rich.console import Console
+
+    from .. import matrix as matrix_mod
+    from ..context import Context, Options
+    from ..report import Report, jsonreport
+    from ..report.console import LiveProgress, render
+    from ..runner import run
+    from ..stages import STAGE_NAMES
+
+    python = _resolve_python(args.python)
+    mx = matrix_mod.load()
+    if args.verl and mx.verl(args.verl) is None:
+        raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (
+            args.verl, mx.version, ", ".join(mx.verl_versions())))
+    selected = [s for group in (args.stage or [list(STAGE_NAMES)]) for s in group]
+    skipped = {s for group in (args.skip or []) for s in group}
+    stages = [s for s in STAGE_NAMES if s in selected and s not in skipped]
+    if not stages:
+        raise UsageError("no stage left to run after --stage/--skip")
+    to_stdout = args.json == "-"
+    console = Console(stderr=to_stdout, highlight=False)
+    opts = Options(python=python, verl=args.verl, timeout=args.timeout, nccl_world_size=args.nccl_world_size,
+                   backend=args.backend, vllm_tp=args.vllm_tp, extra={"nccl_backend": args.nccl_backend})
+    ctx = Context(opts, mx)
+    t0 = time.time()
+    with LiveProgress(console) as progress:
+        results = run(ctx, stages, progress)
+    info = ctx.target() or {}
+    verl_v, how = ctx.verl_release()
+    machine = {"host": ctx.host()}
+    if "gpu" in stages or "nccl" in stages:
+        machine["nvml"] = ctx.nvml()
+    report = Report(results=results, stages=stages,
+                    target={"python": python, "version": info.get("version_string"), "prefix": info.get("prefix"),
+                            "executable": info.get("executable")},
+                    verl={"version": verl_v, "chosen_by": how}, machine=machine,
+                    tool_version=__version__, matrix_version=mx.version, started_at=t0,
+                    duration_s=time.time() - t0)
+    render(report, console, verbose=args.verbose)
+    if args.json:
+        if to_stdout:
+            import json
+
+            sys.stdout.write(json.dumps(jsonreport.to_dict(report), indent=2, default=str) + "\n")
+        else:
+            try:
+                jsonreport.write(report, args.json)
+            except OSError as exc:
+                raise UsageError("--json %s: cannot write the report: %s" % (args.json, exc.strerror or exc))
+    return report.exit_code

@@ -1,0 +1,56 @@
+"""``preflight matrix show|refresh``: print matrix rows; regenerate metadata through pip."""
+
+import argparse
+import os
+import sys
+
+from ..errors import UsageError
+
+NAME = "matrix"
+HELP = "show or refresh the compatibility matrix"
+EPILOG = None
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    """Add the ``show`` and ``refresh`` sub-commands."""
+    msub = p.add_subparsers(dest="matrix_command", parser_class=type(p))
+    show = msub.add_parser("show", help="print matrix rows")
+    show.add_argument("--verl", metavar="VERSION", default=None, help="only this verl release")
+    ref = msub.add_parser("refresh", help="re-read package metadata through pip and rewrite matrices/metadata")
+    ref.add_argument("--dir", default="matrices", help="the matrices/ directory to update (default ./matrices)")
+    ref.add_argument("--package", action="append", default=None, help="only this package (repeatable)")
+    ref.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``matrix show`` or ``matrix refresh``; return the exit code."""
+    if not args.matrix_command:
+        raise UsageError("preflight matrix: choose 'show' or 'refresh'")
+    from .. import matrix as matrix_mod
+
+    if args.matrix_command == "refresh":
+        from ..matrix.refresh import PACKAGES, RefreshError, refresh
+
+        if not os.path.isdir(args.dir):
+            raise UsageError("--dir %s: no such directory; run from the repository root or pass --dir "
+                             "path/to/matrices" % args.dir)
+        pkgs = PACKAGES
+        if args.package:
+            unknown = [p for p in args.package if p not in PACKAGES]
+            if unknown:
+                raise UsageError("--package %s: not refreshed by this tool (choose from %s)" % (
+                    ", ".join(unknown), ", ".join(sorted(PACKAGES))))
+            pkgs = {p: PACKAGES[p] for p in args.package}
+        try:
+            diff, n = refresh(args.dir, pkgs, log=lambda s: print(s, file=sys.stderr, flush=True),
+                              write=not args.dry_run)
+        except RefreshError as exc:
+            raise UsageError("matrix refresh: %s" % exc)
+        sys.stdout.write(diff)
+        print("%d releases read; %s" % (n, "no change" if not diff else "%d diff lines%s" % (
+            diff.count("\n"), " (not written: --dry-run)" if args.dry_run else "")), file=sys.stderr)
+        return 0
+    mx = matrix_mod.load()
+    from ..matrix.show import show
+
+    return show(mx, args.verl)
