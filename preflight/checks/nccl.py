@@ -1,8 +1,209 @@
-"""nccl stage: init_process_group and all_reduce on localhost, one process per GPU."""
+"""nccl stage: init_process_group and all_reduce on localhost, one process per GPU.
 
-from .base import check, skipped
+World size = the GPUs torch sees (``--nccl-world-size`` chooses fewer). Each rank is a process
+of the target interpreter (``target/nccl_rank.py``) in its own process group; they meet on a
+TCP rendezvous at 127.0.0.1 on a free port. The sweep (sizes, iterations) and the expected
+bandwidth come from matrices/nccl.toml. A rank that does not finish in time: every rank is
+killed and the row names the step each one was in. The gloo backend runs the same code on CPUs
+(``--nccl-backend gloo``), which is how CI tests it with real processes.
+"""
+
+import os
+import socket
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..probes.process import collect, spawn_script
+from .base import check, failed, passed, skipped, warned
+
+MIB = 1 << 20
+HINT = ("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL to see where it stops; check that no firewall "
+        "blocks 127.0.0.1, that /dev/shm is large enough, and that no GPU is in a bad state (gpu.health)")
+
+
+def busbw(nbytes: int, seconds: float, world: int) -> Tuple[float, float]:
+    """(algbw, busbw) in GB/s (1e9 bytes/s) of an all_reduce of ``nbytes`` taking ``seconds`` on
+    ``world`` ranks: algbw = bytes / time, busbw = algbw * 2 (n - 1) / n (nccl-tests)."""
+    alg = nbytes / seconds / 1e9 if seconds > 0 else 0.0
+    return alg, alg * 2.0 * (world - 1) / world if world > 1 else 0.0
+
+
+def expected_peak(mx, snap: Dict[str, Any], world: int) -> Tuple[Optional[float], str]:
+    """Peak per-direction bandwidth in GB/s between the first ``world`` GPUs, from NVML topology
+    (NVLink count x per-link speed of the GPU's NVLink generation, else PCIe generation x width),
+    and how it was derived. (None, reason) when it cannot be told."""
+    data = mx.curated.get("nccl", {})
+    devs = [d for d in snap.get("devices", []) if not d.get("error")][:world]
+    if len(devs) < 2:
+        return None, "fewer than 2 GPUs"
+    links = [d.get("nvlinks_active") or 0 for d in devs]
+    p2p = [p.get("p2p_read") for p in snap.get("pairs", []) if p.get("a") < world and p.get("b") < world]
+    if all(links) and all(x is not False for x in p2p):
+        cc = devs[0].get("capability") or ""
+        rows = [r for r in data.get("nvlink", []) if r["cc"] == cc] or \
+            [r for r in data.get("nvlink", []) if cc and r["cc"].split(".")[0] == cc.split(".")[0]]
+        if rows:
+            r = rows[0]
+            return min(links) * r["gb_per_s_per_link"], "%d NVLink%d links x %.0f GB/s (%s)" % (
+                min(links), r["generation"], r["gb_per_s_per_link"], r["source"])
+        return None, "NVLink speed of compute capability %s not in the matrix" % cc
+    lanes = []
+    for d in devs:
+        pcie = d.get("pcie") or {}
+        gen, width = pcie.get("gen_max") or pcie.get("gen"), pcie.get("width")
+        row = [r for r in data.get("pcie", []) if r["gen"] == gen]
+        if not row or not width:
+            return None, "PCIe generation/width of GPU %s unknown" % d.get("index")
+        lanes.append((width * row[0]["gb_per_s_per_lane"], gen, width))
+    bw, gen, width = min(lanes)
+    return bw, "PCIe gen%d x%d (%s)" % (gen, width, "no P2P: through host memory" if False in p2p else "P2P")
+
+
+def below_expectation(busbw_gbps: float, peak_gbps: Optional[float], fraction: float) -> bool:
+    """True when a measured busbw is under ``fraction`` of the links' peak (both GB/s)."""
+    return bool(peak_gbps) and busbw_gbps < fraction * peak_gbps
+
+
+def _free_port() -> int:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def run_ranks(python: str, world: int, backend: str, sizes: List[int], warmup: int, iters: int, timeout: float,
+              inject: Optional[Dict[str, Any]] = None) -> Tuple[List[Any], bool, List[int], float]:
+    """Start ``world`` ranks of ``target/nccl_rank.py`` and wait for all of them (one shared
+    deadline of ``timeout`` seconds). If any rank fails or the deadline passes, every rank's
+    process group is killed. Returns (ProbeOutput per rank, timed out?, ranks still running when
+    the run was stopped, wall seconds)."""
+    port = _free_port()
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    t0 = time.monotonic()
+    procs = []
+    for rank in range(world):
+        args = {"rank": rank, "world_size": world, "port": port, "backend": backend, "sizes": sizes,
+                "warmup": warmup, "iters": iters, "init_timeout_s": max(10.0, timeout * 0.8), "inject": inject}
+        procs.append(spawn_script(python, "nccl_rank", args, env=env))
+    deadline = t0 + timeout
+    timed_out = False
+    while True:
+        codes = [p.poll() for p in procs]
+        if all(c is not None for c in codes):
+            break
+        if any(c not in (None, 0) for c in codes):
+            time.sleep(2.0)  # let the others report their error, then stop them
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+            break
+        time.sleep(0.05)
+    alive = [i for i, p in enumerate(procs) if p.poll() is None]
+    outs = [collect(p, 0.5 if i in alive else 5, ["rank %d" % i]) for i, p in enumerate(procs)]
+    return outs, timed_out, alive, time.monotonic() - t0
+
+
+def _world(ctx) -> Tuple[int, str]:
+    if ctx.options.nccl_world_size:
+        return int(ctx.options.nccl_world_size), "--nccl-world-size"
+    if ctx.options.extra.get("nccl_backend") == "gloo":
+        return 2, "gloo default"
+    info = ctx.torch_cuda().last("torch_cuda") or {}
+    return int(info.get("device_count") or 0), "GPUs torch sees"
 
 
 @check("nccl.allreduce")
 def allreduce(ctx):
-    return skipped("the NCCL stage is not implemented in this version", [])
+    backend = ctx.options.extra.get("nccl_backend") or "nccl"
+    world, why = _world(ctx)
+    data = ctx.matrix.curated.get("nccl", {})
+    m = data.get("measure", {})
+    ev: Dict[str, Any] = {"backend": backend, "world_size": world, "world_size_from": why}
+    if world < 1:
+        return skipped("no GPU visible to torch", ["gpu.torch"], ev)
+    if backend == "nccl":
+        info = ctx.torch_cuda().last("torch_cuda") or {}
+        if world > int(info.get("device_count") or 0):
+            return failed("--nccl-world-size %d but torch sees %d GPU(s)" % (world, info.get("device_count") or 0),
+                          "use --nccl-world-size <= %d" % (info.get("device_count") or 0), ev)
+        sizes_mib = list(m.get("sizes_mib", [1, 64]))
+        snap = ctx.nvml()
+        free = [((d.get("memory_total_mib") or 0) - (d.get("memory_used_mib") or 0)) for d in snap.get("devices", [])
+                if not d.get("error")][:world]
+        if free and min(free) > 0:
+            sizes_mib = [s for s in sizes_mib if s <= min(free) / 4] or sizes_mib[:1]
+        warmup, iters = int(m.get("warmup", 5)), int(m.get("iters", 20))
+    else:
+        sizes_mib = list(m.get("gloo_sizes_mib", [1]))
+        warmup, iters = int(m.get("gloo_warmup", 1)), int(m.get("gloo_iters", 3))
+    sizes = [s * MIB for s in sizes_mib]
+    ev["nccl_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
+    outs, timed_out, alive, wall = run_ranks(ctx.options.python, world, backend, sizes, warmup, iters, ctx.options.timeout,
+                                      ctx.options.extra.get("nccl_inject"))
+    ev["wall_s"] = round(wall, 2)
+    steps = {i: (o.last("step") or {}).get("name") for i, o in enumerate(outs)}
+    done = [o.last("done") is not None for o in outs]
+    if timed_out or not all(done):
+        stuck = [i for i, d in enumerate(done) if not d]
+        ev["ranks"] = {str(i): {"last_step": steps[i], "exit": outs[i].describe(),
+                                "stderr_tail": outs[i].stderr_tail.strip()[-600:]} for i in range(world)}
+        crashed = [i for i in stuck if i not in alive]
+
+        def last_error(i: int) -> str:
+            lines = [l for l in outs[i].stderr_tail.strip().splitlines() if l.strip()]
+            return (lines[-1] if lines else outs[i].describe())[:300]
+
+        if alive:
+            what = ", ".join("rank %d in %s" % (i, steps[i] or "startup") for i in alive)
+            msg = "%s: %s did not finish%s (every rank killed)" % (
+                backend.upper(), what, " within %.0f s" % ctx.options.timeout if timed_out else "")
+            if crashed:
+                msg += "; meanwhile " + "; ".join("rank %d stopped in %s: %s" % (i, steps[i] or "startup", last_error(i))
+                                                  for i in crashed[:2])
+            return failed(msg, HINT, ev)
+        first = crashed[0]
+        return failed("rank %d failed in %s: %s" % (first, steps[first] or "startup", last_error(first)), HINT, ev)
+    init = max((o.last("init") or {}).get("seconds", 0) for o in outs)
+    ev["init_s"] = round(init, 3)
+    ev["nccl_version"] = (outs[0].last("init") or {}).get("nccl")
+    table, bad = [], []
+    for idx, nbytes in enumerate(sizes):
+        per_rank = [[e for e in o.events if e.get("event") == "size"][idx] for o in outs]
+        t = max(e["seconds_per_op"] for e in per_rank)
+        alg, bus = busbw(per_rank[0]["bytes"], t, world)
+        row = {"size_mib": nbytes // MIB, "time_us": round(t * 1e6, 1), "algbw_gbps": round(alg, 2),
+               "busbw_gbps": round(bus, 2)}
+        table.append(row)
+        for r, e in enumerate(per_rank):
+            if not e["ok"]:
+                bad.append("rank %d, %d MiB: got %s, expected %s" % (r, nbytes // MIB, e["got"], e["want"]))
+    ev["sizes"] = table
+    if bad:
+        return failed("all_reduce returned wrong sums: %s" % "; ".join(bad[:3]),
+                      "a wrong result with no error means bad hardware or a broken NCCL/driver install: drain the node "
+                      "and run nccl-tests (all_reduce_perf -c 1) to confirm", ev)
+    last = table[-1]
+    summary = "init %.2f s; %d MiB all_reduce %.0f us, busbw %.1f GB/s" % (
+        init, last["size_mib"], last["time_us"], last["busbw_gbps"])
+    if world == 1:
+        return passed("world size 1 (%s): init and local all_reduce correct; %s" % (backend, summary), ev)
+    if backend != "nccl":
+        return passed("%d gloo ranks: init and all_reduce correct on every size; %s" % (world, summary), ev)
+    peak, how = expected_peak(ctx.matrix, ctx.nvml(), world)
+    ev.update(expected_peak_gbps=peak, expected_from=how, warn_below_fraction=data.get("expect", {}).get("warn_below_fraction"))
+    frac = data.get("expect", {}).get("warn_below_fraction", 0.25)
+    if below_expectation(last["busbw_gbps"], peak, frac):
+        causes = []
+        for var in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_P2P_LEVEL", "NCCL_ALGO", "NCCL_PROTO"):
+            if os.environ.get(var):
+                causes.append("%s=%s is set" % (var, os.environ[var]))
+        causes += ["P2P blocked by ACS/IOMMU (check gpu.topology, 'nvidia-smi topo -p2p r')",
+                   "a degraded PCIe link (gpu.health)", "another job using the GPUs or links"]
+        ev["likely_causes"] = causes
+        return warned("%d ranks: busbw %.1f GB/s at %d MiB is %.0f%% of the %.0f GB/s the links allow (%s)" % (
+            world, last["busbw_gbps"], last["size_mib"], 100 * last["busbw_gbps"] / peak, peak, how.split(" (")[0]),
+            "likely: %s" % "; ".join(causes[:3]), ev)
+    extra = " (%.0f%% of %.0f GB/s %s)" % (100 * last["busbw_gbps"] / peak, peak, how.split(" (")[0]) if peak else ""
+    return passed("%d ranks, NCCL %s: %s%s" % (world, ev["nccl_version"], summary, extra), ev)

@@ -1,0 +1,98 @@
+# One rank of the nccl stage: init_process_group on a localhost TCP rendezvous, all_reduce over a
+# range of sizes with a check of the sum, a barrier, a clean destroy.
+# ARGS: {rank, world_size, port, backend ("nccl"|"gloo"), sizes (bytes), warmup, iters,
+#        init_timeout_s, inject ({"rank", "fault": "hang_init"|"hang_allreduce"|"wrong_sum"} or null)}
+# Events: "step" {name} before each step (the checker reports the last one of a rank that hung),
+#         "init" {seconds}, "size" {bytes, seconds_per_op, ok, got, want}, "done" {}.
+import datetime
+import os
+import time
+
+
+def main():
+    rank = int(ARGS["rank"])
+    world = int(ARGS["world_size"])
+    backend = ARGS.get("backend", "nccl")
+    inject = ARGS.get("inject") or {}
+    faulty = inject.get("rank") == rank
+    emit("step", name="import torch")
+    import torch
+    import torch.distributed as dist
+
+    on_gpu = backend == "nccl"
+    if on_gpu:
+        emit("step", name="set device")
+        torch.cuda.set_device(rank)
+        dtype = torch.bfloat16
+        device = torch.device("cuda", rank)
+    else:
+        dtype = torch.float32
+        device = torch.device("cpu")
+    elem = torch.tensor([], dtype=dtype).element_size()
+    emit("step", name="init_process_group")
+    if faulty and inject.get("fault") == "hang_init":
+        while True:
+            time.sleep(1)
+    t0 = time.time()
+    kwargs = {}
+    if on_gpu:
+        try:  # torch >= 2.3: bind the communicator to this rank's device eagerly
+            import inspect
+
+            if "device_id" in inspect.signature(dist.init_process_group).parameters:
+                kwargs["device_id"] = device
+        except (TypeError, ValueError):
+            pass
+    dist.init_process_group(backend=backend, init_method="tcp://127.0.0.1:%d" % int(ARGS["port"]), rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=float(ARGS.get("init_timeout_s", 60))),
+                            **kwargs)
+    # the first collective creates the NCCL communicator: count it in init
+    emit("step", name="first all_reduce (communicator setup)")
+    warm = torch.ones(1, dtype=dtype, device=device)
+    dist.all_reduce(warm)
+    if on_gpu:
+        torch.cuda.synchronize()
+    emit("init", seconds=round(time.time() - t0, 4), nccl=(".".join(str(x) for x in torch.cuda.nccl.version())
+                                                           if on_gpu else None), torch=torch.__version__)
+    want = world * (world + 1) / 2.0
+    for nbytes in ARGS.get("sizes", []):
+        n = max(1, int(nbytes) // elem)
+        label = "all_reduce %d MiB" % (nbytes >> 20) if nbytes >= (1 << 20) else "all_reduce %d B" % nbytes
+        emit("step", name=label)
+        if faulty and inject.get("fault") == "hang_allreduce":
+            while True:
+                time.sleep(1)
+        buf = torch.empty(n, dtype=dtype, device=device)
+        for _ in range(int(ARGS.get("warmup", 3))):
+            buf.fill_(rank + 1)
+            dist.all_reduce(buf)
+        if on_gpu:
+            torch.cuda.synchronize()
+        iters = int(ARGS.get("iters", 10))
+        dist.barrier()
+        if on_gpu:
+            torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(buf)
+        if on_gpu:
+            torch.cuda.synchronize()
+        dt = (time.perf_counter() - t1) / iters
+        # correctness on a fresh buffer: every element must be 1 + 2 + ... + world
+        buf.fill_(rank + 1)
+        if faulty and inject.get("fault") == "wrong_sum":
+            buf.fill_(rank + 2)
+        dist.all_reduce(buf)
+        lo = float(buf.min().item())
+        hi = float(buf.max().item())
+        ok = lo == want and hi == want
+        emit("size", bytes=n * elem, seconds_per_op=dt, ok=ok, got=[lo, hi], want=want, iters=iters)
+        del buf
+    emit("step", name="barrier")
+    dist.barrier()
+    emit("step", name="destroy_process_group")
+    dist.destroy_process_group()
+    emit("done")
+
+
+main()

@@ -1,0 +1,87 @@
+"""nccl stage: the rank processes for real with the gloo backend on CPU (2 and 4 ranks, a
+hanging rank, a wrong sum), and the bandwidth expectation from NVML topology."""
+
+import time
+
+import pytest
+from envs import real_env
+from fake_nvml import FakeNvml, h200s
+
+from preflight.checks.nccl import below_expectation, busbw, expected_peak
+from preflight.context import Context, Options
+from preflight.probes.nvml import collect
+from preflight.result import Status
+from preflight.runner import run
+
+
+def test_busbw_convention():
+    # nccl-tests: busbw = algbw * 2(n-1)/n; gpu_machine_facts.md: 1 GiB in 3.27 ms on 2 ranks
+    alg, bus = busbw(1 << 30, 3.27e-3, 2)
+    assert round(alg) == 328 and round(bus) == 328
+    alg, bus = busbw(1 << 30, 1e-3, 8)
+    assert bus == pytest.approx(alg * 14 / 8)
+    assert busbw(1 << 20, 1e-3, 1)[1] == 0.0
+
+
+def test_expected_peak_from_topology(matrix):
+    peak, how = expected_peak(matrix, collect(FakeNvml(h200s(2))), 2)
+    assert peak == 450.0 and "18 NVLink4" in how
+    pcie = collect(FakeNvml([{"name": "NVIDIA L4", "cc": (8, 9)}] * 2))
+    peak, how = expected_peak(matrix, pcie, 2)
+    assert peak == pytest.approx(16 * 3.938) and "PCIe gen5 x16" in how
+    assert expected_peak(matrix, collect(FakeNvml(h200s(1))), 1)[0] is None
+
+
+def test_measured_h200_figures_against_expectation(matrix):
+    frac = matrix.curated["nccl"]["expect"]["warn_below_fraction"]
+    assert not below_expectation(328.0, 450.0, frac)   # healthy 2 x H200
+    assert below_expectation(28.6, 450.0, frac)         # NCCL_P2P_DISABLE=1 on the same machine
+
+
+@pytest.fixture(scope="module")
+def torch_python():
+    return real_env("verl091-core", ["verl[verl-core]==0.9.1", "torch==2.13.0"])
+
+
+def gloo(matrix, python, world, timeout=60, inject=None):
+    opts = Options(python=python, timeout=timeout, nccl_world_size=world,
+                   extra={"nccl_backend": "gloo", "nccl_inject": inject})
+    ctx = Context(opts, matrix)
+    t0 = time.monotonic()
+    rows = {r.id: r for r in run(ctx, ["nccl"])}
+    return rows["nccl.allreduce"], time.monotonic() - t0
+
+
+@pytest.mark.realenv
+@pytest.mark.parametrize("world", [2, 4])
+def test_gloo_ranks_pass(matrix, torch_python, world):
+    r, _ = gloo(matrix, torch_python, world)
+    assert r.status == Status.PASS, (r.message, r.evidence)
+    assert r.evidence["world_size"] == world
+    sizes = r.evidence["sizes"]
+    assert [s["size_mib"] for s in sizes] == matrix.curated["nccl"]["measure"]["gloo_sizes_mib"]
+    assert all(s["time_us"] > 0 and s["busbw_gbps"] > 0 for s in sizes)
+    assert r.evidence["init_s"] > 0
+
+
+@pytest.mark.realenv
+def test_hanging_rank_is_killed_and_named(matrix, torch_python):
+    r, dt = gloo(matrix, torch_python, 2, timeout=25, inject={"rank": 1, "fault": "hang_allreduce"})
+    assert r.status == Status.FAIL
+    assert "rank 1 in all_reduce 1 MiB" in r.message and "every rank killed" in r.message
+    assert "NCCL_DEBUG=INFO" in r.fix
+    assert dt < 60
+
+
+@pytest.mark.realenv
+def test_rank_hanging_before_init(matrix, torch_python):
+    r, dt = gloo(matrix, torch_python, 2, timeout=20, inject={"rank": 0, "fault": "hang_init"})
+    assert r.status == Status.FAIL and "init_process_group" in r.message
+    assert dt < 60
+
+
+@pytest.mark.realenv
+def test_wrong_sum_fails(matrix, torch_python):
+    r, _ = gloo(matrix, torch_python, 2, inject={"rank": 1, "fault": "wrong_sum"})
+    assert r.status == Status.FAIL and "wrong sums" in r.message
+    assert "expected 3.0" in r.message
