@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - exercised on 3.8-3.10
 
 __all__ = ["Matrix", "MatrixError", "AnySpec", "load", "parse_version"]
 
-CURATED = ("meta", "host", "gpus", "cuda", "torch", "verl", "known_bad", "modules", "signatures", "env", "vllm")
+CURATED = ("meta", "host", "gpus", "cuda", "torch", "verl", "known_bad", "modules", "signatures", "env", "nccl", "vllm")
 GENERATED = ("verl", "vllm", "torch", "torchvision", "torchaudio", "sglang", "tensordict")
 
 
