@@ -337,7 +337,8 @@ def topology(ctx):
                       % ", ".join(no_p2p), "check ACS/IOMMU settings in BIOS and the kernel (iommu=pt), and the "
                       "GPU topology (nvidia-smi topo -m)", ev)
     via = "NVLink" if all(links.values()) else "PCIe"
-    return passed("P2P works between all %d GPU pairs (%s)" % (len(pairs), via), ev)
+    n = snap.get("device_count") or 0
+    return passed("P2P works between %s (%s)" % ("the 2 GPUs" if n == 2 else "all %d GPU pairs" % len(pairs), via), ev)
 
 
 @check("gpu.env")
