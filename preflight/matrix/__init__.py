@@ -30,7 +30,10 @@ except ImportError:  # pragma: no cover - exercised on 3.8-3.10
 
 __all__ = ["Matrix", "MatrixError", "AnySpec", "load", "parse_version"]
 
-CURATED = ("meta", "host", "gpus", "cuda", "torch", "verl", "known_bad", "modules", "signatures", "env", "nccl", "vllm")
+CURATED = ("meta", "host", "gpus", "cuda", "torch", "verl", "known_bad", "modules", "signatures", "env", "nccl", "vllm",
+           "sglang", "flash_attn", "images", "wheels")
+#: Rollout backends with a curated file of ranged rows (see :meth:`Matrix.ranged`).
+BACKENDS = ("vllm", "sglang")
 GENERATED = ("verl", "vllm", "torch", "torchvision", "torchaudio", "sglang", "tensordict")
 
 
@@ -262,6 +265,104 @@ class Matrix:
                     best, best_len = r, len(n)
         return best
 
+    # ---- backends: vllm.toml, sglang.toml ------------------------------------------------
+    def ranged(self, stem: str, table: str, version: str) -> List[Dict[str, Any]]:
+        """Rows of ``[[table]]`` in ``<stem>.toml`` whose ``versions`` specifier admits ``version``
+        (e.g. ``ranged("vllm", "build", "0.24.0")``); [] for an unparseable version."""
+        pv = parse_version(version)
+        if pv is None:
+            return []
+        v = Version(pv.public)
+        return [r for r in self.curated.get(stem, {}).get(table, [])
+                if v in SpecifierSet(str(r["versions"]), prereleases=True)]
+
+    def _one(self, stem: str, table: str, version: str) -> Optional[Dict[str, Any]]:
+        rows = self.ranged(stem, table, version)
+        return rows[0] if rows else None
+
+    def backend_build(self, backend: str, version: str) -> Optional[Dict[str, Any]]:
+        """``[[build]]`` row of vLLM/SGLang ``version``: ``cuda`` its PyPI wheel is built with
+        ("torch" = the pinned torch's PyPI CUDA) and ``other`` published builds; None if not recorded."""
+        return self._one(backend, "build", version)
+
+    def backend_gpu_floor(self, backend: str, version: str) -> Optional[Dict[str, Any]]:
+        """``[[gpu_floor]]`` row (``min_cc``) of vLLM/SGLang ``version``, or None when not recorded."""
+        return self._one(backend, "gpu_floor", version)
+
+    def backend_python_tags(self, backend: str, version: str) -> Optional[Dict[str, Any]]:
+        """``[[python_tags]]`` row (``python``: CPython minors with wheels) of ``version``, or None
+        when its wheels are abi3/pure and Requires-Python alone decides."""
+        return self._one(backend, "python_tags", version)
+
+    def backend_platform(self, backend: str, version: str) -> Optional[Dict[str, Any]]:
+        """``[[platform]]`` row (``glibc``, ``tag``) of the x86_64 wheel of ``version``, or None."""
+        return self._one(backend, "platform", version)
+
+    def backend_notes(self, backend: str, version: str) -> List[Dict[str, Any]]:
+        """``[[note]]`` rows (documented problems) that apply to ``backend==version``."""
+        return self.ranged(backend, "note", version)
+
+    # ---- flash-attn, wheels, images ----------------------------------------------------
+    def flash_attn(self) -> Dict[str, Any]:
+        """flash_attn.toml: ``wheel``/``url`` name templates, ``min_cc``, ``release`` rows (one per
+        set of prebuilt wheels) and ``torch_abi`` rows."""
+        return self.curated["flash_attn"]
+
+    def torch_cxx11abi(self, torch_version: str, variant: Optional[str]) -> Optional[Tuple[bool, Dict[str, Any]]]:
+        """(C++11 ABI of the official ``variant`` build of torch ``torch_version``, its row), or None."""
+        pv = parse_version(torch_version)
+        if pv is None:
+            return None
+        for r in self.curated["flash_attn"].get("torch_abi", []):
+            if Version(pv.public) in SpecifierSet(str(r["torch"])):
+                return (variant in (r.get("cxx11abi_variants") or [])) or bool(r["cxx11abi"]), r
+        return None
+
+    def torch_python(self, version: str) -> Optional[Dict[str, Any]]:
+        """wheels.toml ``[[torch_python]]`` row (``python``: CPython minors with wheels) of the
+        torch series ``version`` belongs to, or None."""
+        pv = parse_version(version)
+        if pv is None:
+            return None
+        key = "%d.%d" % (pv.major, pv.minor)
+        for r in self.curated["wheels"].get("torch_python", []):
+            if str(r["series"]) == key:
+                return r
+        return None
+
+    def toolkit_arch(self, cc: str) -> Optional[Dict[str, Any]]:
+        """wheels.toml ``[[toolkit_arch]]`` row giving the first CUDA toolkit that compiles for the
+        family of compute capability ``cc`` (the nearest recorded X.Y <= cc of the same major), or
+        None when any toolkit in the matrix does."""
+        pv = parse_version(cc)
+        if pv is None:
+            return None
+        best = None
+        for r in self.curated["wheels"].get("toolkit_arch", []):
+            rv = Version(str(r["cc"]))
+            if rv.major == pv.major and rv <= pv and (best is None or rv > Version(str(best["cc"]))):
+                best = r
+        return best
+
+    def arch_support(self, cuda_major: int) -> Optional[Dict[str, Any]]:
+        """cuda.toml ``[[arch_support]]`` row (``min_cc``) of a CUDA major, or None."""
+        for r in self.curated["cuda"].get("arch_support", []):
+            if int(r["major"]) == int(cuda_major):
+                return r
+        return None
+
+    def images(self, verl: str, backend: Optional[str] = None) -> List[Dict[str, Any]]:
+        """images.toml rows documented for verl ``verl`` (and carrying ``backend`` when given)."""
+        pv = parse_version(verl)
+        out = []
+        for r in self.curated["images"].get("image", []):
+            if pv is None or not any(parse_version(str(v)) == Version(pv.public) for v in r.get("verl", [])):
+                continue
+            if backend and backend not in r.get("backend", []):
+                continue
+            out.append(r)
+        return out
+
     # ---- misc ----------------------------------------------------------------------------
     def known_bad(self) -> List[Dict[str, Any]]:
         """Curated known-bad rows (matrices/known_bad.toml)."""
@@ -329,9 +430,6 @@ def load(directory: Optional[str] = None) -> Matrix:
     for stem in CURATED:
         raw = _read(stem + ".toml", directory)
         if raw is None:
-            if stem == "vllm":
-                curated[stem] = {}
-                continue
             raise MatrixError("matrix file %s.toml not found (in %s); rebuild the zipapp or restore "
                               "matrices/ from the repository" % (stem, directory or "the package"))
         try:
@@ -367,6 +465,7 @@ def _validate(m: Matrix) -> None:
             raise MatrixError("matrix file %s: %s; fix the row" % (where, exc))
         if not r.get("source"):
             raise MatrixError("matrix file %s has no source; every row needs one" % where)
+    _validate_ranged(m)
     for r in m.curated["known_bad"].get("bad", []):
         try:
             SpecifierSet(str(r["versions"]))
@@ -374,3 +473,31 @@ def _validate(m: Matrix) -> None:
                 SpecifierSet(str(spec))
         except (KeyError, InvalidSpecifier) as exc:
             raise MatrixError("matrix file known_bad.toml row %s: %s; fix the row" % (r.get("id"), exc))
+
+
+_CONFIDENCE = ("V", "S", "U")
+
+
+def _validate_ranged(m: Matrix) -> None:
+    """Rows of vllm.toml, sglang.toml, flash_attn.toml, images.toml and wheels.toml: specifiers and
+    versions parse, every row has a source and a confidence of V, S or U."""
+    checks = [(stem, table) for stem in BACKENDS for table in ("build", "gpu_floor", "python_tags", "platform", "note")]
+    checks += [("flash_attn", "release"), ("flash_attn", "torch_abi"), ("images", "image"),
+               ("wheels", "torch_python"), ("wheels", "toolkit_arch")]
+    for stem, table in checks:
+        for i, r in enumerate(m.curated[stem].get(table, [])):
+            where = "%s.toml [[%s]] row %d" % (stem, table, i + 1)
+            try:
+                if "versions" in r:
+                    SpecifierSet(str(r["versions"]))
+                if "torch" in r and table == "torch_abi":
+                    SpecifierSet(str(r["torch"]))
+                for key in ("version", "cc", "first_toolkit", "min_cc"):
+                    if key in r:
+                        Version(str(r[key]))
+                if table == "build" and str(r.get("cuda")) != "torch":
+                    Version(str(r["cuda"]))
+            except (KeyError, InvalidVersion, InvalidSpecifier) as exc:
+                raise MatrixError("matrix file %s: %s; fix the row" % (where, exc))
+            if not r.get("source") or r.get("confidence") not in _CONFIDENCE:
+                raise MatrixError("matrix file %s needs a source and a confidence of V, S or U" % where)

@@ -20,7 +20,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["PACKAGES", "fetch_metadata", "list_versions", "select_versions", "refresh", "RefreshError"]
+__all__ = ["PACKAGES", "fetch_metadata", "list_versions", "parse_index_versions", "parse_report", "select_versions",
+           "refresh", "RefreshError"]
 
 #: What the generated metadata covers: package -> specifier of the releases to record.
 #: The ranges follow issue 3: every verl release, vLLM 0.4 to 0.33, torch 2.1 to 2.15 and the
@@ -36,6 +37,7 @@ PACKAGES: Dict[str, str] = {
 }
 
 Fetch = Callable[[str, str], Dict[str, object]]
+Lister = Callable[[str], List[str]]
 
 
 class RefreshError(RuntimeError):
@@ -57,10 +59,19 @@ def list_versions(name: str, python: Optional[str] = None, timeout: float = 120.
                               universal_newlines=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RefreshError("pip index versions %s: %s" % (name, exc))
-    m = re.search(r"Available versions:\s*(.+)", proc.stdout)
-    if proc.returncode != 0 or not m:
+    found = parse_index_versions(proc.stdout) if proc.returncode == 0 else None
+    if not found:
         raise RefreshError("pip could not list versions of %s: %s (check network access and pip's index "
                            "configuration)" % (name, (proc.stderr.strip().splitlines() or ["no output"])[-1]))
+    return found
+
+
+def parse_index_versions(stdout: str) -> Optional[List[str]]:
+    """The versions in ``pip index versions`` output (its "Available versions:" line), newest
+    first; None when the line is missing."""
+    m = re.search(r"Available versions:\s*(.+)", stdout)
+    if not m:
+        return None
     return [v.strip() for v in m.group(1).split(",") if v.strip()]
 
 
@@ -68,14 +79,18 @@ def fetch_metadata(name: str, version: str, python: Optional[str] = None,
                    timeout: float = 180.0) -> Dict[str, object]:
     """Requires-Python and Requires-Dist of ``name==version`` as the index serves them.
 
+    The requirement is ``NAME===VER`` (arbitrary equality), so a local build found in a
+    find-links directory (``torch 2.13.0+cpu``) is never read in place of the release itself.
+    Requires-Python is ignored so that every release can be read from any interpreter.
+
     Returns ``{"requires_python": str|None, "requires_dist": [str...], "source": str}``.
     Raises RefreshError when pip cannot read it.
     """
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
         cmd = _pip(python or sys.executable) + [
-            "install", "--dry-run", "--no-deps", "--ignore-installed", "--quiet",
-            "--report", report, "%s==%s" % (name, version)]
+            "install", "--dry-run", "--no-deps", "--ignore-installed", "--ignore-requires-python", "--quiet",
+            "--report", report, "%s===%s" % (name, version)]
         try:
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   universal_newlines=True, timeout=timeout)
@@ -86,7 +101,24 @@ def fetch_metadata(name: str, version: str, python: Optional[str] = None,
             raise RefreshError("%s==%s: %s" % (name, version, (lines or ["pip failed"])[-1]))
         with open(report, encoding="utf-8") as fh:
             data = json.load(fh)
-    meta = data["install"][0]["metadata"]
+    return parse_report(data, name, version)
+
+
+def parse_report(data: Dict[str, object], name: str, version: str) -> Dict[str, object]:
+    """The metadata row of ``name==version`` from a parsed ``pip install --report`` document.
+
+    Raises RefreshError when the report holds no install item, or one for another version.
+    """
+    try:
+        item = data["install"][0]  # type: ignore[index]
+        meta = item["metadata"]
+    except (KeyError, IndexError, TypeError):
+        raise RefreshError("%s==%s: pip's report lists nothing to install (pip too old for --report? "
+                           "pip >= 23.0 is needed)" % (name, version))
+    got = str(meta.get("version", version))
+    if Version(got) != Version(version) or Version(got).local != Version(version).local:
+        raise RefreshError("%s==%s: pip resolved %s instead; check find-links and index configuration"
+                           % (name, version, got))
     return {
         "requires_python": meta.get("requires_python"),
         "requires_dist": sorted(meta.get("requires_dist") or []),
@@ -95,7 +127,8 @@ def fetch_metadata(name: str, version: str, python: Optional[str] = None,
 
 
 def select_versions(available: Iterable[str], spec: str) -> List[str]:
-    """The final releases (no pre/dev) in ``available`` that ``spec`` admits, oldest first."""
+    """The final releases in ``available`` that ``spec`` admits, oldest first. Pre-releases,
+    dev releases and local builds (``2.13.0+cpu`` from a find-links directory) are left out."""
     out = []
     sset = SpecifierSet(spec)
     for v in available:
@@ -103,9 +136,16 @@ def select_versions(available: Iterable[str], spec: str) -> List[str]:
             pv = Version(v)
         except InvalidVersion:
             continue
-        if not pv.is_prerelease and not pv.is_devrelease and pv in sset:
+        if not pv.is_prerelease and not pv.is_devrelease and not pv.local and pv in sset:
             out.append(v)
     return sorted(out, key=Version)
+
+
+def _is_local(version: str) -> bool:
+    try:
+        return bool(Version(version).local)
+    except InvalidVersion:
+        return False
 
 
 def _dump(data: Dict[str, object]) -> str:
@@ -113,12 +153,14 @@ def _dump(data: Dict[str, object]) -> str:
 
 
 def refresh(matrix_dir: str, packages: Optional[Dict[str, str]] = None,
-            lister: Optional[Callable[[str], List[str]]] = None, fetch: Optional[Fetch] = None,
+            lister: Optional[Lister] = None, fetch: Optional[Fetch] = None,
             log: Callable[[str], None] = lambda s: None, write: bool = True) -> Tuple[str, int]:
     """Regenerate ``matrix_dir/metadata/<package>.json``; return (unified diff, releases read).
 
     Already-recorded releases are kept unless the index now reports different metadata;
-    releases the index no longer lists are kept (the matrix never loses a row silently).
+    releases the index no longer lists are kept (the matrix never loses a row silently). Rows
+    recorded under a local version (``2.13.0+cpu``: a local build, not a release) are dropped,
+    which the diff shows. Curated files (``*.toml``) are never opened.
     ``lister`` and ``fetch`` default to pip; tests pass recorded data.
     """
     packages = packages or PACKAGES
@@ -134,7 +176,8 @@ def refresh(matrix_dir: str, packages: Optional[Dict[str, str]] = None,
             with open(path, encoding="utf-8") as fh:
                 old_text = fh.read()
             old = json.loads(old_text)
-        releases = dict(old.get("releases", {}))  # type: ignore[arg-type]
+        releases = {v: row for v, row in dict(old.get("releases", {})).items()  # type: ignore[arg-type]
+                    if not _is_local(v)}
         for version in select_versions(lister(name), spec):
             log("reading %s==%s" % (name, version))
             releases[version] = fetch(name, version)
