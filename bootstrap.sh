@@ -1,57 +1,178 @@
 #!/bin/sh
-# bootstrap.sh: run verl-preflight during cluster provisioning (cloud-init, Slurm prolog,
-# Kubernetes init container). Minimal version: finds a Python >= 3.8, runs the checker, writes
-# the JSON report and a log, and passes the checker's exit code through.
+# bootstrap.sh: provision a verl environment with verl-preflight and check it.
+# For cloud-init, Slurm prologs, Kubernetes init containers and Docker builds.
 #
-# usage: bootstrap.sh [--pyz PATH] [--python PATH] [--json FILE] [--log FILE] [-- extra check args]
-# exit codes: 0 ready, 1 not ready, 2 usage error or checker failure, 3 no Python >= 3.8 found
+# usage: bootstrap.sh [options] [-- extra 'check' options]
+#   --pyz PATH|URL      the checker zipapp (default: preflight.pyz or dist/preflight.pyz beside this script)
+#   --sha256 HEX        expected sha256 of the zipapp (checked before it runs; required for an http URL)
+#   --verl VERSION      verl release to install (default: the newest in the checker's matrix)
+#   --backend NAME      vllm or sglang (default: vllm)
+#   --prefix DIR        virtual environment to create or reuse (default: /opt/verl)
+#   --install-args ARGS extra options for 'preflight install', e.g. "--torch 2.13.0 --torch-index none"
+#   --check-only        do not install; check --python (or the prefix if it exists)
+#   --python PATH       interpreter to check with --check-only
+#   --json FILE         write the JSON report there
+#   --log FILE          append everything this script and the checker print there
+#   --dry-run           print the commands, run nothing
+#   -h, --help          this text
+#
+# exit codes: 0 ready; 1 not ready (a check failed); 2 usage error or checker/installer failure;
+#             3 no Python >= 3.8 found; 4 the zipapp could not be fetched or its sha256 does not match.
+# Safe to run twice: a prefix that already has the resolved lock installed is left as it is,
+# and the checks run again.
 set -u
 
-PYZ="$(dirname "$0")/dist/preflight.pyz"
+here=$(cd "$(dirname "$0")" && pwd)
+PYZ=""
+SHA=""
+VERL=""
+BACKEND="vllm"
+PREFIX="/opt/verl"
+INSTALL_ARGS=""
+CHECK_ONLY=0
 TARGET=""
 JSON=""
 LOG=""
+DRY=0
 
 usage() {
-    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+die() {
+    code=$1
+    shift
+    say "bootstrap.sh: $*"
+    exit "$code"
+}
+
+say() {
+    if [ -n "$LOG" ]; then
+        printf '%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >>"$LOG"
+    fi
+    printf '%s\n' "$*" >&2
+}
+
+need_arg() {
+    [ "$2" -ge 2 ] || die 2 "$1 needs a value (see --help)"
 }
 
 while [ $# -gt 0 ]; do
     case "$1" in
-        --pyz) PYZ="$2"; shift 2 ;;
-        --python) TARGET="$2"; shift 2 ;;
-        --json) JSON="$2"; shift 2 ;;
-        --log) LOG="$2"; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
+        --pyz) need_arg "$1" $#; PYZ=$2; shift 2 ;;
+        --sha256) need_arg "$1" $#; SHA=$2; shift 2 ;;
+        --verl) need_arg "$1" $#; VERL=$2; shift 2 ;;
+        --backend) need_arg "$1" $#; BACKEND=$2; shift 2 ;;
+        --prefix) need_arg "$1" $#; PREFIX=$2; shift 2 ;;
+        --install-args) need_arg "$1" $#; INSTALL_ARGS=$2; shift 2 ;;
+        --check-only) CHECK_ONLY=1; shift ;;
+        --python) need_arg "$1" $#; TARGET=$2; shift 2 ;;
+        --json) need_arg "$1" $#; JSON=$2; shift 2 ;;
+        --log) need_arg "$1" $#; LOG=$2; shift 2 ;;
+        --dry-run) DRY=1; shift ;;
+        -h | --help) usage; exit 0 ;;
         --) shift; break ;;
-        *) echo "bootstrap.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+        *) die 2 "unknown option $1 (see --help)" ;;
     esac
 done
 
+case "$BACKEND" in
+    vllm | sglang) ;;
+    *) die 2 "--backend $BACKEND: choose vllm or sglang" ;;
+esac
+
 find_python() {
     for cand in python3 python3.13 python3.12 python3.11 python3.10 python3.9 python3.8 python; do
-        if command -v "$cand" >/dev/null 2>&1 &&
-            "$cand" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 8) else 1)' 2>/dev/null; then
-            command -v "$cand"
+        p=$(command -v "$cand" 2>/dev/null) || continue
+        if "$p" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 8) else 1)' 2>/dev/null; then
+            printf '%s\n' "$p"
             return 0
         fi
     done
     return 1
 }
 
-PY=$(find_python) || { echo "bootstrap.sh: no Python >= 3.8 found on PATH" >&2; exit 3; }
-[ -f "$PYZ" ] || { echo "bootstrap.sh: $PYZ not found; pass --pyz PATH" >&2; exit 2; }
+sha256_of() {
+    if command -v sha256sum >/dev/null 2>&1; then
+        sha256sum "$1" | cut -d' ' -f1
+    else
+        "$PY" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$1"
+    fi
+}
 
-set -- check "$@"
-[ -n "$TARGET" ] && set -- "$@" --python "$TARGET"
-[ -n "$JSON" ] && set -- "$@" --json "$JSON"
+run() {
+    say "+ $*"
+    [ "$DRY" -eq 1 ] && return 0
+    if [ -n "$LOG" ]; then
+        # keep the command's exit status while copying its output to the log
+        { "$@" 2>&1; echo "rc=$?" >"$LOG.rc"; } | tee -a "$LOG"
+        rc=$(sed -n 's/^rc=//p' "$LOG.rc")
+        rm -f "$LOG.rc"
+        return "$rc"
+    fi
+    "$@"
+}
 
-if [ -n "$LOG" ]; then
-    "$PY" -I -S "$PYZ" "$@" >"$LOG" 2>&1
+PY=$(find_python) || die 3 "no Python >= 3.8 found on PATH; install python3 first"
+say "bootstrap.sh: using $PY ($("$PY" -c 'import platform; print(platform.python_version())'))"
+
+# 1. the checker
+if [ -z "$PYZ" ]; then
+    for cand in "$here/preflight.pyz" "$here/dist/preflight.pyz"; do
+        if [ -f "$cand" ]; then PYZ=$cand; break; fi
+    done
+    [ -n "$PYZ" ] || die 2 "no preflight.pyz beside this script; pass --pyz PATH or URL"
+fi
+case "$PYZ" in
+    http://* | https://*)
+        [ -n "$SHA" ] || die 2 "--pyz $PYZ is a URL: pass --sha256 too, so what runs is what you meant"
+        dest="${TMPDIR:-/tmp}/verl-preflight-$SHA.pyz"
+        if [ "$DRY" -eq 0 ] && { [ ! -f "$dest" ] || [ "$(sha256_of "$dest")" != "$SHA" ]; }; then
+            say "bootstrap.sh: downloading $PYZ"
+            if command -v curl >/dev/null 2>&1; then
+                curl -fsSL --retry 3 -o "$dest.part" "$PYZ" || die 4 "could not download $PYZ"
+            elif command -v wget >/dev/null 2>&1; then
+                wget -q -O "$dest.part" "$PYZ" || die 4 "could not download $PYZ"
+            else
+                die 4 "neither curl nor wget is installed to download $PYZ"
+            fi
+            mv "$dest.part" "$dest"
+        fi
+        PYZ=$dest
+        ;;
+    *) [ -f "$PYZ" ] || die 2 "--pyz $PYZ: no such file" ;;
+esac
+if [ -n "$SHA" ] && [ "$DRY" -eq 0 ]; then
+    got=$(sha256_of "$PYZ")
+    [ "$got" = "$SHA" ] || die 4 "$PYZ has sha256 $got, expected $SHA; not running it"
+fi
+
+# 2. install (idempotent), then 3. check
+if [ -n "$JSON" ]; then
+    set -- "$@" --json "$JSON"
+fi
+if [ "$CHECK_ONLY" -eq 1 ]; then
+    if [ -z "$TARGET" ] && [ -x "$PREFIX/bin/python" ]; then
+        TARGET="$PREFIX/bin/python"
+    fi
+    if [ -n "$TARGET" ]; then
+        set -- --python "$TARGET" "$@"
+    fi
+    run "$PY" -I -S "$PYZ" check "$@"
     rc=$?
-    tail -n 1 "$LOG"
 else
-    "$PY" -I -S "$PYZ" "$@"
+    verl_opt=""
+    if [ -n "$VERL" ]; then
+        verl_opt="--verl $VERL"
+    fi
+    # INSTALL_ARGS and verl_opt are word-split on purpose: they hold several options
+    # shellcheck disable=SC2086
+    run "$PY" -I -S "$PYZ" install $verl_opt --backend "$BACKEND" --prefix "$PREFIX" $INSTALL_ARGS "$@"
     rc=$?
 fi
+case "$rc" in
+    0) say "bootstrap.sh: ready" ;;
+    1) say "bootstrap.sh: not ready (see the report above${JSON:+ and $JSON})" ;;
+    *) say "bootstrap.sh: the checker or installer failed (exit $rc)"; rc=2 ;;
+esac
 exit "$rc"

@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - exercised on 3.8-3.10
 __all__ = ["Matrix", "MatrixError", "AnySpec", "load", "parse_version"]
 
 CURATED = ("meta", "host", "gpus", "cuda", "torch", "verl", "known_bad", "modules", "signatures", "env", "nccl", "vllm",
-           "sglang", "flash_attn", "images", "wheels")
+           "sglang", "flash_attn", "images", "wheels", "base_images")
 #: Rollout backends with a curated file of ranged rows (see :meth:`Matrix.ranged`).
 BACKENDS = ("vllm", "sglang")
 GENERATED = ("verl", "vllm", "torch", "torchvision", "torchaudio", "sglang", "tensordict")
