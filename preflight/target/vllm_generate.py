@@ -1,0 +1,288 @@
+# A tiny offline generation with vLLM (or SGLang) in the target interpreter.
+#
+# ARGS: {"engine": "vllm"|"sglang", "workdir": DIR, "tp": int, "prompts": [[token ids]...],
+#        "max_tokens": int, "gpu_budget_gib": float, "gpu_min_gib": float, "seed": int}
+# Writes DIR/model/config.json (a tiny Llama: hidden 128, 2 layers, 2 heads, 1 KV head, head_dim 64,
+# vocab 512; no weights: load_format="dummy"; no tokenizer), sends every log line of this process and
+# of the engine processes it starts to DIR/engine.log (the checker reads it, even after a kill), and
+# reports through events on the original stdout:
+#   phase {name}                  entering import / device / engine / generate / shutdown
+#   imported {engine, version, torch, platform, seconds}
+#   device {gpus: [{index, name, capability, free_bytes, total_bytes}], gpu_memory_utilization}
+#   engine {seconds, dtype, tensor_parallel_size}
+#   attention {backends, source}
+#   generated {seconds, prompts, max_tokens, counts, tokens, deterministic, sample, tokens_per_s}
+#   done {shutdown_seconds}
+#   unsupported {reason}          the generation cannot run here (and why)
+#   error {phase, error_type, error, traceback, kind?}
+# Standard library only until the engine is imported; the engine is imported only in main().
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 64,  # the CPU attention backend rejects head_dim 16 (vllm_on_cpu.md)
+    "vocab_size": 512,
+    "max_position_embeddings": 256,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 10000.0,
+    "hidden_act": "silu",
+    "torch_dtype": "bfloat16",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "tie_word_embeddings": False,
+}
+MAX_MODEL_LEN = 128
+GIB = float(1 << 30)
+
+
+def _redirect_output(log_path):
+    """Keep the original stdout for events only; send fds 1 and 2 (inherited by every engine
+    process) to ``log_path``. Rebinds the prelude's ``emit``."""
+    global emit
+    sys.stdout.flush()
+    sys.stderr.flush()
+    events = os.fdopen(os.dup(1), "w")  # os.dup: not inherited by child processes
+
+    def _emit(event, **fields):
+        fields["event"] = event
+        events.write("@@PREFLIGHT@@ " + json.dumps(fields, default=str) + "\n")
+        events.flush()
+
+    emit = _emit
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _fail(phase, exc, **extra):
+    emit("error", phase=phase, error_type=type(exc).__name__, error=str(exc)[:4000],
+         traceback=traceback.format_exc()[-8000:], **extra)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def _write_model(workdir):
+    model = os.path.join(workdir, "model")
+    if not os.path.isdir(model):
+        os.makedirs(model)
+    with open(os.path.join(model, "config.json"), "w") as fh:
+        json.dump(TINY_LLAMA, fh, indent=1)
+    return model
+
+
+def _gpus(tp, budget_gib, min_gib):
+    """Free/total memory of the first ``tp`` visible GPUs (torch.cuda.mem_get_info) and the
+    gpu_memory_utilization to use: ``budget_gib`` per GPU, less where free memory is short (1 GiB
+    is left for each worker's CUDA context); below ``min_gib`` the generation is not started."""
+    import torch
+
+    n = torch.cuda.device_count()
+    if n < tp:
+        emit("error", phase="device", kind="too_few_gpus", error_type="ValueError",
+             error="tensor_parallel_size %d needs %d GPUs, torch sees %d (CUDA_VISIBLE_DEVICES=%s)" % (
+                 tp, tp, n, os.environ.get("CUDA_VISIBLE_DEVICES", "unset")), visible=n)
+        os._exit(1)
+    gpus = []
+    for i in range(tp):
+        free, total = torch.cuda.mem_get_info(i)
+        cc = torch.cuda.get_device_capability(i)
+        gpus.append({"index": i, "name": torch.cuda.get_device_name(i), "capability": "%d.%d" % cc,
+                     "free_bytes": int(free), "total_bytes": int(total)})
+    tightest = min(gpus, key=lambda g: g["free_bytes"])
+    want = min(budget_gib * GIB, tightest["free_bytes"] * 0.9 - GIB)
+    total = max(g["total_bytes"] for g in gpus)
+    util = max(0.001, int(1000.0 * want / total) / 1000.0)  # rounded down: vLLM checks free >= util * total
+    emit("device", gpus=gpus, gpu_memory_utilization=util, budget_gib=budget_gib)
+    if want < min_gib * GIB:
+        g = tightest
+        emit("error", phase="device", kind="insufficient_gpu_memory", error_type="MemoryError",
+             error="GPU %d (%s) has %.1f GiB free of %.1f GiB; the generation needs about %.1f GiB" % (
+                 g["index"], g["name"], g["free_bytes"] / GIB, g["total_bytes"] / GIB, min_gib + 1),
+             gpus=gpus)
+        os._exit(1)
+    bf16 = all(tuple(int(x) for x in g["capability"].split(".")) >= (8, 0) for g in gpus)
+    return gpus, util, ("bfloat16" if bf16 else "float16")
+
+
+def _worker_attention(worker):
+    # Runs inside each vLLM worker (sent by collective_rpc): the attention backends it built.
+    names = []
+    runner = getattr(worker, "model_runner", None)
+    for groups in getattr(runner, "attn_groups", None) or []:
+        for group in groups:
+            backend = getattr(group, "backend", None)
+            try:
+                names.append(str(backend.get_name()))
+            except Exception:
+                names.append(getattr(backend, "__name__", str(backend)))
+    return sorted(set(names))
+
+
+def _token_lists(outputs, engine):
+    out = []
+    for o in outputs:
+        if engine == "vllm":
+            out.append([int(t) for t in o.outputs[0].token_ids])
+        else:
+            ids = o.get("output_ids")
+            if ids is None:
+                ids = [None] * int((o.get("meta_info") or {}).get("completion_tokens") or 0)
+            out.append([None if t is None else int(t) for t in ids])
+    return out
+
+
+def _generate(engine, llm, prompts, max_tokens):
+    if engine == "vllm":
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True, detokenize=False)
+        batch = [{"prompt_token_ids": list(p)} for p in prompts]
+        return _token_lists(llm.generate(batch, params, use_tqdm=False), engine)
+    params = {"max_new_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True}
+    return _token_lists(llm.generate(input_ids=[list(p) for p in prompts], sampling_params=params), engine)
+
+
+def _start_vllm(model, tp, seed, gpus, util, dtype):
+    from vllm import LLM
+
+    kwargs = dict(model=model, load_format="dummy", skip_tokenizer_init=True, enforce_eager=True,
+                  max_model_len=MAX_MODEL_LEN, dtype=dtype, seed=seed, tensor_parallel_size=tp)
+    if gpus:
+        kwargs["gpu_memory_utilization"] = util
+    return LLM(**kwargs)
+
+
+def _start_sglang(model, tp, seed, gpus, util, dtype):
+    import dataclasses
+
+    import sglang
+    from sglang.srt.server_args import ServerArgs
+
+    wanted = dict(model_path=model, load_format="dummy", skip_tokenizer_init=True, disable_cuda_graph=True,
+                  context_length=MAX_MODEL_LEN, dtype=dtype, random_seed=seed, tp_size=tp,
+                  mem_fraction_static=util)
+    known = set(f.name for f in dataclasses.fields(ServerArgs))
+    return sglang.Engine(**dict((k, v) for k, v in wanted.items() if k in known))
+
+
+def _shutdown(engine, llm):
+    if engine == "vllm":
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+    else:
+        llm.shutdown()
+
+
+def main():
+    engine = ARGS.get("engine", "vllm")
+    workdir = ARGS.get("workdir") or tempfile.mkdtemp(prefix="preflight-%s-" % engine)
+    tp = int(ARGS.get("tp", 1))
+    prompts = ARGS.get("prompts") or [[1, 17, 33, 65], [1, 100, 200], [1, 7, 8, 9, 10], [1, 300, 301, 302, 303, 304]]
+    max_tokens = int(ARGS.get("max_tokens", 16))
+    seed = int(ARGS.get("seed", 0))
+    _redirect_output(os.path.join(workdir, "engine.log"))
+    model = _write_model(workdir)
+
+    emit("phase", name="import")
+    t0 = time.monotonic()
+    try:
+        if engine == "vllm":
+            import vllm
+            from vllm import LLM, SamplingParams  # noqa: F401  (vllm imports these lazily)
+            version = getattr(vllm, "__version__", None)
+        else:
+            import sglang
+            version = getattr(sglang, "__version__", None)
+        import torch
+    except BaseException as exc:
+        _fail("import", exc)
+    import_s = time.monotonic() - t0
+    platform = None
+    try:
+        if engine == "vllm":
+            from vllm.platforms import current_platform
+
+            platform = str(current_platform.device_type)
+        else:
+            platform = "cuda" if torch.cuda.is_available() else "cpu"
+            if platform == "cuda" and getattr(torch.version, "hip", None):
+                platform = "rocm"
+    except BaseException as exc:
+        _fail("import", exc)
+    emit("imported", engine=engine, version=version, torch=getattr(torch, "__version__", None),
+         platform=platform, seconds=round(import_s, 3))
+
+    gpus, util, dtype = [], None, "bfloat16"
+    if platform in ("cuda", "rocm"):
+        emit("phase", name="device")
+        try:
+            gpus, util, dtype = _gpus(tp, float(ARGS.get("gpu_budget_gib", 7)), float(ARGS.get("gpu_min_gib", 2)))
+        except BaseException as exc:
+            _fail("device", exc)
+    elif engine == "sglang":
+        emit("unsupported", reason="no CUDA or ROCm GPU is visible to torch %s; this check runs SGLang's "
+                                   "engine on GPUs only" % torch.__version__)
+        os._exit(0)
+
+    emit("phase", name="engine")
+    t0 = time.monotonic()
+    try:
+        start = _start_vllm if engine == "vllm" else _start_sglang
+        llm = start(model, tp, seed, gpus, util, dtype)
+    except BaseException as exc:
+        _fail("engine", exc)
+    emit("engine", seconds=round(time.monotonic() - t0, 3), dtype=dtype, tensor_parallel_size=tp,
+         gpu_memory_utilization=util)
+
+    if engine == "vllm":
+        try:
+            per_worker = llm.collective_rpc(_worker_attention)
+            emit("attention", backends=sorted(set(b for w in per_worker for b in (w or []))), source="workers")
+        except BaseException as exc:  # evidence only: the log may still name it
+            emit("attention", backends=[], source="unavailable: %s: %s" % (type(exc).__name__, str(exc)[:200]))
+    else:
+        backend = getattr(getattr(llm, "server_args", None), "attention_backend", None)
+        emit("attention", backends=[str(backend)] if backend else [], source="server_args")
+
+    emit("phase", name="generate")
+    try:
+        t0 = time.monotonic()
+        first = _generate(engine, llm, prompts, max_tokens)
+        gen_s = time.monotonic() - t0
+        second = _generate(engine, llm, prompts, max_tokens)
+    except BaseException as exc:
+        _fail("generate", exc)
+    counts = [len(x) for x in first]
+    total = sum(counts)
+    emit("generated", seconds=round(gen_s, 4), prompts=len(prompts), max_tokens=max_tokens, counts=counts,
+         tokens=total, deterministic=(first == second), sample=first[0] if first else [],
+         tokens_per_s=round(total / gen_s, 1) if gen_s > 0 else None)
+
+    emit("phase", name="shutdown")
+    t0 = time.monotonic()
+    try:
+        _shutdown(engine, llm)
+    except BaseException as exc:  # the generation is proven; a slow teardown is killed by the checker
+        emit("shutdown_error", error_type=type(exc).__name__, error=str(exc)[:500])
+    emit("done", shutdown_seconds=round(time.monotonic() - t0, 3))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
