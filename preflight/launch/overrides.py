@@ -1,0 +1,323 @@
+"""A verl launch command read into Hydra overrides.
+
+:func:`parse_launch` takes the command as the user would type it (one string, or the argv words
+after ``--``): leading ``VAR=value`` environment assignments, the program (``python3 -m
+verl.trainer.main_ppo`` or a script), Hydra's ``--config-name``/``--config-path`` flags, and the
+overrides. :func:`parse_override` reads one override with Hydra's rules: ``key=value`` (the key
+must exist), ``+key=value`` (the key must not exist), ``++key=value`` (either), ``~key`` or
+``~key=value`` (delete); :func:`parse_value` reads a value with Hydra's grammar (null, booleans,
+ints, floats, quoted strings, ``[lists]``, ``{dicts}``; anything else is a string).
+"""
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+__all__ = ["Override", "LaunchSpec", "ConfigError", "parse_launch", "parse_override", "parse_value"]
+
+
+class ConfigError(Exception):
+    """The composition fails the way verl's Hydra would fail (a finding, not a usage error).
+
+    Attributes: ``kind`` (short id), ``message`` (what Hydra/verl would say, paraphrased),
+    ``fix`` (the smallest change).
+    """
+
+    def __init__(self, kind: str, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.fix = fix
+
+
+@dataclass
+class Override:
+    """One Hydra override.
+
+    Attributes:
+        text: the override as given (``+trainer.foo=1``).
+        kind: ``set`` (``key=v``), ``add`` (``+key=v``), ``force`` (``++key=v``), ``delete`` (``~key``).
+        key: dotted key (``actor_rollout_ref.rollout.n``) or a config group (``model_engine``).
+        value: the parsed value (None for a delete without value).
+        has_value: False only for ``~key``.
+        origin: ``override`` for the user's, ``--gpus``/``--nnodes`` for the shorthands.
+    """
+
+    text: str
+    kind: str
+    key: str
+    value: Any = None
+    has_value: bool = True
+    origin: str = "override"
+
+
+@dataclass
+class LaunchSpec:
+    """A parsed launch command.
+
+    Attributes:
+        overrides: in command-line order (later wins).
+        config_name: ``--config-name`` (None: the entry point's default, ``ppo_trainer``).
+        config_path: ``--config-path`` as given (None: verl's packaged config directory).
+        entry: the module after ``-m`` or the script path (None when only overrides were given).
+        env: ``VAR=value`` assignments before the program (CUDA_VISIBLE_DEVICES matters here).
+        ignored: words that are neither overrides nor understood flags (reported, not used).
+        notes: remarks about the parse (unexpanded shell variables, multirun).
+    """
+
+    overrides: List[Override] = field(default_factory=list)
+    config_name: Optional[str] = None
+    config_path: Optional[str] = None
+    entry: Optional[str] = None
+    env: Dict[str, str] = field(default_factory=dict)
+    ignored: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+
+    @property
+    def override_texts(self) -> List[str]:
+        """The overrides as Hydra strings, in order."""
+        return [o.text for o in self.overrides]
+
+
+_ENV_RE = re.compile(r"^([A-Z_][A-Z0-9_]*)=(.*)$", re.S)
+_KEY_RE = re.compile(r"^[A-Za-z0-9_.@/\-\[\]]+$")
+_SHELL_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_PYTHON_RE = re.compile(r"(^|/)(python[0-9.]*|uv|torchrun|ray)$")
+
+
+def _expand(word: str, env: Dict[str, str], notes: List[str]) -> str:
+    """Expand ``$VAR``/``${VAR}`` the way the shell would, from ``env`` then os.environ; an unset
+    variable is left as written and noted. Hydra interpolations (``${a.b}``) are not shell names."""
+    def sub(m: "re.Match") -> str:
+        name = m.group(1) or m.group(2)
+        if name in env:
+            return env[name]
+        if name in os.environ:
+            return os.environ[name]
+        note = "$%s is not set here; it was taken literally" % name
+        if note not in notes:
+            notes.append(note)
+        return m.group(0)
+    return _SHELL_VAR.sub(sub, word)
+
+
+def _split(command: Union[str, Sequence[str]]) -> List[str]:
+    if isinstance(command, str):
+        text = command.replace("\\\r\n", " ").replace("\\\n", " ")
+        try:
+            return shlex.split(text, comments=True)
+        except ValueError as exc:
+            raise ValueError("cannot split the launch command: %s (check its quotes)" % exc)
+    words = list(command)
+    if words and words[0] == "--":
+        words = words[1:]
+    return words
+
+
+def parse_launch(command: Union[str, Sequence[str]]) -> LaunchSpec:
+    """Read a launch command (a string, or argv words) into a :class:`LaunchSpec`.
+
+    Raises ConfigError for an override Hydra would reject while parsing (a sweep such as
+    ``a=1,2``, a malformed list) and ValueError when a string command has unbalanced quotes.
+    """
+    words = _split(command)
+    spec = LaunchSpec()
+    i = 0
+    while i < len(words) and _ENV_RE.match(words[i]):  # leading VAR=value assignments
+        m = _ENV_RE.match(words[i])
+        spec.env[m.group(1)] = _expand(m.group(2), spec.env, spec.notes)
+        i += 1
+    if i < len(words) and words[i] == "env":
+        i += 1
+        while i < len(words) and _ENV_RE.match(words[i]):
+            m = _ENV_RE.match(words[i])
+            spec.env[m.group(1)] = _expand(m.group(2), spec.env, spec.notes)
+            i += 1
+    rest = words[i:]
+    start = 0
+    for j, w in enumerate(rest):
+        if "=" in w and not w.startswith("-"):
+            break  # the first override: no program word comes after it
+        if w == "-m" and j + 1 < len(rest):
+            spec.entry, start = rest[j + 1], j + 2
+            break
+        if w.endswith(".py"):
+            spec.entry, start = w, j + 1
+            break
+    else:
+        if rest and _PYTHON_RE.search(rest[0]):
+            spec.ignored.append(rest[0])
+            start = 1
+    args = rest[start:]
+    k = 0
+    while k < len(args):
+        w = _expand(args[k], spec.env, spec.notes)
+        k += 1
+        flag, eq, inline = w.partition("=")
+        if flag in ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd"):
+            if not eq and k < len(args):
+                inline = _expand(args[k], spec.env, spec.notes)
+                k += 1
+            if flag in ("--config-name", "-cn"):
+                spec.config_name = inline
+            elif flag in ("--config-path", "-cp"):
+                spec.config_path = inline
+            else:
+                spec.notes.append("%s %s (extra config directory) is not followed; its configs are not read" % (
+                    flag, inline))
+            continue
+        if w in ("--multirun", "-m"):
+            spec.notes.append("--multirun: only the first job of the sweep is checked")
+            continue
+        if w.startswith("-") and not w.startswith("--config"):
+            spec.ignored.append(w)
+            continue
+        if w.startswith("~") or "=" in w:
+            spec.overrides.append(parse_override(w))
+        else:
+            spec.ignored.append(w)
+    return spec
+
+
+def parse_override(text: str, origin: str = "override") -> Override:
+    """One Hydra override string -> :class:`Override`.
+
+    Raises ConfigError for a malformed key or a value Hydra refuses (a sweep ``1,2``).
+    """
+    s = text.strip()
+    if s.startswith("~"):
+        key, eq, val = s[1:].partition("=")
+        _check_key(key, text)
+        if not eq:
+            return Override(text, "delete", key, None, False, origin)
+        return Override(text, "delete", key, parse_value(val, text), True, origin)
+    kind = "set"
+    if s.startswith("++"):
+        kind, s = "force", s[2:]
+    elif s.startswith("+"):
+        kind, s = "add", s[1:]
+    key, eq, val = s.partition("=")
+    if not eq:
+        raise ConfigError("override_syntax", "override '%s' has no '=' (Hydra expects key=value)" % text,
+                          "write it as key=value, or ~key to delete a key")
+    _check_key(key, text)
+    return Override(text, kind, key, parse_value(val, text), True, origin)
+
+
+def _check_key(key: str, text: str) -> None:
+    if not key or not _KEY_RE.match(key) or key.startswith(".") or key.endswith(".") or ".." in key:
+        raise ConfigError("override_syntax", "override '%s': '%s' is not a config key" % (text, key),
+                          "use a dotted key such as data.train_batch_size=64")
+
+
+# ---- values ---------------------------------------------------------------------------------
+_INT = re.compile(r"^[+-]?(0|[1-9](_?[0-9])*)$")
+_FLOAT = re.compile(r"^[+-]?((\d(_?\d)*)?\.\d(_?\d)*([eE][+-]?\d+)?|\d(_?\d)*\.(\d(_?\d)*)?([eE][+-]?\d+)?|"
+                    r"\d(_?\d)*[eE][+-]?\d+|[iI][nN][fF]|[nN][aA][nN])$")
+_FUNC = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)\s*\(")
+
+
+def _top_level_split(text: str, sep: str = ",") -> List[str]:
+    """Split ``text`` at ``sep`` outside brackets, braces, ``${...}`` and quotes."""
+    parts, depth, quote, cur = [], 0, None, []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            cur.append(c)
+            if c == "\\" and i + 1 < len(text):
+                cur.append(text[i + 1])
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+            cur.append(c)
+        elif c in "[{(":
+            depth += 1
+            cur.append(c)
+        elif c in "]})":
+            depth -= 1
+            cur.append(c)
+        elif c == "\\" and i + 1 < len(text):
+            cur.append(text[i:i + 2])
+            i += 2
+            continue
+        elif c == sep and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    parts.append("".join(cur))
+    return parts
+
+
+def _scalar(text: str) -> Any:
+    t = text.strip()
+    if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
+        body = t[1:-1]
+        return re.sub(r"\\(.)", r"\1", body)
+    low = t.lower()
+    if low == "null":
+        return None
+    if low in ("true", "false"):
+        return low == "true"
+    if _INT.match(t):
+        return int(t.replace("_", ""))
+    if _FLOAT.match(t):
+        return float(t.replace("_", ""))
+    return re.sub(r"\\([\\,()\[\]{}:=\s])", r"\1", t)
+
+
+def _element(text: str, whole: str) -> Any:
+    t = text.strip()
+    if t.startswith("[") and t.endswith("]"):
+        inner = t[1:-1].strip()
+        return [] if not inner else [_element(p, whole) for p in _top_level_split(inner)]
+    if t.startswith("{") and t.endswith("}") and not t.startswith("${"):
+        inner = t[1:-1].strip()
+        out: Dict[str, Any] = {}
+        if inner:
+            for p in _top_level_split(inner):
+                k, colon, v = p.partition(":")
+                if not colon:
+                    raise ConfigError("override_syntax", "override '%s': dict item '%s' has no ':'" % (whole, p.strip()),
+                                      "write dicts as {key: value, ...}")
+                out[str(_scalar(k))] = _element(v, whole)
+        return out
+    if t.startswith("[") or (t.startswith("{") and not t.startswith("${")):
+        raise ConfigError("override_syntax", "override '%s': unbalanced bracket in '%s'" % (whole, t),
+                          "close the list or dict, and quote the whole override for the shell")
+    return _scalar(t)
+
+
+def parse_value(text: str, whole: str = "") -> Any:
+    """A Hydra override value -> Python value (see module doc).
+
+    Raises ConfigError for a sweep (a top-level comma: Hydra's "Ambiguous value") and for
+    sweep/cast functions (``choice(...)``, ``range(...)``), which need Hydra itself.
+    """
+    whole = whole or text
+    t = text.strip()
+    if t == "":
+        return ""
+    m = _FUNC.match(t)
+    if m and t.endswith(")") and not t.startswith("${"):
+        raise ConfigError("override_function", "override '%s' uses Hydra function %s(...)" % (whole, m.group(1)),
+                          "give a plain value, or point --python at an environment with verl so Hydra itself "
+                          "composes the config")
+    parts = _top_level_split(t)
+    if len(parts) > 1:
+        raise ConfigError("ambiguous_value", "Hydra rejects '%s': ambiguous value (a comma outside brackets is a "
+                          "sweep)" % whole,
+                          "write a list as key=[a,b] or quote a string as key='a,b'")
+    return _element(t, whole)
+
+
+def split_key(key: str) -> Tuple[str, ...]:
+    """``"a.b.c"`` -> ``("a", "b", "c")``."""
+    return tuple(p for p in key.split("."))
