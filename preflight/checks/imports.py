@@ -35,7 +35,9 @@ def import_items(ctx) -> List[Dict[str, Any]]:
         if ctx.installed(dist):
             items.append({"id": mod, "module": mod, "facts": "version"})
     if _vllm_dist(ctx):
-        items.append({"id": "vllm", "module": "vllm", "facts": "version"})
+        # vllm.LLM too: its import chain loads torchvision and the model registry, which a plain
+        # 'import vllm' does not touch
+        items.append({"id": "vllm", "module": "vllm", "attr": "LLM", "facts": "version"})
         items.append({"id": "vllm._C", "module": "vllm._C"})
     if ctx.installed("sglang"):
         items.append({"id": "sglang", "module": "sglang", "facts": "version"})

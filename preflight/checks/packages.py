@@ -267,7 +267,7 @@ def backend(ctx):
             continue
         if canonicalize_name(r.name) == "torch" and r.specifier and not (r.marker and "extra" in str(r.marker)):
             ev["%s_requires_torch" % b] = str(r.specifier)
-            if t is None or not _contains(r, Version(t.version).public):
+            if t is None or not _contains(r, t.version):  # full version: a +cpu pin needs the +cpu build
                 problems.append("%s %s is built for torch%s, installed torch is %s: its compiled kernels fail "
                                 "('undefined symbol' or missing ops)" % (b, dist.version, r.specifier,
                                                                         t.version if t else "absent"))
