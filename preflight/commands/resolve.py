@@ -1,0 +1,227 @@
+"""``preflight resolve``: the stack that runs a verl release on this machine (or a described one),
+each choice with the matrix row it comes from; or why none does and the nearest fixes."""
+
+import argparse
+import json
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..errors import UsageError
+
+NAME = "resolve"
+HELP = "choose the stack (Python, torch + CUDA variant, vLLM/SGLang, flash-attn) for a verl release"
+EPILOG = """examples:
+  python3 preflight.pyz resolve --verl 0.9.1                 this machine's driver, GPU and Python
+  python3 preflight.pyz resolve --verl 0.9.1 --gpu H100 --driver 535.183.01
+  python3 preflight.pyz resolve --verl 0.7.0 --backend sglang --cc 8.0 --python 3.12 --json stack.json
+
+defaults: --driver and the GPU from NVML (unknown without a driver: not checked), --python from the
+interpreter running this (a preference; an explicit --python is required), --verl the newest release
+exit codes: 0 a stack works (warnings allowed), 1 no stack works, 2 bad input
+"""
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    """Add ``resolve``'s options to its parser."""
+    p.add_argument("--verl", metavar="VERSION", default=None, help="verl release (default: the newest in the matrix)")
+    p.add_argument("--backend", choices=("vllm", "sglang"), default=None, help="rollout backend (default: vllm)")
+    p.add_argument("--driver", metavar="VERSION", default=None, help="NVIDIA driver version, e.g. 580.65.06 "
+                   "(default: this machine's, from NVML)")
+    p.add_argument("--gpu", metavar="NAME", default=None, help="GPU name, e.g. H100 or 'RTX 5090' (default: this machine's)")
+    p.add_argument("--cc", metavar="X.Y", default=None, help="compute capability instead of --gpu, e.g. 9.0")
+    p.add_argument("--python", metavar="X.Y", default=None, help="CPython minor the stack must use, e.g. 3.12")
+    p.add_argument("--no-probe", action="store_true", help="do not read this machine (NVML); unknown facts are not checked")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the resolution as JSON to FILE ('-' for stdout)")
+
+
+def machine_facts(args: argparse.Namespace) -> Tuple[Dict[str, Any], List[str]]:
+    """Inputs for :func:`preflight.resolve.resolve` from the arguments, filled from this machine
+    (NVML, the running interpreter) where not given; returns (kwargs, how each was obtained)."""
+    kw: Dict[str, Any] = {"driver": args.driver, "gpu": args.gpu, "cc": args.cc, "python": args.python}
+    how: List[str] = []
+    need_nvml = not args.no_probe and (args.driver is None or (args.gpu is None and args.cc is None))
+    snap: Dict[str, Any] = {}
+    if need_nvml:
+        from ..probes.nvml import snapshot
+
+        snap = snapshot()
+    err = (snap.get("error") or {}) if need_nvml else {}
+    if args.driver is None:
+        if snap.get("driver"):
+            kw["driver"] = str(snap["driver"])
+            how.append("driver %s from NVML" % kw["driver"])
+        else:
+            how.append("driver unknown (%s): not checked" % ("--no-probe" if args.no_probe else
+                                                             "NVML: %s" % (err.get("kind") or "no driver")))
+    if args.gpu is None and args.cc is None:
+        devs = [d for d in snap.get("devices") or [] if d.get("capability")]
+        if devs:
+            low = min(devs, key=lambda d: tuple(int(x) for x in d["capability"].split(".")))
+            kw["cc"] = low["capability"]
+            names = sorted({"%s (%s)" % (d.get("name"), d["capability"]) for d in devs})
+            how.append("GPU %s from NVML%s" % (", ".join(names), "; resolving for the oldest, %s" % low["capability"]
+                                                if len(names) > 1 else ""))
+        else:
+            how.append("GPU unknown: compute capability not checked")
+    if args.python is None:
+        kw["prefer_python"] = "%d.%d" % sys.version_info[:2]
+        how.append("Python %s preferred (the interpreter running this; pass --python to require one)"
+                   % kw["prefer_python"])
+    return kw, how
+
+
+def run(args: argparse.Namespace) -> int:
+    """Resolve, print the report (and the JSON); 0 a stack works, 1 none does."""
+    from .. import matrix as matrix_mod
+    from ..resolve import ResolveError, resolve
+
+    mx = matrix_mod.load()
+    verl = args.verl or mx.verl_versions()[-1]
+    if args.json and args.json != "-":
+        try:
+            open(args.json, "a").close()
+        except OSError as exc:
+            raise UsageError("--json %s: cannot write (%s); pass a writable path" % (args.json, exc.strerror))
+    kw, how = machine_facts(args)
+    try:
+        res = resolve(mx, verl, backend=args.backend, **kw)
+    except ResolveError as exc:
+        raise UsageError(str(exc))
+    if args.json != "-":
+        from rich.console import Console
+
+        render(res, Console(highlight=False), how, mx.version)
+    if args.json:
+        doc = {"matrix_version": mx.version, "inputs": how, "resolution": res.to_dict()}
+        text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+        if args.json == "-":
+            sys.stdout.write(text)
+        else:
+            with open(args.json, "w", encoding="utf-8") as fh:
+                fh.write(text)
+    return 0 if res.ok else 1
+
+
+_GROUPS = (
+    ("Python", ("python",)),
+    ("verl", ("verl",)),
+    ("{backend}", ("{b}", "{b} wheel CUDA", "{b} GPU floor")),
+    ("torch", ("torch", "torch variant", "torch arch list")),
+    ("driver", ("driver for CUDA", "CUDA ")),
+    ("GPU", ("compute capability", "toolkit for compute capability")),
+    ("flash-attn", ("flash-attn",)),
+)
+
+
+def _value(res, label: str) -> str:
+    if label == "Python":
+        asked = res.python_requested
+        return "%s%s" % (res.python or "-", " (asked: %s)" % asked if asked and asked != res.python else "")
+    if label == "verl":
+        return res.verl
+    if label == "torch":
+        if not res.torch:
+            return "-"
+        if not res.variant:
+            return res.torch
+        return "%s %s (CUDA %s), %s" % (res.torch, res.variant, res.cuda, "the plain PyPI wheel" if res.torch_from_pypi
+                                        else "from %s" % res.index_url)
+    if label == "driver":
+        need = ">= %s" % res.min_driver if res.min_driver else "?"
+        if res.min_driver_compat and res.min_driver_compat != res.min_driver:
+            need += " (>= %s with minor-version compatibility)" % res.min_driver_compat
+        return "%s; the stack needs %s" % (res.driver or "unknown", need)
+    if label == "GPU":
+        return "%s%s" % (res.gpu + ", " if res.gpu else "", "compute capability %s" % res.cc if res.cc else "unknown")
+    if label == "flash-attn":
+        fa = res.flash_attn or {}
+        if not fa:
+            return "-"
+        return "%s: %s" % (fa.get("version") or "-", fa.get("wheel") or fa["status"])
+    return "%s%s" % (res.backend_version or "-", ", wheel built with CUDA %s" % res.backend_cuda if res.backend_cuda else "")
+
+
+def render(res, console, how: Optional[List[str]] = None, matrix_version: str = "") -> None:
+    """Print a :class:`preflight.resolve.Resolution` as a report that reads at 80 columns."""
+    from rich.table import Table
+    from rich.text import Text
+
+    bname = {"vllm": "vLLM", "sglang": "SGLang"}[res.backend]
+    console.print(Text.assemble(("verl-preflight resolve", "bold"), "  matrix %s" % matrix_version))
+    console.print("verl %s with %s" % (res.verl, bname))
+    _bullets(console, how or [], "dim", " ")
+    console.print()
+    console.print(Text("A stack works" if res.ok else "No stack works", style="bold green" if res.ok else "bold red"),
+                  Text("  (rests on %s rows)" % {"S": "secondary", "U": "unverified"}[res.confidence], style="yellow")
+                  if res.confidence != "V" else "")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=12, no_wrap=True, style="bold")
+    grid.add_column(overflow="fold")
+    used = set()
+    for label, prefixes in _GROUPS:
+        label = label.format(backend=bname)
+        prefixes = tuple(p.format(b=res.backend) for p in prefixes)
+        cell = Text(_value(res, label))
+        for i, c in enumerate(res.citations):
+            if i in used or not any(c["choice"].startswith(p) for p in prefixes):
+                continue
+            used.add(i)
+            conf = "" if c["confidence"] == "V" else " [%s]" % c["confidence"]
+            cell.append("\n  %s: %s%s" % (c["choice"], c["row"], conf), style="dim" if not conf else "yellow")
+        grid.add_row(label, cell)
+    for name in ("transformers", "tensordict", "ray"):
+        v = getattr(res, name)
+        if v is not None:
+            grid.add_row(name, Text((v or "any") + "  (verl and %s metadata)" % bname))
+    console.print(grid)
+    for title, items, style in (("Problems", res.problems, "red"), ("Warnings", res.warnings, "yellow"),
+                                ("Options", res.options, "cyan"), ("Notes", res.notes, "dim")):
+        if items:
+            console.print()
+            console.print(Text(title, style="bold " + style))
+            _bullets(console, items)
+    if res.ok and res.requirements:
+        console.print()
+        console.print(Text("Install (in a fresh environment with Python %s)" % res.python, style="bold"))
+        for cmd in install_commands(res):
+            words = cmd.split("  ")
+            for i, w in enumerate(words):
+                console.print(Text(("  " if i == 0 else "      ") + w + (" \\" if i < len(words) - 1 else "")),
+                              overflow="fold")
+    if res.images:
+        console.print()
+        console.print(Text("Official images of verl %s" % res.verl, style="bold"))
+        lines = []
+        for img in res.images:
+            runs = {"native": "runs on this driver", "compat": "runs through minor-version compatibility",
+                    "too_old": "needs a newer driver", "unknown": ""}[img["driver"]]
+            lines.append("%s: CUDA %s, Python %s, torch %s%s%s" % (
+                img["image"], img["cuda"] or "?", img["python"] or "?", img["torch"] or "?",
+                "; %s" % runs if runs else "", "" if img["confidence"] == "V" else " [%s]" % img["confidence"]))
+        _bullets(console, lines)
+
+
+def _bullets(console, items: List[str], style: str = "", mark: str = "-") -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=3, no_wrap=True, justify="right")
+    grid.add_column(overflow="fold")
+    for it in items:
+        grid.add_row(mark, Text(it, style=style))
+    console.print(grid)
+
+
+def install_commands(res) -> List[str]:
+    """pip command lines that install a resolution, arguments separated by two spaces (the report
+    breaks lines there); flash-attn source builds go last, without build isolation, after torch."""
+    import shlex
+
+    idx = ["--extra-index-url %s" % u for u in res.extra_index_urls]
+    first = [shlex.quote(r) for r in res.requirements if not r.startswith("flash-attn==")]
+    cmds = ["  ".join(["pip install"] + idx + first)]
+    late = [shlex.quote(r) for r in res.requirements if r.startswith("flash-attn==")]
+    if late:
+        cmds.append("  ".join(["pip install --no-build-isolation"] + late))
+    return cmds
