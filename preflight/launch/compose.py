@@ -626,7 +626,7 @@ def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: 
         after = trees.get("file", defaults)
         final = trees.get("final", after)
         c = Composed("hydra", envev.get("verl_version"), spec.config_name or "ppo_trainer", defaults, after, final,
-                     source="%s (Hydra %s in the target)" % (config_dir or envev.get("config_dir"),
+                     source="%s (Hydra %s in the target)" % (envev.get("primary_dir") or envev.get("config_dir"),
                                                               envev.get("hydra_version")),
                      notes=notes, env=env)
         if err is not None:

@@ -2,7 +2,8 @@
 # ARGS: {"config_name": "ppo_trainer", "config_dir": null | "/abs/dir" (a --config-path),
 #        "file": null | "/abs/file.yaml", "overrides": ["key=value", ...], "resolve": true}
 # Events:
-#   "env"      {verl_version, hydra_version, omegaconf_version, config_dir, groups, configs}
+#   "env"      {verl_version, hydra_version, omegaconf_version, config_dir (verl's), primary_dir, groups,
+#               configs}
 #   "no_verl"  {reason}: verl or hydra is absent; "file_tree" follows when a YAML --file could be
 #              read with omegaconf or PyYAML (else "no_yaml"), so the checker can compose itself.
 #   "tree"     {stage: "defaults" | "file" | "final", tree}: the unresolved config after each step
@@ -98,9 +99,14 @@ def main():
             else:
                 emit("file_tree", tree=tree, reader=reader)
         return
+    if user_dir and not os.path.isabs(user_dir):
+        # Hydra reads a relative --config-path against the file that declares @hydra.main:
+        # verl/trainer/main_ppo.py
+        user_dir = os.path.join(os.path.dirname(verl_dir), user_dir)
     groups, configs = _groups(verl_dir)
     emit("env", verl_version=_version("verl"), hydra_version=_version("hydra-core"),
-         omegaconf_version=_version("omegaconf"), config_dir=verl_dir, groups=groups, configs=configs)
+         omegaconf_version=_version("omegaconf"), config_dir=verl_dir, primary_dir=user_dir or verl_dir,
+         groups=groups, configs=configs)
 
     tmp = tempfile.mkdtemp(prefix="preflight-compose-")
     try:

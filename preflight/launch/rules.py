@@ -1,0 +1,723 @@
+"""verl's launch rules for a release, checked on a composed config before anything starts.
+
+The rules themselves are code (:func:`evaluate`); what differs between releases (which check
+exists, whether it stops the run or goes silent, where it lives) is data in
+``matrices/verl_rules.toml``. Every :class:`Finding` names the verl check that would fail later
+(paraphrased), shows the numbers, and gives the smallest change that fixes it.
+
+Machine facts (GPUs, free GPU memory, host memory) come in as plain dicts, so the rules are
+pure: ``machine = {"nvml": <nvml snapshot>, "host": <host facts>, "env": {...}}``.
+"""
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from ..matrix import MatrixError, _read, parse_version
+from . import batch as bm
+from .model import ModelFacts
+
+try:  # Python >= 3.11
+    import tomllib as _toml
+except ImportError:  # pragma: no cover - exercised on 3.8-3.10
+    import tomli as _toml  # type: ignore[no-redef]
+
+__all__ = ["Finding", "Values", "load_rules", "ruleset", "values", "evaluate", "divisors", "visible_gpus",
+           "mandatory_keys"]
+
+_RULES: Dict[str, Any] = {}
+
+
+def load_rules() -> Dict[str, Any]:
+    """``matrices/verl_rules.toml`` parsed (cached). Raises MatrixError when missing or malformed."""
+    if not _RULES:
+        raw = _read("verl_rules.toml", None)
+        if raw is None:
+            raise MatrixError("matrix file verl_rules.toml not found; rebuild the zipapp or restore matrices/")
+        try:
+            data = _toml.loads(raw.decode("utf-8"))
+        except ValueError as exc:
+            raise MatrixError("matrix file verl_rules.toml is not valid TOML: %s; restore it" % exc)
+        for rs in data.get("ruleset", []):
+            if not rs.get("source") or not rs.get("versions"):
+                raise MatrixError("matrix file verl_rules.toml: a ruleset lacks versions or source; fix the row")
+            SpecifierSet(rs["versions"])
+        _RULES.update(data)
+    return _RULES
+
+
+def ruleset(version: Optional[str]) -> Tuple[Dict[str, Any], str]:
+    """(the ruleset covering verl ``version``, a note on how it was chosen).
+
+    An unparseable or absent version gets the newest ruleset.
+    """
+    sets = load_rules()["ruleset"]
+    pv = parse_version(version) if version else None
+    if pv is None:
+        return sets[-1], "verl release unknown: rules of %s" % sets[-1]["label"]
+    v = Version(pv.base_version)
+    for rs in sets:
+        if SpecifierSet(rs["versions"]).contains(v, prereleases=True):
+            note = "rules of verl %s (%s)" % (rs["label"], rs["versions"])
+            if v < Version("0.3"):
+                note += "; rules before 0.3 are not recorded, 0.3's are used"
+            return rs, note
+    return sets[-1], "rules of %s" % sets[-1]["label"]
+
+
+@dataclass
+class Finding:
+    """One rule's verdict.
+
+    Attributes:
+        rule: rule id (``train_batch_divisible``), ``item`` adds the role (``actor``, ``critic``).
+        status: ``pass``, ``warn``, ``fail`` or ``skip``.
+        message: the numbers, one line.
+        fix: the smallest change (required for warn and fail).
+        check: what verl checks, paraphrased (matrices/verl_rules.toml [rule.<id>]).
+        where: the verl code that checks it in this release (when recorded).
+        stops: when and how verl stops (or what goes wrong silently).
+        silent: True when verl would not stop but train wrongly or slowly.
+        evidence: the numbers by name.
+    """
+
+    rule: str
+    status: str
+    message: str
+    fix: Optional[str] = None
+    item: Optional[str] = None
+    check: str = ""
+    where: str = ""
+    stops: str = ""
+    silent: bool = False
+    evidence: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        """``rule`` or ``rule.item``."""
+        return self.rule if not self.item else "%s.%s" % (self.rule, self.item)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready form."""
+        return {"id": self.id, "rule": self.rule, "status": self.status, "message": self.message, "fix": self.fix,
+                "check": self.check, "where": self.where, "stops": self.stops, "silent": self.silent,
+                "evidence": self.evidence}
+
+
+# ---- config values ---------------------------------------------------------------------------
+class ValueProblem(Exception):
+    """A config value has the wrong type (e.g. a string where verl needs an int)."""
+
+
+@dataclass
+class Values:
+    """The numbers the rules read, taken from a composed config (see :func:`values`)."""
+
+    B: int
+    n: int
+    gpn: int
+    nnodes: int
+    strategy: str
+    dyn: bool
+    mini: Optional[int]
+    micro: Optional[int]
+    micro_gpu: Optional[int]
+    sp: int
+    remove_padding: bool
+    rollout_name: Optional[str]
+    rollout_mode: Optional[str]
+    tp: int
+    rdp: int
+    rpp: int
+    ep: int
+    gpu_mem_util: Optional[float]
+    max_num_seqs: Optional[int]
+    prompt_length: Optional[int]
+    response_length: Optional[int]
+    max_model_len: Optional[int]
+    lp_micro: Optional[int]
+    lp_micro_gpu: Optional[int]
+    temperature: Optional[float]
+    val_do_sample: bool
+    use_ref: bool
+    ref_lp_micro: Optional[int]
+    ref_lp_micro_gpu: Optional[int]
+    use_critic: bool
+    critic_dyn: bool
+    critic_mini: Optional[int]
+    critic_micro: Optional[int]
+    critic_micro_gpu: Optional[int]
+    critic_sp: int
+    mg_tp: int
+    mg_pp: int
+    mg_cp: int
+    param_offload: bool
+    optimizer_offload: bool
+    model_path: Any
+
+    @property
+    def world(self) -> int:
+        """``n_gpus_per_node x nnodes``."""
+        return self.gpn * self.nnodes
+
+
+def _int(get: Callable[[str, Any], Any], key: str, default: Any = None, required: bool = False) -> Optional[int]:
+    v = get(key, default)
+    if v is None or v == "???":
+        if required:
+            raise ValueProblem("%s is not set" % key)
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise ValueProblem("%s is %r, not a whole number" % (key, v))
+    try:
+        f = float(v)
+    except ValueError:
+        raise ValueProblem("%s is %r, not a whole number" % (key, v))
+    if f != int(f):
+        raise ValueProblem("%s is %r, not a whole number" % (key, v))
+    return int(f)
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() in ("true", "1", "yes")
+    return bool(v)
+
+
+def values(get: Callable[[str, Any], Any]) -> Values:
+    """Read the rule inputs through ``get(key, default)`` (e.g. :meth:`Composed.get`).
+
+    Raises ValueProblem when a number verl needs is unset or not a whole number.
+    """
+    a, r, c = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "critic."
+    strategy = str(get(a + "strategy", "fsdp") or "fsdp")
+    legacy_sp = _int(get, a + "ulysses_sequence_parallel_size", 1) or 1
+    fsdp_sp = _int(get, a + "fsdp_config.ulysses_sequence_parallel_size", 1) or 1
+    critic_legacy = _int(get, c + "ulysses_sequence_parallel_size", 1) or 1
+    critic_fsdp = max(_int(get, c + "fsdp.ulysses_sequence_parallel_size", 1) or 1,
+                      _int(get, c + "model.fsdp_config.ulysses_sequence_parallel_size", 1) or 1)
+    critic_enable = get(c + "enable", None)
+    adv = str(get("algorithm.adv_estimator", "gae"))
+    util = get(r + "gpu_memory_utilization", None)
+    temp = get(r + "temperature", None)
+    return Values(
+        B=_int(get, "data.train_batch_size", required=True), n=_int(get, r + "n", 1) or 1,
+        gpn=_int(get, "trainer.n_gpus_per_node", required=True), nnodes=_int(get, "trainer.nnodes", 1) or 1,
+        strategy=strategy, dyn=_bool(get(a + "use_dynamic_bsz", False)),
+        mini=_int(get, a + "ppo_mini_batch_size"), micro=_int(get, a + "ppo_micro_batch_size"),
+        micro_gpu=_int(get, a + "ppo_micro_batch_size_per_gpu"),
+        sp=legacy_sp if legacy_sp > 1 else fsdp_sp,
+        remove_padding=_bool(get("actor_rollout_ref.model.use_remove_padding", False)),
+        rollout_name=get(r + "name", None), rollout_mode=get(r + "mode", None),
+        tp=_int(get, r + "tensor_model_parallel_size", 1) or 1, rdp=_int(get, r + "data_parallel_size", 1) or 1,
+        rpp=_int(get, r + "pipeline_model_parallel_size", 1) or 1, ep=_int(get, r + "expert_parallel_size", 1) or 1,
+        gpu_mem_util=float(util) if isinstance(util, (int, float)) and not isinstance(util, bool) else None,
+        max_num_seqs=_int(get, r + "max_num_seqs"), prompt_length=_int(get, r + "prompt_length"),
+        response_length=_int(get, r + "response_length"), max_model_len=_int(get, r + "max_model_len"),
+        lp_micro=_int(get, r + "log_prob_micro_batch_size"), lp_micro_gpu=_int(get, r + "log_prob_micro_batch_size_per_gpu"),
+        temperature=float(temp) if isinstance(temp, (int, float)) and not isinstance(temp, bool) else None,
+        val_do_sample=_bool(get(r + "val_kwargs.do_sample", False)),
+        use_ref=_bool(get("algorithm.use_kl_in_reward", False)) or _bool(get(a + "use_kl_loss", False)),
+        ref_lp_micro=_int(get, "actor_rollout_ref.ref.log_prob_micro_batch_size"),
+        ref_lp_micro_gpu=_int(get, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"),
+        use_critic=_bool(critic_enable) if critic_enable is not None else adv == "gae",
+        critic_dyn=_bool(get(c + "use_dynamic_bsz", False)), critic_mini=_int(get, c + "ppo_mini_batch_size"),
+        critic_micro=_int(get, c + "ppo_micro_batch_size"), critic_micro_gpu=_int(get, c + "ppo_micro_batch_size_per_gpu"),
+        critic_sp=critic_legacy if critic_legacy > 1 else critic_fsdp,
+        mg_tp=_int(get, a + "megatron.tensor_model_parallel_size", 1) or 1,
+        mg_pp=_int(get, a + "megatron.pipeline_model_parallel_size", 1) or 1,
+        mg_cp=_int(get, a + "megatron.context_parallel_size", 1) or 1,
+        param_offload=_bool(get(a + "fsdp_config.param_offload", False)),
+        optimizer_offload=_bool(get(a + "fsdp_config.optimizer_offload", False)),
+        model_path=get("actor_rollout_ref.model.path", None))
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+def divisors(n: int) -> List[int]:
+    """Positive divisors of ``n`` (n > 0), ascending."""
+    small, large = [], []
+    for d in range(1, math.isqrt(n) + 1):
+        if n % d == 0:
+            small.append(d)
+            if d != n // d:
+                large.append(n // d)
+    return small + large[::-1]
+
+
+def _near(cands: Sequence[int], value: int, k: int = 2) -> List[int]:
+    """Up to ``k`` candidates nearest ``value``: the closest below and above when both exist."""
+    below = [c for c in cands if c < value]
+    above = [c for c in cands if c > value]
+    out = ([below[-1]] if below else []) + ([above[0]] if above else [])
+    return out[:k] if out else sorted(cands, key=lambda c: abs(c - value))[:k]
+
+
+def _or(xs: Sequence[Any]) -> str:
+    xs = [str(x) for x in xs]
+    return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " or " + xs[-1]
+
+
+def visible_gpus(nvml: Dict[str, Any], env: Dict[str, str]) -> Tuple[Optional[List[Dict[str, Any]]], str]:
+    """(the GPUs a job on this machine sees, how counted), or (None, why unknown).
+
+    NVML lists every GPU; CUDA_VISIBLE_DEVICES (indices or UUIDs) narrows what CUDA, Ray and
+    so verl see. ``env`` is the launch's environment (its own assignments over the checker's).
+    """
+    if not isinstance(nvml, dict) or nvml.get("error") or "devices" not in nvml:
+        err = (nvml or {}).get("error") or {}
+        return None, "NVML: %s" % (err.get("message") or err.get("kind") or "no answer")
+    devs = [d for d in nvml.get("devices") or [] if not d.get("error")]
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return devs, "%d GPU(s) seen by NVML, CUDA_VISIBLE_DEVICES unset" % len(devs)
+    picked: List[Dict[str, Any]] = []
+    for tok in [t.strip() for t in cvd.split(",") if t.strip()]:
+        if tok.isdigit():
+            match = [d for d in devs if d.get("index") == int(tok)]
+        else:
+            match = [d for d in devs if str(d.get("uuid") or "").startswith(tok)]
+        if not match:
+            break  # CUDA stops at the first invalid entry
+        if match[0] not in picked:
+            picked.append(match[0])
+    return picked, "CUDA_VISIBLE_DEVICES=%r leaves %d of %d GPU(s)" % (cvd, len(picked), len(devs))
+
+
+# ---- the rules --------------------------------------------------------------------------------
+class _Ctx:
+    def __init__(self, rs: Dict[str, Any], rules: Dict[str, Any]):
+        self.rs = rs
+        self.rules = rules
+        self.out: List[Finding] = []
+
+    def add(self, rule: str, status: str, message: str, fix: Optional[str] = None, item: Optional[str] = None,
+            silent: bool = False, **evidence: Any) -> None:
+        meta = self.rules.get(rule, {})
+        self.out.append(Finding(rule, status, message, fix, item, meta.get("check", ""),
+                                (self.rs.get("where") or {}).get(rule, ""), meta.get("stops", ""), silent,
+                                {k: v for k, v in evidence.items() if v is not None}))
+
+
+def _suggest_micro(v: Values, role: str) -> str:
+    """A micro-batch size that fits: a divisor of the per-GPU mini-batch (actor, critic) or of the
+    per-GPU sequences (log-prob passes), at most 4 for training and 16 for log-probs."""
+    sp = v.critic_sp if role == "critic" else v.sp
+    if sp <= 0 or v.world % sp:
+        return "4"
+    dp = v.world // sp
+    if role in ("actor", "critic"):
+        mini = v.critic_mini if role == "critic" else v.mini
+        total, cap = (mini or 0) * v.n, 4
+    else:
+        total, cap = v.B * v.n, 16
+    if total <= 0 or total % dp:
+        return str(cap)
+    per = total // dp
+    ok = [d for d in divisors(per) if d <= cap]
+    return "%d (a divisor of the %d sequences per GPU)" % (ok[-1], per)
+
+
+def _mandatory(x: _Ctx, missing: Sequence[str]) -> None:
+    for key in missing:
+        hint = "vllm (or sglang)" if key.endswith("rollout.name") else "a value"
+        x.add("mandatory", "fail", "%s is ??? (mandatory) and not set" % key, "set %s=%s" % (
+            key, hint.split(" ")[0] if hint != "a value" else "..."), item=key.replace(".", "_"))
+
+
+def _micro_set(x: _Ctx, v: Values) -> None:
+    roles = []
+    if not v.dyn:
+        roles.append(("actor", "actor_rollout_ref.actor.ppo_micro_batch_size", v.micro, v.micro_gpu))
+        roles.append(("rollout", "actor_rollout_ref.rollout.log_prob_micro_batch_size", v.lp_micro, v.lp_micro_gpu))
+        if v.use_ref:
+            roles.append(("ref", "actor_rollout_ref.ref.log_prob_micro_batch_size", v.ref_lp_micro,
+                          v.ref_lp_micro_gpu))
+    if v.use_critic and not v.critic_dyn:
+        roles.append(("critic", "critic.ppo_micro_batch_size", v.critic_micro, v.critic_micro_gpu))
+    if not roles:
+        x.add("micro_batch_set", "pass", "dynamic batch size: micro-batches are sized by tokens")
+    for role, key, glob, per in roles:
+        if glob is None and per is None:
+            x.add("micro_batch_set", "fail", "%s: neither %s nor %s_per_gpu is set" % (role, key, key),
+                  "set %s_per_gpu=%s" % (key, _suggest_micro(v, role)), item=role)
+        elif glob is not None and per is not None:
+            x.add("micro_batch_set", "fail", "%s: both %s=%d and %s_per_gpu=%d are set" % (role, key, glob, key, per),
+                  "remove %s (deprecated); keep %s_per_gpu" % (key, key), item=role)
+        else:
+            x.add("micro_batch_set", "pass", "%s: %s%s=%d" % (role, key, "" if glob is not None else "_per_gpu",
+                                                            glob if glob is not None else per), item=role)
+        if x.rs.get("per_gpu_required") and per is None and glob is not None and role in ("actor", "rollout"):
+            dp = v.world // v.sp if v.sp and v.world % v.sp == 0 else v.world
+            x.add("per_gpu_required", "fail", "%s: only the deprecated %s=%d is set; verl %s's engine worker reads "
+                  "only %s_per_gpu" % (role, key, glob, x.rs["label"], key),
+                  "set %s_per_gpu=%d (that is %d / %d data-parallel ranks) and remove %s" % (
+                      key, max(1, glob // dp), glob, dp, key), item=role, global_micro=glob, dp=dp)
+
+
+def _train_divisible(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
+    if x.rs["train_batch_divisible"] == "without_dynamic_bsz" and v.dyn:
+        x.add("train_batch_divisible", "pass", "not checked with use_dynamic_bsz=True in verl %s" % x.rs["label"])
+        return
+    minimal, how = v.world, "the world size %d (n_gpus_per_node %d x nnodes %d)" % (v.world, v.gpn, v.nnodes)
+    if v.strategy == "megatron" and x.rs["minimal_bsz"] == "megatron_dp_x_micro":
+        mp = v.mg_tp * v.mg_pp * v.mg_cp
+        if v.world % mp:
+            okd = [d for d in divisors(v.world) if d % (v.mg_tp * v.mg_cp) == 0 or d == v.world]
+            x.add("megatron_world", "fail", "world size %d is not divisible by Megatron TP %d x PP %d x CP %d = %d" % (
+                v.world, v.mg_tp, v.mg_pp, v.mg_cp, mp),
+                "set actor_rollout_ref.actor.megatron.pipeline_model_parallel_size (or TP) so TP x PP x CP divides "
+                "%d, e.g. TP x PP in %s" % (v.world, ", ".join(str(d) for d in divisors(v.world)[:6])),
+                world=v.world, model_parallel=mp, candidates=okd[:6])
+            return
+        x.add("megatron_world", "pass", "world size %d / (TP %d x PP %d x CP %d) = %d data-parallel ranks" % (
+            v.world, v.mg_tp, v.mg_pp, v.mg_cp, v.world // mp))
+        if v.micro_gpu is None:
+            return  # micro_batch_set reports it
+        minimal = (v.world // mp) * v.micro_gpu
+        how = "Megatron data-parallel size %d x ppo_micro_batch_size_per_gpu %d = %d" % (
+            v.world // mp, v.micro_gpu, minimal)
+    seqs = v.B * v.n
+    if seqs % minimal == 0:
+        x.add("train_batch_divisible", "pass", "%d x %d = %d sequences divide by %s" % (v.B, v.n, seqs, how))
+        return
+    opts = bm.multiples_near(v.B, minimal, v.n)
+    x.add("train_batch_divisible", "fail", "data.train_batch_size x rollout.n = %d x %d = %d is not divisible by %s" % (
+        v.B, v.n, seqs, how), "set data.train_batch_size to %s" % _or(opts),
+        sequences=seqs, minimal_bsz=minimal, candidates=opts)
+
+
+def _mini_le_train(x: _Ctx, v: Values) -> None:
+    pairs = [("actor", "actor_rollout_ref.actor.ppo_mini_batch_size", v.mini, v.dyn)]
+    if v.use_critic:
+        pairs.append(("critic", "critic.ppo_mini_batch_size", v.critic_mini, v.critic_dyn))
+    for role, key, mini, dyn in pairs:
+        if dyn or mini is None:
+            continue
+        if v.B < mini:
+            x.add("mini_le_train", "fail", "%s: data.train_batch_size %d < %s %d" % (role, v.B, key, mini),
+                  "set %s to %d or less (a divisor of %d: %s)" % (key, v.B, v.B, _or(_near(divisors(v.B), mini)[-2:])),
+                  item=role, train_batch_size=v.B, mini=mini)
+        else:
+            x.add("mini_le_train", "pass", "%s: %s %d <= train_batch_size %d" % (role, key, mini, v.B), item=role)
+        if mini <= 0:
+            x.add("mini_le_train", "fail", "%s: %s is %d" % (role, key, mini), "set %s to a positive divisor of %d" % (
+                key, v.B), item=role)
+
+
+def _global_micro(x: _Ctx, v: Values) -> None:
+    pairs = [("actor", "actor_rollout_ref.actor", v.mini, v.micro, v.sp, v.dyn)]
+    if v.use_critic:
+        pairs.append(("critic", "critic", v.critic_mini, v.critic_micro, v.critic_sp, v.critic_dyn))
+    for role, pre, mini, micro, sp, dyn in pairs:
+        if dyn or micro is None or mini is None:
+            continue
+        if micro <= 0 or mini % micro:
+            x.add("global_micro", "fail", "%s: ppo_mini_batch_size %d is not a multiple of the deprecated "
+                  "ppo_micro_batch_size %d" % (role, mini, micro),
+                  "use %s.ppo_micro_batch_size_per_gpu instead (and remove ppo_micro_batch_size)" % pre, item=role)
+        elif micro * sp < v.world:
+            x.add("global_micro", "fail", "%s: ppo_micro_batch_size %d x Ulysses %d < world size %d" % (
+                role, micro, sp, v.world), "use %s.ppo_micro_batch_size_per_gpu instead (and remove "
+                "ppo_micro_batch_size)" % pre, item=role)
+        else:
+            x.add("global_micro", "pass", "%s: ppo_micro_batch_size %d fits mini %d and world %d" % (
+                role, micro, mini, v.world), item=role)
+
+
+def _sp(x: _Ctx, v: Values) -> None:
+    for role, sp in (("actor", v.sp),) + ((("critic", v.critic_sp),) if v.use_critic else ()):
+        if sp <= 1:
+            continue
+        if v.world % sp:
+            x.add("sp_remove_padding", "fail", "%s: Ulysses size %d does not divide the world size %d" % (
+                role, sp, v.world), "set the Ulysses size to a divisor of %d: %s" % (
+                v.world, ", ".join(str(d) for d in divisors(v.world))), item=role)
+        if not v.remove_padding:
+            x.add("sp_remove_padding", "fail", "%s: Ulysses size %d with use_remove_padding=False" % (role, sp),
+                  "set actor_rollout_ref.model.use_remove_padding=True", item=role)
+        else:
+            x.add("sp_remove_padding", "pass", "%s: Ulysses size %d with use_remove_padding=True" % (role, sp),
+                  item=role)
+
+
+def _val_temperature(x: _Ctx, v: Values) -> None:
+    if v.val_do_sample and (v.temperature is None or v.temperature <= 0):
+        x.add("val_temperature", "fail", "val_kwargs.do_sample=True with rollout.temperature=%s" % v.temperature,
+              "set actor_rollout_ref.rollout.temperature to a value > 0 (e.g. 1.0)")
+
+
+def _mini_micro(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
+    mode = x.rs["mini_normalisation"]
+    roles = [("actor", "actor_rollout_ref.actor", v.mini, v.micro_gpu, v.sp, v.dyn)]
+    if v.use_critic:
+        roles.append(("critic", "critic", v.critic_mini, v.critic_micro_gpu, v.critic_sp, v.critic_dyn))
+    for role, pre, mini, micro, sp, dyn in roles:
+        if dyn or mini is None or mini <= 0 or sp <= 0 or v.world % sp:
+            continue
+        dp = v.world // sp
+        q, rem = bm.per_gpu_mini(mini, v.n, v.world, sp)
+        shown = "%d x %d / %d = %s" % (mini, v.n, dp, ("%d" % q) if not rem else "%.2f" % (mini * v.n / dp))
+        good = [m for m in divisors(v.B) if (m * v.n) % dp == 0]
+        fix_mini = "set %s.ppo_mini_batch_size to %s" % (pre, _or(_near(good, mini))) if good else (
+            "raise data.train_batch_size x rollout.n to at least %d" % dp)
+        if q == 0:
+            x.add("mini_per_gpu", "fail", "%s: per-GPU mini-batch %s normalises to 0 (silent hang in releases without "
+                  "the assertion)" % (role, shown), fix_mini, item=role, silent=False, mini=mini, rollout_n=v.n,
+                  dp=dp, per_gpu=q)
+            continue
+        if rem and mode == "exact":
+            x.add("mini_per_gpu", "fail", "%s: per-GPU mini-batch %s is not whole" % (role, shown), fix_mini, item=role,
+                  mini=mini, rollout_n=v.n, dp=dp)
+            continue
+        if rem:
+            x.add("mini_per_gpu", "warn", "%s: per-GPU mini-batch %s is floored to %d; sequences are left over in "
+                  "each step's last mini-batch" % (role, shown, q), fix_mini, item=role, silent=True, per_gpu=q)
+        else:
+            x.add("mini_per_gpu", "pass", "%s: per-GPU mini-batch %s sequences" % (role, shown), item=role, per_gpu=q)
+        seq_gpu = v.B * v.n // dp if (v.B * v.n) % dp == 0 else None
+        if seq_gpu is not None:
+            if seq_gpu % q:
+                assert_ = x.rs["train_divisible_by_mini"] == "assert"
+                divs = [d for d in divisors(v.B) if (d * v.n) % dp == 0]
+                x.add("train_divisible_by_mini", "fail" if assert_ else "warn",
+                      "%s: %d sequences per GPU do not split into mini-batches of %d (train_batch_size %d / "
+                      "ppo_mini_batch_size %d = %.2f)" % (role, seq_gpu, q, v.B, mini, v.B / mini),
+                      "set %s.ppo_mini_batch_size to a divisor of %d: %s" % (pre, v.B, _or(_near(divs, mini))),
+                      item=role, silent=not assert_)
+            else:
+                x.add("train_divisible_by_mini", "pass", "%s: %d mini-batches of %d sequences per GPU per step" % (
+                    role, seq_gpu // q, q), item=role)
+        if micro is None or micro <= 0:
+            continue
+        silent = x.rs["micro_divisibility"] == "global_micro_only"
+        okm = [d for d in divisors(q) if d <= micro] or [1]
+        fix_micro = "set %s.ppo_micro_batch_size_per_gpu to %d (a divisor of %d)" % (pre, okm[-1], q)
+        if micro > q:
+            x.add("micro_vs_mini", "fail", "%s: ppo_micro_batch_size_per_gpu %d > per-GPU mini-batch %d%s" % (
+                role, micro, q, " (silent: gradient accumulation %d // %d = 0, NaN loss)" % (q, micro) if silent else ""),
+                fix_micro, item=role, silent=silent, micro=micro, mini_per_gpu=q)
+        elif q % micro:
+            x.add("micro_vs_mini", "warn" if silent else "fail", "%s: per-GPU mini-batch %d is not a multiple of "
+                  "ppo_micro_batch_size_per_gpu %d%s" % (role, q, micro, " (silent: the loss is scaled by %d // %d)" % (
+                      q, micro) if silent else ""), fix_micro, item=role, silent=silent)
+        else:
+            x.add("micro_vs_mini", "pass", "%s: %d / %d = %d micro-batches per mini-batch" % (role, q, micro, q // micro),
+                  item=role)
+
+
+def _rollout(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
+    size = v.tp * v.rdp * v.rpp
+    pre = "actor_rollout_ref.rollout."
+    okt = [d for d in divisors(v.world) if d * v.rdp * v.rpp <= v.world and (v.world % (d * v.rdp * v.rpp)) == 0]
+    if size > v.world or v.world % size:
+        x.add("rollout_tp_world", "fail", "rollout TP %d x DP %d x PP %d = %d GPUs per replica %s the world size %d" % (
+            v.tp, v.rdp, v.rpp, size, "exceeds" if size > v.world else "does not divide", v.world),
+            "set %stensor_model_parallel_size to %s" % (pre, _or(_near(okt, v.tp))), tp=v.tp, world=v.world,
+            candidates=okt)
+    else:
+        x.add("rollout_tp_world", "pass", "%d rollout groups of %d GPU(s) (TP %d x DP %d x PP %d)" % (
+            v.world // size, size, v.tp, v.rdp, v.rpp))
+    if x.rs.get("rollout_sync_rejected") and v.rollout_mode == "sync":
+        x.add("rollout_mode", "fail", "rollout.mode=sync", "remove the override (async is the only mode)")
+    if v.ep > 1 and v.rollout_name != "trtllm" and v.ep != v.tp * v.rdp:
+        x.add("rollout_ep", "fail", "rollout expert_parallel_size %d != TP %d x DP %d" % (v.ep, v.tp, v.rdp),
+              "set %sexpert_parallel_size=%d" % (pre, v.tp * v.rdp))
+    if v.rpp > 1 and v.rollout_name in ("vllm", "sglang"):
+        x.add("rollout_pp", "fail", "rollout pipeline_model_parallel_size %d with %s" % (v.rpp, v.rollout_name),
+              "set %spipeline_model_parallel_size=1" % pre)
+    if v.rollout_name == "vllm" and v.max_num_seqs and p.sequences_per_group is not None:
+        per = p.sequences_per_group
+        if per > v.max_num_seqs:
+            waves = bm.rounds(int(math.ceil(per)), v.max_num_seqs)
+            x.add("max_num_seqs", "warn", "each rollout group holds %s sequences but vLLM max_num_seqs is %d: "
+                  "generation runs in %d waves" % (per, v.max_num_seqs, waves),
+                  "set %smax_num_seqs=%d if KV-cache memory allows, or lower tensor_model_parallel_size for more "
+                  "groups" % (pre, int(math.ceil(per))), silent=True, sequences_per_group=per,
+                  max_num_seqs=v.max_num_seqs)
+        else:
+            x.add("max_num_seqs", "pass", "%s sequences per rollout group <= max_num_seqs %d" % (per, v.max_num_seqs))
+
+
+def _model_rules(x: _Ctx, v: Values, model: Optional[ModelFacts], why: str) -> None:
+    if model is None:
+        for rule in ("ulysses_heads", "max_position"):
+            if rule == "ulysses_heads" and v.sp <= 1 and v.critic_sp <= 1:
+                x.add(rule, "pass", "Ulysses sequence parallel is off (size 1)")
+                continue
+            x.add(rule, "skip", "model config not read: %s" % why)
+        return
+    sps = [("actor", v.sp)] + ([("critic", v.critic_sp)] if v.use_critic else [])
+    if all(sp <= 1 for _, sp in sps):
+        x.add("ulysses_heads", "pass", "Ulysses sequence parallel is off (size 1)")
+    for role, sp in sps:
+        if sp <= 1 or model.heads is None:
+            continue
+        bad = model.heads % sp != 0
+        kv_bad = bool(x.rs.get("ulysses_kv_heads")) and model.kv_heads is not None and (
+            model.kv_heads % sp != 0 and sp % model.kv_heads != 0)
+        ok = [d for d in divisors(model.heads) if v.world % d == 0 and (
+            not x.rs.get("ulysses_kv_heads") or not model.kv_heads or model.kv_heads % d == 0 or d % model.kv_heads == 0)]
+        if bad or kv_bad:
+            x.add("ulysses_heads", "fail", "%s: Ulysses size %d vs %d attention heads / %s KV heads (%s)" % (
+                role, sp, model.heads, model.kv_heads, model.path),
+                "set the Ulysses size (fsdp_config.ulysses_sequence_parallel_size) to %s" % _or(_near(ok, sp)),
+                item=role, heads=model.heads, kv_heads=model.kv_heads, sp=sp)
+        else:
+            x.add("ulysses_heads", "pass", "%s: Ulysses size %d divides %d heads" % (role, sp, model.heads), item=role)
+    mp = model.max_position_embeddings
+    if mp is None or v.prompt_length is None or v.response_length is None:
+        x.add("max_position", "skip", "max_position_embeddings or prompt/response length unknown")
+        return
+    total = v.prompt_length + v.response_length
+    if v.max_model_len is not None and v.max_model_len > mp:
+        x.add("max_position", "fail", "rollout.max_model_len %d > max_position_embeddings %d (%s)" % (
+            v.max_model_len, mp, model.path), "set actor_rollout_ref.rollout.max_model_len=%d or leave it null" % mp)
+        return
+    limit = v.max_model_len or mp
+    if total <= limit:
+        x.add("max_position", "pass", "prompt %d + response %d = %d <= %d" % (v.prompt_length, v.response_length,
+                                                                             total, limit))
+    elif x.rs["max_position"] == "assert" or v.prompt_length >= limit:
+        x.add("max_position", "fail", "prompt %d + response %d = %d > %s %d" % (
+            v.prompt_length, v.response_length, total, "max_model_len" if v.max_model_len else
+            "max_position_embeddings", limit),
+            "set data.max_response_length=%d (or shorten data.max_prompt_length)" % max(1, limit - v.prompt_length),
+            limit=limit)
+    else:
+        x.add("max_position", "warn", "prompt %d + response %d = %d > %d: long prompts get their responses cut to "
+              "what is left" % (v.prompt_length, v.response_length, total, limit),
+              "set data.max_response_length=%d (or shorten data.max_prompt_length)" % (limit - v.prompt_length),
+              silent=True, limit=limit)
+
+
+def _machine(x: _Ctx, v: Values, machine: Dict[str, Any], model: Optional[ModelFacts]) -> None:
+    env = dict(machine.get("env") or {})
+    gpus, how = visible_gpus(machine.get("nvml") or {}, env)
+    if gpus is None or (not gpus and "CUDA_VISIBLE_DEVICES" not in env):
+        reason = "no NVIDIA GPU on this machine (%s); run this on a training node to compare" % how
+        x.add("gpus_present", "skip", reason)
+        x.add("gpu_memory", "skip", reason)
+    else:
+        if v.gpn > len(gpus):
+            x.add("gpus_present", "fail", "trainer.n_gpus_per_node=%d but this node has %d usable GPU(s): %s" % (
+                v.gpn, len(gpus), how), "set trainer.n_gpus_per_node=%d%s" % (
+                    len(gpus), " or widen CUDA_VISIBLE_DEVICES" if "CUDA_VISIBLE_DEVICES" in env else ""),
+                asked=v.gpn, present=len(gpus), nnodes=v.nnodes)
+        else:
+            x.add("gpus_present", "pass", "n_gpus_per_node %d of %d usable GPU(s) on this node (%s)%s" % (
+                v.gpn, len(gpus), how, "; %d more node(s) needed" % (v.nnodes - 1) if v.nnodes > 1 else ""))
+        used = gpus[:v.gpn]
+        if v.gpu_mem_util is None or v.rollout_name not in ("vllm", "sglang"):
+            x.add("gpu_memory", "skip", "no vLLM/SGLang rollout memory fraction to compare")
+        else:
+            short = []
+            for d in used:
+                tot, usd = d.get("memory_total_mib"), d.get("memory_used_mib")
+                if tot is None or usd is None:
+                    continue
+                need = v.gpu_mem_util * tot
+                if tot - usd < need:
+                    short.append((d.get("index"), tot, usd, need))
+            if short:
+                idx, tot, usd, need = short[0]
+                fit = math.floor((tot - usd) / tot * 100) / 100 - 0.02
+                x.add("gpu_memory", "fail", "GPU %s: %.1f GiB free, vLLM wants %.2f x %.1f GiB = %.1f GiB (%d GPU(s) "
+                      "short)" % (idx, (tot - usd) / 1024, v.gpu_mem_util, tot / 1024, need / 1024, len(short)),
+                      "stop the other processes on GPU %s, or set actor_rollout_ref.rollout.gpu_memory_utilization=%.2f"
+                      % (", ".join(str(s[0]) for s in short), max(0.05, fit)),
+                      gpus=[{"index": s[0], "total_mib": s[1], "used_mib": s[2], "need_mib": round(s[3])} for s in short])
+            else:
+                x.add("gpu_memory", "pass", "gpu_memory_utilization %.2f fits the free memory of %d GPU(s)" % (
+                    v.gpu_mem_util, len(used)))
+    _offload(x, v, machine, model)
+
+
+def _offload(x: _Ctx, v: Values, machine: Dict[str, Any], model: Optional[ModelFacts]) -> None:
+    if not (v.param_offload and v.optimizer_offload):
+        on = [k for k, f in (("param_offload", v.param_offload), ("optimizer_offload", v.optimizer_offload)) if f]
+        x.add("offload", "pass", "actor FSDP offload: %s" % (", ".join(on) if on else "off"))
+        return
+    est = load_rules().get("estimates", {})
+    mem = (machine.get("host") or {}).get("memory") or {}
+    total = mem.get("total")
+    if mem.get("cgroup_limit"):
+        total = min(total or mem["cgroup_limit"], mem["cgroup_limit"])
+    if model is None or not model.params or not total:
+        x.add("offload", "pass", "param_offload and optimizer_offload are on: host memory must hold the node's share "
+              "of fp32 parameters and Adam state (%d bytes per parameter); %s" % (
+                  est.get("param_bytes_fp32", 4) + est.get("adam_state_bytes", 8),
+                  "model size unknown" if model is None or not model.params else "host memory unknown"))
+        return
+    per_param = est.get("param_bytes_fp32", 4) + est.get("adam_state_bytes", 8)
+    share = model.params * per_param * v.gpn / max(1, v.world)
+    need = share + v.gpn * est.get("worker_base_gib", 4) * (1 << 30)
+    gib = 1 << 30
+    msg = "param_offload + optimizer_offload: about %.0f GiB of host memory on each node (%.2fB params x %d bytes x " \
+          "%d/%d GPUs + %d workers x %d GiB) vs %.0f GiB" % (
+              need / gib, model.params / 1e9, per_param, v.gpn, v.world, v.gpn, est.get("worker_base_gib", 4),
+              total / gib)
+    if need > total:
+        x.add("offload", "fail", msg, "turn off actor_rollout_ref.actor.fsdp_config.optimizer_offload (or use more "
+              "nodes, or a host with more memory)", silent=True, need_bytes=int(need), host_bytes=int(total))
+    elif need > 0.8 * total:
+        x.add("offload", "warn", msg, "leave headroom: turn off optimizer_offload or add host memory", silent=True,
+              need_bytes=int(need), host_bytes=int(total))
+    else:
+        x.add("offload", "pass", msg)
+
+
+def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Optional[Dict[str, Any]] = None,
+             model: Optional[ModelFacts] = None, model_why: str = "not looked up",
+             missing: Sequence[str] = ()) -> Tuple[Optional[bm.BatchPlan], List[Finding], str]:
+    """Check a composed config against verl ``release``'s rules.
+
+    Args:
+        get: ``get(key, default)`` over the resolved config.
+        release: verl version whose rules apply (None: the newest recorded).
+        machine: ``{"nvml", "host", "env"}`` facts of this machine (None: machine rules skipped).
+        model: the actor model's facts (None: model rules skipped with ``model_why``).
+        missing: keys left as ``???`` that verl will read (see :func:`mandatory_keys`).
+    Returns:
+        (the batch plan or None when a required number is missing, findings, ruleset note).
+    """
+    rs, note = ruleset(release)
+    rules = load_rules().get("rule", {})
+    x = _Ctx(rs, rules)
+    _mandatory(x, missing)
+    try:
+        v = values(get)
+    except ValueProblem as exc:
+        x.add("config_values", "fail", str(exc), "set it in the launch command (key=value)")
+        return None, x.out, note
+    if v.B <= 0 or v.gpn <= 0 or v.nnodes <= 0 or v.n <= 0:
+        x.add("config_values", "fail", "train_batch_size %d, rollout.n %d, n_gpus_per_node %d, nnodes %d: all must be "
+              "positive" % (v.B, v.n, v.gpn, v.nnodes), "set them to positive numbers")
+        return None, x.out, note
+    p = bm.plan(v.B, v.n, v.gpn, v.nnodes, v.tp, v.rdp, v.rpp, v.sp if v.world % max(v.sp, 1) == 0 else 1,
+                v.mini, v.micro_gpu, v.lp_micro_gpu, v.ref_lp_micro_gpu if v.use_ref else None, v.dyn)
+    _micro_set(x, v)
+    _train_divisible(x, v, p)
+    _mini_le_train(x, v)
+    _global_micro(x, v)
+    _sp(x, v)
+    _val_temperature(x, v)
+    _mini_micro(x, v, p)
+    _rollout(x, v, p)
+    _model_rules(x, v, model, model_why)
+    if machine is not None:
+        _machine(x, v, machine, model)
+    return p, x.out, note
+
+
+def mandatory_keys(leaves: Dict[str, Any], get: Callable[[str, Any], Any]) -> List[str]:
+    """Keys of ``leaves`` (flattened resolved config) left as ``???`` that verl reads: those of
+    actor_rollout_ref, data and trainer, and the reward model's when it is enabled."""
+    prefixes = ["actor_rollout_ref.", "data.", "trainer.", "algorithm."]
+    if _bool(get("reward.reward_model.enable", False)):
+        prefixes.append("reward.reward_model.")
+    return [k for k, v in leaves.items() if v == "???" and k.startswith(tuple(prefixes))]
+
