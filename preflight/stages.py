@@ -50,6 +50,7 @@ STAGES: Tuple[Stage, ...] = (
     Stage("nccl", "NCCL: init and all_reduce on localhost, one process per GPU", "preflight.checks.nccl",
           _nccl_needs),
     Stage("vllm", "vLLM: a small offline generation", "preflight.checks.vllm", _vllm_needs),
+    Stage("config", "Launch config: composition, batch arithmetic, verl's rules, datasets", "preflight.checks.config"),
 )
 
 STAGE_NAMES = tuple(s.name for s in STAGES)

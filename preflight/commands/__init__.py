@@ -3,7 +3,7 @@ its own sub-parser) and ``run(args) -> int``; :data:`COMMANDS` lists them in hel
 raise :class:`preflight.errors.UsageError` for bad input; cli.main turns it into one line, exit 2.
 """
 
-from . import check, matrix, resolve
+from . import check, config, data, matrix, resolve
 
 #: Every subcommand module; the first is the default when no command is given.
-COMMANDS = (check, matrix, resolve)
+COMMANDS = (check, config, data, matrix, resolve)

@@ -16,8 +16,9 @@ EPILOG = """examples:
   python3 preflight.pyz check --python ~/venvs/verl/bin/python --json report.json
   python3 preflight.pyz check --verl 0.9.1 --stage host,python,packages
   python3 preflight.pyz check --skip nccl,vllm --timeout 60
+  python3 preflight.pyz check --stage config --launch "python3 -m verl.trainer.main_ppo data.train_batch_size=60"
 
-stages, in order (each gated on the ones before): host, python, packages, imports, gpu, nccl, vllm
+stages, in order (each gated on the ones before): host, python, packages, imports, gpu, nccl, vllm, config
 exit codes: 0 ready (warnings allowed), 1 not ready (a check failed), 2 usage error or checker failure
 """
 
@@ -64,6 +65,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="collective backend of the nccl stage (gloo runs on CPU, for testing)")
     p.add_argument("--vllm-tp", type=int, default=1, metavar="N",
                    help="tensor_parallel_size of the vllm stage's generation (default 1)")
+    p.add_argument("--launch", metavar="COMMAND", default=None,
+                   help="a verl launch command or its overrides, quoted, for the config stage")
+    p.add_argument("--config", metavar="FILE", default=None, help="a saved verl config (YAML/JSON) for the config stage")
     p.add_argument("-v", "--verbose", action="store_true", help="show evidence under every row")
 
 
@@ -102,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     from ..stages import STAGE_NAMES
 
     python = _resolve_python(args.python)
+    if args.config and not os.path.isfile(args.config):
+        raise UsageError("--config %s: no such file; pass a saved verl config (YAML or JSON)" % args.config)
     mx = matrix_mod.load()
     if args.verl and mx.verl(args.verl) is None:
         raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (
@@ -114,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
     to_stdout = args.json == "-"
     console = Console(stderr=to_stdout, highlight=False)
     opts = Options(python=python, verl=args.verl, timeout=args.timeout, nccl_world_size=args.nccl_world_size,
-                   backend=args.backend, vllm_tp=args.vllm_tp, extra={"nccl_backend": args.nccl_backend})
+                   backend=args.backend, vllm_tp=args.vllm_tp, extra={"nccl_backend": args.nccl_backend,
+                                                                      "launch": args.launch, "config_file": args.config})
     ctx = Context(opts, mx)
     t0 = time.time()
     with LiveProgress(console) as progress:

@@ -1,0 +1,144 @@
+"""``preflight config``: a verl launch checked before it starts.
+
+Composes the effective config (Hydra in the target when it has verl, else the release's stored
+defaults), explains the batch pipeline with the user's numbers, and reports every rule of verl's
+that the launch would break later (after Ray started and the models loaded) and the known silent
+failures, each with the smallest fix.
+"""
+
+import argparse
+import os
+import time
+
+from ..errors import UsageError
+
+NAME = "config"
+HELP = "check a verl launch command or saved config before it starts"
+EPILOG = """examples:
+  python3 preflight.pyz config -- python3 -m verl.trainer.main_ppo data.train_batch_size=60 \\
+      actor_rollout_ref.rollout.n=12 trainer.n_gpus_per_node=6
+  python3 preflight.pyz config --python ~/venvs/verl/bin/python --gpus 8 -- data.train_batch_size=1024
+  python3 preflight.pyz config --file outputs/.hydra/config.yaml --print
+  python3 preflight.pyz config --verl 0.9.1 --json launch.json -- actor_rollout_ref.rollout.tensor_model_parallel_size=4
+
+Everything after '--' is the launch command or just its overrides (key=value, +key=value,
+++key=value, ~key), as Hydra reads them; leading VAR=value words (CUDA_VISIBLE_DEVICES) are kept.
+exit codes: 0 the launch passes verl's rules (warnings allowed), 1 it would fail, 2 usage error
+"""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a whole number" % text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return v
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    """Add ``config``'s options to its parser."""
+    p.add_argument("--python", metavar="PATH", default=None,
+                   help="interpreter of the verl environment (composes with its Hydra; default: the one running this)")
+    p.add_argument("--verl", metavar="VERSION", default=None,
+                   help="verl release whose defaults and rules apply when the target has no verl")
+    p.add_argument("--gpus", type=_positive_int, default=None, metavar="N",
+                   help="GPUs per node for the job (sets trainer.n_gpus_per_node)")
+    p.add_argument("--nnodes", type=_positive_int, default=None, metavar="M", help="nodes (sets trainer.nnodes)")
+    p.add_argument("--file", metavar="CONFIG", default=None,
+                   help="a saved config (YAML or JSON) applied over the defaults, before the overrides")
+    p.add_argument("--print", dest="print_all", action="store_true", help="print every config value, not only "
+                   "the ones that matter")
+    p.add_argument("--json", metavar="FILE", default=None, help="write the findings as JSON to FILE ('-' for stdout)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="limit for composing in the target interpreter (default 120)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show where verl checks each passing rule")
+    p.add_argument("launch", nargs="*", metavar="-- COMMAND", help="the launch command or its overrides, after --")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the launch; return 0 (passes), 1 (would fail)."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from .. import matrix as matrix_mod
+    from ..checks.config import evaluation, launch_facts
+    from ..context import Context, Options
+    from ..launch import render
+    from ..report import Report, jsonreport
+    from ..runner import run as run_stages
+    from .check import _resolve_python
+
+    python = _resolve_python(args.python)
+    if args.file and not os.path.isfile(args.file):
+        raise UsageError("--file %s: no such file; pass a saved verl config (YAML or JSON)" % args.file)
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be > 0")
+    mx = matrix_mod.load()
+    if args.verl and mx.verl(args.verl) is None:
+        raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (
+            args.verl, mx.version, ", ".join(mx.verl_versions())))
+    words = list(args.launch or [])
+    if words and words[0] == "--":
+        words = words[1:]
+    opts = Options(python=python, verl=args.verl, timeout=args.timeout,
+                   extra={"launch": words, "config_file": args.file, "gpus": args.gpus, "nnodes": args.nnodes,
+                          "launch_given": True})
+    ctx = Context(opts, mx)
+    t0 = time.time()
+    results = run_stages(ctx, ["config"])
+    to_stdout = args.json == "-"
+    console = Console(stderr=to_stdout, highlight=False)
+    info = ctx.target() or {}
+    verl_v, how = ctx.verl_release()
+    facts = launch_facts(ctx) or {}
+    comp = facts.get("composed")
+    render.header(console, python, info.get("version_string"), comp.verl_version if comp else verl_v,
+                  "installed, Hydra in the target" if comp is not None and comp.method == "hydra" else how)
+    ev = None
+    if comp is not None:
+        console.print("config: %s from %s" % (comp.config_name, comp.source), style="dim", highlight=False)
+        for n in comp.notes:
+            console.print("note: %s" % n, style="yellow")
+        console.print()
+        console.print(Text("Effective values" + (" (all)" if args.print_all else " that matter"), style="bold cyan"))
+        console.print(render.values_table(comp, args.print_all))
+        if comp.error is None and "config.batch" in ctx.results and ctx.results["config.batch"].status.value == "pass":
+            ev = evaluation(ctx)
+            console.print()
+            console.print(Text("Batch pipeline (%s)" % ev["note"], style="bold cyan"))
+            console.print(render.plan_table(ev["plan"]))
+    console.print()
+    console.print(Text("Findings", style="bold cyan"))
+    console.print(render.results_table([r for r in results if r.id != "config.batch"], args.verbose))
+    console.print()
+    console.print(render.verdict(results))
+    report = Report(results=results, stages=["config"],
+                    target={"python": python, "version": info.get("version_string"), "prefix": info.get("prefix"),
+                            "executable": info.get("executable")},
+                    verl={"version": comp.verl_version if comp else verl_v, "chosen_by": how},
+                    machine={}, tool_version=_tool_version(), matrix_version=mx.version, started_at=t0,
+                    duration_s=time.time() - t0)
+    if args.json:
+        doc = jsonreport.to_dict(report)
+        doc["launch"] = {
+            "spec": None if not facts.get("spec") else {"overrides": facts["spec"].override_texts,
+                                                         "config_name": facts["spec"].config_name,
+                                                         "config_path": facts["spec"].config_path,
+                                                         "entry": facts["spec"].entry, "env": facts["spec"].env},
+            "config": comp.to_dict(full=True) if comp is not None else None,
+            "batch": ev["plan"].to_dict() if ev and ev.get("plan") else None,
+            "rules": ev["note"] if ev else None,
+        }
+        try:
+            render.write_json(doc, args.json)
+        except OSError as exc:
+            raise UsageError("--json %s: cannot write the report: %s" % (args.json, exc.strerror or exc))
+    return report.exit_code
+
+
+def _tool_version() -> str:
+    from .. import __version__
+
+    return __version__

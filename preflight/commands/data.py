@@ -1,0 +1,110 @@
+"""``preflight data``: RL parquet files checked the way verl will read them.
+
+Each file must have the chat messages verl's RL dataset reads (``prompt``: a list of
+``{role, content}``), ``data_source`` (which picks the reward function), ``reward_model`` with
+``ground_truth`` for every row, and optionally ``extra_info``. Bad rows are counted with the first
+examples; a data_source without a default reward function in the release is named with how to
+give a custom one. Files are read with the target interpreter's pyarrow (verl depends on it).
+"""
+
+import argparse
+import os
+import time
+
+from ..errors import UsageError
+
+NAME = "data"
+HELP = "check RL parquet files for the columns verl reads"
+EPILOG = """examples:
+  python3 preflight.pyz data ~/data/gsm8k/train.parquet ~/data/gsm8k/test.parquet
+  python3 preflight.pyz data --python ~/venvs/verl/bin/python --prompt-key question raw.parquet
+  python3 preflight.pyz data --custom-reward my_reward.py --json data.json train.parquet
+
+exit codes: 0 verl can read the files (warnings allowed), 1 it cannot, 2 usage error
+"""
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    """Add ``data``'s options to its parser."""
+    p.add_argument("files", nargs="+", metavar="FILE.parquet", help="parquet files (data.train_files / val_files)")
+    p.add_argument("--python", metavar="PATH", default=None,
+                   help="interpreter whose pyarrow reads the files (the verl environment's; default: this one)")
+    p.add_argument("--verl", metavar="VERSION", default=None,
+                   help="verl release whose default reward functions apply (default: the installed one)")
+    p.add_argument("--prompt-key", default="prompt", help="data.prompt_key (default prompt)")
+    p.add_argument("--reward-fn-key", default="data_source", help="data.reward_fn_key (default data_source)")
+    p.add_argument("--custom-reward", metavar="PATH", default=None,
+                   help="the custom reward function file you will configure (then any data_source is fine)")
+    p.add_argument("--examples", type=int, default=3, metavar="N", help="bad rows to show per column (default 3)")
+    p.add_argument("--json", metavar="FILE", default=None, help="write the findings as JSON to FILE ('-' for stdout)")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="limit for reading (default 300)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the files; return 0 (readable by verl) or 1."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from .. import matrix as matrix_mod
+    from ..checks.config import outcome_of
+    from ..checks.base import Check
+    from ..context import Context, Options
+    from ..launch import render
+    from ..launch.dataset import NoPyarrow, check_files
+    from ..report import Report, jsonreport
+    from ..runner import _to_result
+    from .check import _resolve_python
+
+    python = _resolve_python(args.python)
+    missing = [f for f in args.files if not os.path.isfile(f)]
+    if missing:
+        raise UsageError("%s: no such file; pass the parquet files of data.train_files / data.val_files" %
+                         ", ".join(missing))
+    if args.examples < 0 or args.timeout <= 0:
+        raise UsageError("--examples must be >= 0 and --timeout > 0")
+    mx = matrix_mod.load()
+    if args.verl and mx.verl(args.verl) is None:
+        raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (
+            args.verl, mx.version, ", ".join(mx.verl_versions())))
+    ctx = Context(Options(python=python, verl=args.verl, timeout=args.timeout), mx)
+    t0 = time.time()
+    release, how = ctx.verl_release()
+    try:
+        found, info = check_files(python, args.files, args.prompt_key, args.reward_fn_key, release,
+                                  args.custom_reward, args.examples, args.timeout)
+    except NoPyarrow as exc:
+        raise UsageError("--python %s cannot import pyarrow (%s); point --python at the verl environment (verl "
+                         "depends on pyarrow)" % (python, exc))
+    except RuntimeError as exc:
+        raise UsageError(str(exc))
+    chk = Check("data.files", lambda c: None)
+    results = [_to_result(chk, outcome_of(f, f.item), time.time() - t0) for f in found]
+    to_stdout = args.json == "-"
+    console = Console(stderr=to_stdout, highlight=False)
+    tinfo = ctx.target() or {}
+    render.header(console, python, tinfo.get("version_string"), release, how)
+    console.print("pyarrow %s; %s" % (info["pyarrow"], ", ".join(
+        "%s: %s rows" % (os.path.basename(s["path"]), s.get("num_rows", "?")) for s in info["files"])), style="dim")
+    console.print()
+    console.print(Text("Findings", style="bold cyan"))
+    console.print(render.results_table(results))
+    console.print()
+    console.print(render.verdict(results))
+    report = Report(results=results, stages=["data"], target={"python": python,
+                                                              "version": tinfo.get("version_string")},
+                    verl={"version": release, "chosen_by": how}, tool_version=_version(), matrix_version=mx.version,
+                    started_at=t0, duration_s=time.time() - t0)
+    if args.json:
+        doc = jsonreport.to_dict(report)
+        doc["data"] = {"pyarrow": info["pyarrow"], "files": info["files"]}
+        try:
+            render.write_json(doc, args.json)
+        except OSError as exc:
+            raise UsageError("--json %s: cannot write the report: %s" % (args.json, exc.strerror or exc))
+    return report.exit_code
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
