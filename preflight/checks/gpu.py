@@ -15,7 +15,8 @@ from .base import check, errored, failed, passed, skipped, warned
 
 _NVML_FIX = {
     "library_not_found": ("no NVIDIA driver: libnvidia-ml.so.1 is not on this machine (or not in this container)",
-                          "install the NVIDIA driver (R580 or newer for CUDA 13 wheels); in a container, run it with "
+                          "install the NVIDIA driver ('preflight resolve' names the minimum for your verl release); "
+                          "in a container, run it with "
                           "--gpus all (NVIDIA Container Toolkit) so the driver libraries are mounted"),
     "driver_not_loaded": ("the NVIDIA driver is installed but its kernel module is not loaded",
                           "load it (sudo modprobe nvidia) or reboot after the driver install; dmesg shows why it failed"),

@@ -164,7 +164,7 @@ def torch_build(ctx):
     ev = {"torch": d.version, "build": variant, "build_from": why, "cuda": vrow.get("cuda")}
     series = ctx.matrix.torch_series(d.version) or {}
     if variant == "cpu":
-        pypi = series.get("pypi", "cu130")
+        pypi = series.get("pypi") or ctx.matrix.curated["torch"]["release"][-1]["pypi"]
         idx = (ctx.matrix.torch_variant(pypi) or {}).get("index", "")
         fix = "pip install 'torch==%s' --index-url %s (or the plain PyPI wheel, a %s build)" % (
             Version(d.version).public, idx, pypi)
