@@ -38,7 +38,8 @@ def import_items(ctx) -> List[Dict[str, Any]]:
         # vllm.LLM too: its import chain loads torchvision and the model registry, which a plain
         # 'import vllm' does not touch
         items.append({"id": "vllm", "module": "vllm", "attr": "LLM", "facts": "version"})
-        items.append({"id": "vllm._C", "module": "vllm._C"})
+        exts = ctx.matrix.curated["modules"].get("extensions", {}).get("vllm", ["_C"])
+        items.append({"id": "vllm._C", "module": "vllm", "extensions": list(exts)})
     if ctx.installed("sglang"):
         items.append({"id": "sglang", "module": "sglang", "facts": "version"})
     if ctx.installed("flash-attn"):
@@ -172,10 +173,12 @@ def vllm(ctx):
     if o.status.value == "pass":
         c = res.get("vllm._C")
         if c and c.get("state") != "ok":
-            o2 = outcome_for(ctx, c, "vllm._C (compiled kernels)", d.name)
+            o2 = outcome_for(ctx, c, "vllm's compiled extensions", d.name)
             o2.evidence["vllm_import"] = "ok"
             return o2
-        o.message += "; vllm._C loads"
+        exts = (c or {}).get("extensions") or []
+        o.message += "; compiled extensions load (%s)" % ", ".join(exts) if exts else "; no compiled extension"
+        o.evidence["extensions"] = exts
     return o
 
 

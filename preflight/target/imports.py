@@ -42,6 +42,15 @@ def _one(item):
         try:
             mod = importlib.import_module(item["module"])
             res["file"] = getattr(mod, "__file__", None)
+            if item.get("extensions"):
+                # the package's core compiled extension: the first of the known names present
+                d = os.path.dirname(res["file"] or "")
+                files = os.listdir(d) if d else []
+                found = [n for n in item["extensions"] if any(f.startswith(n + ".") and f.endswith(".so") for f in files)]
+                if not found:
+                    raise ImportError("no compiled core extension (%s) in %s" % (", ".join(item["extensions"]), d))
+                importlib.import_module("%s.%s" % (item["module"], found[0]))
+                res["extensions"] = found[:1]
             if item.get("attr"):
                 getattr(mod, item["attr"])
             facts = FACTS.get(item.get("facts") or "")
