@@ -21,19 +21,18 @@ pytestmark = pytest.mark.realenv
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VERL_CORE = ["verl[verl-core]==0.9.1", "torch==2.13.0"]
 
-# Rows shaped as verl's examples/data_preprocess/gsm8k.py writes them (text from GSM8K's train split).
+# Rows shaped as verl's examples/data_preprocess/gsm8k.py writes them (data_source, chat prompt with the
+# "####" answer instruction, ability, reward_model {style, ground_truth}, extra_info {split, index}).
 GOOD_ROWS = [
     {"data_source": "openai/gsm8k",
-     "prompt": [{"role": "user", "content": "Natalia sold clips to 48 of her friends in April, and then she sold half "
-                                            "as many clips in May. How many clips did Natalia sell altogether in "
-                                            "April and May? Let's think step by step and output the final answer "
+     "prompt": [{"role": "user", "content": "A baker fills 12 trays with 8 rolls each and sells 30 rolls. How many "
+                                            "rolls are left? Let's think step by step and output the final answer "
                                             "after \"####\"."}],
-     "ability": "math", "reward_model": {"style": "rule", "ground_truth": "72"},
+     "ability": "math", "reward_model": {"style": "rule", "ground_truth": "66"},
      "extra_info": {"split": "train", "index": 0}},
     {"data_source": "openai/gsm8k",
-     "prompt": [{"role": "user", "content": "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 "
-                                            "minutes of babysitting. How much did she earn?"}],
-     "ability": "math", "reward_model": {"style": "rule", "ground_truth": "10"},
+     "prompt": [{"role": "user", "content": "A cyclist rides 15 km each day for 6 days. How far does she ride?"}],
+     "ability": "math", "reward_model": {"style": "rule", "ground_truth": "90"},
      "extra_info": {"split": "train", "index": 1}},
 ]
 
@@ -62,9 +61,9 @@ def by_item(found):
 
 def test_fc31_raw_gsm8k_split(verl_py, tmp_path):
     raw = write_parquet(verl_py, tmp_path / "train-00000-of-00001.parquet", columns={
-        "question": ["Natalia sold clips to 48 of her friends in April...", "Weng earns $12 an hour..."],
-        "answer": ["Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n#### 72", "Weng earns 12/60 = $<<12/60=0.2>>0.2 "
-                   "per minute.\n#### 10"]})
+        "question": ["A baker fills 12 trays with 8 rolls each...", "A cyclist rides 15 km each day..."],
+        "answer": ["12 * 8 = <<12*8=96>>96 rolls, 96 - 30 = <<96-30=66>>66\n#### 66",
+                   "15 * 6 = <<15*6=90>>90\n#### 90"]})
     found, info = check_files(verl_py, [raw], prompt_key="question", release="0.9.1")
     f = by_item(found)
     assert info["pyarrow"] and info["files"][0]["num_rows"] == 2

@@ -33,7 +33,8 @@ def bare_python(tmp_path):
 
 def test_config_seed_example_with_stored_defaults(pyz, tmp_path, bare_python):
     out = tmp_path / "launch.json"
-    p = pyz_run(pyz, "config", "--python", bare_python, "--verl", "0.9.1", "--json", str(out), "--", *SEED)
+    env = dict(os.environ, COLUMNS="80")
+    p = pyz_run(pyz, "config", "--python", bare_python, "--verl", "0.9.1", "--json", str(out), "--", *SEED, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "60 x 12 = 720" in p.stdout and "20 prompts, 240 sequences" in p.stdout
     assert "10 prompts, 120 sequences" in p.stdout and "OK: 0 failed" in p.stdout
@@ -60,6 +61,15 @@ def test_config_gpus_shorthand_and_failure_exit(pyz, bare_python, tmp_path):
     assert f["fix"] == "set data.train_batch_size to 56 or 64"
     assert f["evidence"]["verl_where"].startswith("verl/utils/config.py validate_config")
     assert json.loads(out.read_text())["launch"]["config"]["values"]["trainer.nnodes"]["source"] == "--nnodes"
+
+
+def test_rules_of_the_asked_release_with_nearest_stored_defaults(pyz, bare_python, tmp_path):
+    out = tmp_path / "r.json"
+    p = pyz_run(pyz, "config", "--python", bare_python, "--verl", "0.7.0", "--json", str(out), "--", *SEED)
+    assert "no stored defaults for verl 0.7.0; using those of 0.9.1" in p.stdout
+    doc = json.loads(out.read_text())
+    assert doc["verl"]["version"] == "0.7.0" and doc["launch"]["rules"].startswith("rules of verl 0.6.x-0.9.0")
+    assert doc["launch"]["config"]["verl_version"] == "0.9.1"
 
 
 def test_config_print_all_and_hydra_refusal(pyz, bare_python):

@@ -15,12 +15,13 @@ data.train_files / data.val_files that exist on this machine).
 import os
 from typing import Any, Dict, List, Optional
 
+from ..errors import UsageError
 from ..launch.compose import ComposeUnsupported, compose, flatten
 from ..launch.overrides import ConfigError, parse_launch, parse_override
 from ..launch.rules import Finding, evaluate, mandatory_keys
 from .base import Outcome, check, errored, failed, passed, skipped, warned
 
-__all__ = ["launch_facts", "evaluation", "outcome_of"]
+__all__ = ["launch_facts", "evaluation", "outcome_of", "rules_release"]
 
 NO_LAUNCH = ("no launch command or config given: pass --launch \"python3 -m verl.trainer.main_ppo ...\" or "
              "--config FILE (or run 'preflight config -- <overrides>')")
@@ -53,8 +54,20 @@ def launch_facts(ctx: Any) -> Optional[Dict[str, Any]]:
             comp = compose(ctx.options.python, spec, cfile, release, timeout=min(ctx.options.timeout, 120))
         except ComposeUnsupported as exc:
             return {"spec": spec, "unsupported": exc}
+        except UsageError as exc:  # an unreadable --config file: a row here, exit 2 in `config`
+            return {"spec": spec, "unsupported": ComposeUnsupported(str(exc), "fix the file, pass it as JSON, or "
+                                                                               "point --python at the verl environment")}
         return {"spec": spec, "composed": comp}
     return ctx._memo("launch", build)
+
+
+def rules_release(ctx: Any, comp: Any) -> Optional[str]:
+    """The verl release whose rules apply: the installed one when Hydra composed in the target,
+    else the one asked for (``--verl``, else the newest in the matrix), whose stored defaults may
+    be a nearby release's."""
+    if comp.method == "hydra":
+        return comp.verl_version
+    return ctx.verl_release()[0] or comp.verl_version
 
 
 def evaluation(ctx: Any) -> Dict[str, Any]:
@@ -68,7 +81,7 @@ def evaluation(ctx: Any) -> Dict[str, Any]:
         model, why = read_model(comp.get("actor_rollout_ref.model.path"), env)
         machine = {"nvml": ctx.nvml(), "host": ctx.host(), "env": env}
         missing = mandatory_keys(flatten(comp.resolved), comp.get)
-        plan, found, note = evaluate(comp.get, comp.verl_version, machine, model, why, missing)
+        plan, found, note = evaluate(comp.get, rules_release(ctx, comp), machine, model, why, missing)
         return {"plan": plan, "findings": found, "note": note, "model": model, "model_why": why}
     return ctx._memo("launch_eval", build)
 
@@ -162,7 +175,7 @@ def data_check(ctx: Any) -> List[Outcome]:
         found, info = check_files(ctx.options.python, [os.path.expanduser(p) for p in local],
                                   str(c.get("data.prompt_key", "prompt") or "prompt"),
                                   str(c.get("data.reward_fn_key", "data_source") or "data_source"),
-                                  c.verl_version, custom, timeout=ctx.options.timeout)
+                                  rules_release(ctx, c), custom, timeout=ctx.options.timeout)
     except NoPyarrow as exc:
         return [skipped("the target interpreter cannot import pyarrow (%s), so verl could not read parquet "
                         "either" % exc)]

@@ -94,8 +94,10 @@ def run(args: argparse.Namespace) -> int:
     verl_v, how = ctx.verl_release()
     facts = launch_facts(ctx) or {}
     comp = facts.get("composed")
-    render.header(console, python, info.get("version_string"), comp.verl_version if comp else verl_v,
-                  "installed, Hydra in the target" if comp is not None and comp.method == "hydra" else how)
+    hydra = comp is not None and comp.method == "hydra"
+    release = comp.verl_version if hydra else verl_v
+    render.header(console, python, info.get("version_string"), release, "installed, Hydra in the target" if hydra
+                  else how)
     ev = None
     if comp is not None:
         console.print("config: %s from %s" % (comp.config_name, comp.source), style="dim", highlight=False)
@@ -117,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     report = Report(results=results, stages=["config"],
                     target={"python": python, "version": info.get("version_string"), "prefix": info.get("prefix"),
                             "executable": info.get("executable")},
-                    verl={"version": comp.verl_version if comp else verl_v, "chosen_by": how},
+                    verl={"version": release, "chosen_by": "installed" if hydra else how},
                     machine={}, tool_version=_tool_version(), matrix_version=mx.version, started_at=t0,
                     duration_s=time.time() - t0)
     if args.json:

@@ -10,7 +10,6 @@ pure: ``machine = {"nvml": <nvml snapshot>, "host": <host facts>, "env": {...}}`
 """
 
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
