@@ -145,3 +145,14 @@ def test_config_with_hydra_in_a_real_verl(pyz, tmp_path):
     assert doc["launch"]["config"]["values"]["data.train_batch_size"] == {"value": 120, "source": "file"}
     assert doc["launch"]["batch"]["sequences_per_step"] == 1440
     assert "installed, Hydra in the target" in p.stdout
+
+
+def test_check_stage_yaml_without_reader_is_an_error_row(pyz, bare_python, tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("data:\n  train_batch_size: 64\n")
+    out = tmp_path / "r.json"
+    p = pyz_run(pyz, "check", "--python", bare_python, "--stage", "config", "--config", str(f), "--json", str(out))
+    res = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    assert res["config.compose"]["status"] == "error" and "neither omegaconf nor PyYAML" in \
+        res["config.compose"]["message"]
+    assert p.returncode == 1 and "Traceback" not in p.stderr

@@ -30,7 +30,8 @@ NO_LAUNCH = ("no launch command or config given: pass --launch \"python3 -m verl
 def launch_facts(ctx: Any) -> Optional[Dict[str, Any]]:
     """The composed launch of this run (memoised), or None when none was given.
 
-    Returns ``{"spec", "composed"}`` or ``{"error": ConfigError}`` or ``{"unsupported": exc}``.
+    Returns ``{"spec", "composed"}`` or ``{"error": ConfigError}`` or ``{"unsupported": exc}`` (with
+    ``"usage"``: the UsageError when the --config file itself is unreadable).
     """
     extra = ctx.options.extra
     launch = extra.get("launch")
@@ -55,8 +56,9 @@ def launch_facts(ctx: Any) -> Optional[Dict[str, Any]]:
         except ComposeUnsupported as exc:
             return {"spec": spec, "unsupported": exc}
         except UsageError as exc:  # an unreadable --config file: a row here, exit 2 in `config`
-            return {"spec": spec, "unsupported": ComposeUnsupported(str(exc), "fix the file, pass it as JSON, or "
-                                                                               "point --python at the verl environment")}
+            return {"spec": spec, "usage": exc,
+                    "unsupported": ComposeUnsupported(str(exc), "fix the file, pass it as JSON, or point --python "
+                                                                "at the verl environment")}
         return {"spec": spec, "composed": comp}
     return ctx._memo("launch", build)
 

@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     info = ctx.target() or {}
     verl_v, how = ctx.verl_release()
     facts = launch_facts(ctx) or {}
+    if facts.get("usage") is not None:
+        raise facts["usage"]
     comp = facts.get("composed")
     hydra = comp is not None and comp.method == "hydra"
     release = comp.verl_version if hydra else verl_v
