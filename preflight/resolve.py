@@ -271,10 +271,6 @@ def _py_ok(spec: Optional[str], minor: str) -> bool:
     return Version(minor + ".0") in s or Version(minor + ".99") in s
 
 
-def _ge(a: str, b: str) -> bool:
-    return Version(a) >= Version(b)
-
-
 # ---- the resolver ---------------------------------------------------------------------------
 class _Run:
     """State of one resolution: the inputs, the verl row, and the chosen/observed facts."""
@@ -311,20 +307,18 @@ def _backend_spec(run: _Run) -> Tuple[Optional[SpecifierSet], Optional[AnySpec],
     return spec, gate, extras
 
 
-def _candidates(run: _Run) -> Tuple[List[str], List[str], List[str]]:
-    """(candidate backend versions, newest first and known-bad last; backend extras; known-bad ids)."""
+def _candidates(run: _Run) -> Tuple[List[str], List[str]]:
+    """(candidate backend versions, newest first and known-bad ones last; extras verl asks of the backend)."""
     spec, gate, extras = _backend_spec(run)
-    good, bad, bad_ids = [], [], []
+    good, bad = [], []
     for v in reversed(run.mx.versions(run.backend)):
         pv = Version(v)
         if spec is not None and not spec.contains(pv, prereleases=True):
             continue
         if gate is not None and pv not in gate:
             continue
-        kb = _known_bad(run, v)
-        (bad if kb else good).append(v)
-        bad_ids += [r["id"] for r in kb]
-    return good + bad, extras, bad_ids
+        (bad if _known_bad(run, v) else good).append(v)
+    return good + bad, extras
 
 
 def _known_bad(run: _Run, version: str) -> List[Dict[str, Any]]:
@@ -458,7 +452,9 @@ def _variants(run: _Run, t: str, b_major: Optional[int]) -> List[Dict[str, Any]]
             ev["fails"].append("driver")
         out.append(ev)
     order = {"native": 0, "unknown": 0, "compat": 1, "too_old": 2}
-    out.sort(key=lambda e: ("major" in e["fails"], len(e["fails"]), order[e["drv"]["status"]], not e["pypi"], -Version(e["cuda"]).release[0] * 100 - Version(e["cuda"]).release[1]))
+    # a matching CUDA major first, then the fewest failures, a native driver, the PyPI build, the newest CUDA
+    out.sort(key=lambda e: ("major" in e["fails"], len(e["fails"]), order[e["drv"]["status"]], not e["pypi"],
+                            [-x for x in Version(e["cuda"]).release]))
     return out
 
 
@@ -483,27 +479,24 @@ def _gpu_checks(run: _Run, bv: str, bcuda: Optional[str], ev: Dict[str, Any]) ->
     floor = mx.backend_gpu_floor(run.backend, bv)
     highest = max([Version(str(r["min_cc"])) for r in mx.curated[run.backend].get("gpu_floor", [])] or [Version("0")])
     if floor and Version(cc) < highest:  # only then could another floor row change the verdict
-        _cite(ev, "%s GPU floor" % run.backend, ">= %s" % floor["min_cc"], "%s.toml gpu_floor %s" % (run.backend, floor["versions"]),
-              floor["source"], floor["confidence"])
+        _cite(ev, "%s GPU floor" % run.backend, ">= %s" % floor["min_cc"],
+              "%s.toml gpu_floor %s" % (run.backend, floor["versions"]), floor["source"], floor["confidence"])
     if floor and Version(cc) < Version(str(floor["min_cc"])):
-        ev["problems"].append("%s %s supports compute capability >= %s; this GPU is %s%s" % (
+        _problem(ev, "arch", "%s %s supports compute capability >= %s; this GPU is %s%s" % (
             _bname(run), bv, floor["min_cc"], cc, _flag(floor)))
-        ev["kinds"].add("arch")
     if bcuda:
         need = mx.toolkit_arch(cc)
         if need and Version(bcuda) < Version(str(need["first_toolkit"])):
             _cite(ev, "toolkit for compute capability %s" % cc, ">= CUDA %s" % need["first_toolkit"],
                   "wheels.toml toolkit_arch %s" % need["cc"], need["source"], need["confidence"])
-            ev["problems"].append("%s %s's wheel is built with CUDA %s, which has no kernels for compute capability %s "
-                                  "(first toolkit: CUDA %s)" % (_bname(run), bv, bcuda, cc, need["first_toolkit"]))
-            ev["kinds"].add("arch")
+            _problem(ev, "arch", "%s %s's wheel is built with CUDA %s, which has no kernels for compute capability %s "
+                                 "(first toolkit: CUDA %s)" % (_bname(run), bv, bcuda, cc, need["first_toolkit"]))
         sup = mx.arch_support(int(bcuda.split(".")[0]))
         if sup and Version(cc) < Version(str(sup["min_cc"])):
             _cite(ev, "CUDA %s architectures" % bcuda.split(".")[0], ">= %s" % sup["min_cc"],
                   "cuda.toml arch_support %s" % sup["major"], sup["source"], sup["confidence"])
-            ev["problems"].append("%s %s's wheel is built with CUDA %s, which dropped compute capability %s (needs >= %s)"
-                                  % (_bname(run), bv, bcuda, cc, sup["min_cc"]))
-            ev["kinds"].add("arch")
+            _problem(ev, "arch", "%s %s's wheel is built with CUDA %s, which dropped compute capability %s "
+                                 "(needs >= %s)" % (_bname(run), bv, bcuda, cc, sup["min_cc"]))
 
 
 def _flag(row: Optional[Dict[str, Any]]) -> str:
@@ -513,124 +506,140 @@ def _flag(row: Optional[Dict[str, Any]]) -> str:
 
 def _driver_text(d: Dict[str, Any]) -> str:
     if d["compat"] and d["compat"] != d["native"]:
-        return "CUDA %s needs driver >= %s (>= %s through minor-version compatibility)" % (d["cuda"], d["native"] or "?", d["compat"])
+        return "CUDA %s needs driver >= %s (>= %s through minor-version compatibility)" % (
+            d["cuda"], d["native"] or "?", d["compat"])
     return "CUDA %s needs driver >= %s" % (d["cuda"], d["native"] or d["compat"] or "?")
 
 
-def _evaluate(run: _Run, bv: str, extras: List[str], py: str, bcuda_override: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """Evaluate the stack with backend ``bv`` on Python ``py``; returns a dict with ``fail``
-    (bool), ``problems``, ``warnings``, ``kinds`` (problem kinds), ``citations`` and the choices."""
-    mx = run.mx
-    ev: Dict[str, Any] = {"bv": bv, "python": py, "problems": [], "warnings": [], "citations": [], "kinds": set(),
-                          "notes": []}
-    v_reqs = _verl_reqs(run, py)
-    b_reqs = _reqs(mx, run.backend, bv, extras, py)
-    # -- torch pin
-    t, t_from, conflicts = _torch_pin(run, bv, extras, py)
-    if conflicts:
-        ev["problems"] += conflicts
-        ev["kinds"].add("conflict")
-        ev["fail"] = True
-        return ev
-    ev["torch"] = t
-    src = mx.meta(*t_from.split("==")) or {}
-    _cite(ev, "torch", t, "metadata/%s.json %s requires torch==%s" % (t_from.split("==")[0], t_from, t),
-          src.get("source", ""), "V")
-    # -- dependencies verl and the backend both constrain
+def _problem(ev: Dict[str, Any], kind: str, text: str) -> None:
+    ev["problems"].append(text)
+    ev["kinds"].add(kind)
+    ev["fail"] = True
+
+
+def _conflicts(run: _Run, bv: str, v_reqs: List[Requirement], b_reqs: List[Requirement], ev: Dict[str, Any]) -> None:
+    """Dependencies verl and the backend both constrain must admit a common version."""
     names = {canonicalize_name(r.name) for r in v_reqs} & {canonicalize_name(r.name) for r in b_reqs}
     for name in sorted(names - {"torch"}):
         specs = [r.specifier for r in _named(v_reqs, name) + _named(b_reqs, name)]
-        if _joint(specs, mx.versions(name)) is None:
-            vs = _spec_text(_named(v_reqs, name))
-            bs = _spec_text(_named(b_reqs, name))
-            ev["problems"].append("verl %s requires %s%s but %s %s requires %s%s" % (run.verl, name, vs, _bname(run), bv, name, bs))
-            ev["kinds"].add("conflict")
-    if ev["kinds"]:
-        ev["fail"] = True
+        if _joint(specs, run.mx.versions(name)) is None:
+            vs, bs = _spec_text(_named(v_reqs, name)), _spec_text(_named(b_reqs, name))
+            _problem(ev, "conflict", "verl %s requires %s%s but %s %s requires %s%s" % (
+                run.verl, name, vs, _bname(run), bv, name, bs))
+
+
+def _variant_problems(run: _Run, t: str, bv: str, bcuda: Optional[str], variants: List[Dict[str, Any]],
+                      ev: Dict[str, Any]) -> None:
+    """Why no CUDA variant of torch ``t`` fits: the GPU's arch, the backend wheel's CUDA major, or
+    the driver (in that order of precedence)."""
+    arch_ok = [v for v in variants if "arch" not in v["fails"]]
+    if not arch_ok:
+        _problem(ev, "arch", "no CUDA variant of torch %s has kernels for compute capability %s (%s)" % (
+            t, run.cc, "; ".join("%s: %s" % (v["variant"], ", ".join(v["arch"])) for v in variants)))
+        return
+    same = [v for v in arch_ok if "major" not in v["fails"]]
+    if same:
+        _problem(ev, "driver", "driver %s is too old for torch %s %s: %s" % (
+            run.driver, t, same[0]["variant"], _driver_text(same[0]["drv"])))
+        return
+    majors = sorted({v["cuda"].split(".")[0] for v in arch_ok})
+    _problem(ev, "major", "%s %s's PyPI wheel is built with CUDA %s, but the torch %s builds that %s are "
+                          "CUDA %s (%s)" % (
+        _bname(run), bv, bcuda, t, "cover compute capability %s" % run.cc if run.cc else "this driver runs",
+        "/".join(majors), ", ".join(v["variant"] for v in arch_ok)))
+    for v in variants:
+        if "arch" in v["fails"] and "major" not in v["fails"]:
+            _problem(ev, "arch", "torch %s %s has no kernels for compute capability %s (built for %s)" % (
+                t, v["variant"], run.cc, ", ".join(v["arch"])))
+
+
+def _driver_checks(run: _Run, bv: str, bcuda: Optional[str], best: Dict[str, Any], ev: Dict[str, Any]) -> None:
+    """The driver against the torch variant's and the backend wheel's CUDA: problems, warnings
+    (minor-version compatibility), citations and the minimum drivers of the stack."""
+    mx = run.mx
+    rows = [best["drv"]]
+    if bcuda:
+        bd = _driver_status(mx, run.driver, bcuda)
+        rows.append(bd)
+        if bd["status"] == "too_old" and not ("driver" in ev["kinds"] and bcuda == best["cuda"]):
+            _problem(ev, "driver", "driver %s is too old for %s %s's wheel: %s" % (
+                run.driver, _bname(run), bv, _driver_text(bd)))
+    for d in rows:
+        if d["tk_row"]:
+            tk = d["tk_row"]
+            _cite(ev, "driver for CUDA %s" % d["cuda"], ">= %s" % d["native"], "cuda.toml toolkit %s" % tk["version"],
+                  tk["source"], tk.get("confidence", "V"))
+        if d["floor_row"] and d["status"] == "compat":
+            fr = d["floor_row"]
+            _cite(ev, "CUDA %s minor-version compatibility" % fr["major"], ">= %s" % d["compat"],
+                  "cuda.toml major %s" % fr["major"], fr["source"], fr.get("confidence", "V"))
+    natives = [d["native"] or d["compat"] for d in rows if d["native"] or d["compat"]]
+    compats = [d["compat"] or d["native"] for d in rows if d["native"] or d["compat"]]
+    ev["min_driver"] = max(natives, key=driver_tuple) if natives else None
+    ev["min_driver_compat"] = max(compats, key=driver_tuple) if compats else None
+    if ev.get("fail"):
+        return
+    for d in rows:
+        if d["status"] == "compat":
+            ev["warnings"].append("driver %s runs CUDA %s only through minor-version compatibility (>= %s): kernels "
+                                  "compiled at run time (Triton, the rollout engine) may fail with 'unsupported "
+                                  "toolchain'; upgrade to >= %s to run it natively" % (
+                                      run.driver, d["cuda"], d["compat"], d["native"]))
+            ev["kinds"].add("compat")
+
+
+def _evaluate(run: _Run, bv: str, extras: List[str], py: str,
+              bcuda_override: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Evaluate the stack with backend ``bv`` on Python ``py`` (module doc, steps 2, 4 and 5).
+
+    ``bcuda_override``: another published build of the backend (a vllm.toml ``other`` entry) to
+    judge instead of the PyPI wheel. Returns a dict: ``fail`` (bool), ``problems``, ``warnings``,
+    ``kinds`` (problem kinds: conflict, arch, major, driver, compat, data), ``citations``, and the
+    choices (``torch``, ``variant``, ``bcuda``, ``min_driver``...).
+    """
+    mx = run.mx
+    ev: Dict[str, Any] = {"bv": bv, "python": py, "problems": [], "warnings": [], "citations": [], "kinds": set(),
+                          "fail": False}
+    v_reqs = _verl_reqs(run, py)
+    b_reqs = _reqs(mx, run.backend, bv, extras, py)
+    ev["b_reqs"], ev["v_reqs"] = b_reqs, v_reqs
+    t, t_from, conflicts = _torch_pin(run, bv, extras, py)
+    for c in conflicts:
+        _problem(ev, "conflict", c)
+    _conflicts(run, bv, v_reqs, b_reqs, ev)
+    if ev["fail"]:
         return ev
-    # -- backend wheel CUDA
+    ev["torch"] = t
+    pkg = t_from.split("==")[0]
+    _cite(ev, "torch", t, "metadata/%s.json %s requires torch==%s" % (pkg, t_from, t),
+          (mx.meta(pkg, t_from.split("==")[1]) or {}).get("source", ""), "V")
+    # the backend wheel's CUDA
     if bcuda_override:
         bcuda, brow = str(bcuda_override["cuda"]), bcuda_override
+        label = "%s.toml build %s (%s)" % (run.backend, brow.get("versions", ""), brow.get("variant"))
     else:
         bcuda, brow = _backend_cuda(run, bv, t)
+        label = "%s.toml build %s" % (run.backend, (brow or {}).get("versions", ""))
     ev["bcuda"] = bcuda
     if brow is not None:
-        label = "%s.toml build %s" % (run.backend, brow.get("versions", ""))
-        _cite(ev, "%s wheel CUDA" % run.backend, bcuda, label if not bcuda_override else "%s (%s)" % (label, brow.get("variant")),
-              brow["source"], brow.get("confidence", "S" if bcuda_override else "V"))
-    b_major = int(bcuda.split(".")[0]) if bcuda else None
-    # -- torch variant
-    variants = _variants(run, t, b_major)
+        _cite(ev, "%s wheel CUDA" % run.backend, bcuda, label, brow["source"], brow.get("confidence", "S"))
+    # the torch variant
+    variants = _variants(run, t, int(bcuda.split(".")[0]) if bcuda else None)
     if not variants:
-        ev["problems"].append("torch %s's series has no CUDA variant in the matrix" % t)
-        ev["kinds"].add("data")
-        ev["fail"] = True
+        _problem(ev, "data", "torch %s's series has no CUDA variant in the matrix" % t)
         return ev
-    best = variants[0]
-    ev["variant"] = best
+    best = ev["variant"] = variants[0]
     vrow = best["row"]
     _cite(ev, "torch variant", best["variant"], "torch.toml variants.%s" % best["variant"], vrow.get("source", ""),
           vrow.get("confidence", "V"))
     if best["fails"]:
-        arch_ok = [v for v in variants if "arch" not in v["fails"]]
-        if not arch_ok:
-            ev["problems"].append("no CUDA variant of torch %s has kernels for compute capability %s (%s)" % (
-                t, run.cc, "; ".join("%s: %s" % (v["variant"], ", ".join(v["arch"])) for v in variants)))
-            ev["kinds"].add("arch")
-        else:
-            same = [v for v in arch_ok if "major" not in v["fails"]]
-            if not same:
-                majors = sorted({v["cuda"].split(".")[0] for v in arch_ok})
-                ev["problems"].append("%s %s's PyPI wheel is built with CUDA %s, but the torch %s builds that %s are CUDA %s "
-                                      "(%s)" % (_bname(run), bv, bcuda, t, "cover compute capability %s" % run.cc if run.cc
-                                                else "this driver runs", "/".join(majors), ", ".join(v["variant"] for v in arch_ok)))
-                ev["kinds"].add("major")
-                for v in variants:
-                    if "arch" in v["fails"] and "major" not in v["fails"]:
-                        ev["problems"].append("torch %s %s has no kernels for compute capability %s (built for %s)" % (
-                            t, v["variant"], run.cc, ", ".join(v["arch"])))
-                        ev["kinds"].add("arch")
-            else:
-                d = same[0]["drv"]
-                ev["problems"].append("driver %s is too old for torch %s %s: %s" % (run.driver, t, same[0]["variant"], _driver_text(d)))
-                ev["kinds"].add("driver")
-        ev["fail"] = True
-    else:
-        if run.cc:
-            _cite(ev, "torch arch list", best["arch_how"], "torch.toml variants.%s arch" % best["variant"],
-                  vrow.get("source", ""), vrow.get("confidence", "V"))
-    # -- backend on the driver and the GPU
-    drv_rows = [best["drv"]]
-    if bcuda:
-        bd = _driver_status(mx, run.driver, bcuda)
-        drv_rows.append(bd)
-        if bd["status"] == "too_old" and not ("driver" in ev["kinds"] and bcuda == best["cuda"]):
-            ev["problems"].append("driver %s is too old for %s %s's wheel: %s" % (run.driver, _bname(run), bv, _driver_text(bd)))
-            ev["kinds"].add("driver")
-            ev["fail"] = True
+        _variant_problems(run, t, bv, bcuda, variants, ev)
+    elif run.cc:
+        _cite(ev, "torch arch list", best["arch_how"], "torch.toml variants.%s arch" % best["variant"],
+              vrow.get("source", ""), vrow.get("confidence", "V"))
+    # the backend wheel on this driver and GPU
     _gpu_checks(run, bv, bcuda, ev)
-    if "arch" in ev["kinds"]:
-        ev["fail"] = True
-    for d in drv_rows:
-        if d["tk_row"]:
-            _cite(ev, "driver for CUDA %s" % d["cuda"], ">= %s" % d["native"], "cuda.toml toolkit %s" % d["tk_row"]["version"],
-                  d["tk_row"]["source"], d["tk_row"].get("confidence", "V"))
-        if d["floor_row"] and d["status"] == "compat":
-            _cite(ev, "CUDA %s minor-version compatibility" % d["floor_row"]["major"], ">= %s" % d["compat"],
-                  "cuda.toml major %s" % d["floor_row"]["major"], d["floor_row"]["source"], d["floor_row"].get("confidence", "V"))
-    natives = [d["native"] or d["compat"] for d in drv_rows if d["native"] or d["compat"]]
-    compats = [d["compat"] or d["native"] for d in drv_rows if d["native"] or d["compat"]]
-    ev["min_driver"] = max(natives, key=driver_tuple) if natives else None
-    ev["min_driver_compat"] = max(compats, key=driver_tuple) if compats else None
-    if not ev.get("fail"):
-        for d in drv_rows:
-            if d["status"] == "compat":
-                ev["warnings"].append("driver %s runs CUDA %s only through minor-version compatibility (>= %s): kernels "
-                                      "compiled at run time (Triton, vLLM) may fail with 'unsupported toolchain'; "
-                                      "upgrade to >= %s to run it natively" % (run.driver, d["cuda"], d["compat"], d["native"]))
-                ev["kinds"].add("compat")
-    ev.setdefault("fail", False)
-    ev["b_reqs"], ev["v_reqs"] = b_reqs, v_reqs
+    _driver_checks(run, bv, bcuda, best, ev)
     return ev
 
 
@@ -674,11 +683,15 @@ def _flash_attn(run: _Run, ev: Dict[str, Any]) -> Dict[str, Any]:
                 continue
             wheel = fa["wheel"].format(version=ver, cuda=name, torch=mm, abi="TRUE" if abi else "FALSE",
                                        py=ev["python"].replace(".", ""))
-            return {"version": ver, "status": "wheel", "wheel": wheel, "url": fa["url"].format(version=ver, wheel=wheel),
-                    "reason": "prebuilt for torch %s, CUDA %s, Python %s, cxx11abi %s" % (mm, cu_major, ev["python"], abi),
-                    "source": r["source"] + "; " + abi_info[1]["source"], "confidence": max(
-                        r["confidence"], abi_info[1]["confidence"], key=lambda c: _RANK[c])}
-    ver = pin or next((v for v in versions if any(str(r["version"]) == v and r["torch"] for r in releases)), versions[0])
+            return {"version": ver, "status": "wheel", "wheel": wheel,
+                    "url": fa["url"].format(version=ver, wheel=wheel),
+                    "reason": "prebuilt for torch %s, CUDA %s, Python %s, cxx11abi %s" % (
+                        mm, cu_major, ev["python"], abi),
+                    "source": r["source"] + "; " + abi_info[1]["source"],
+                    "confidence": max(r["confidence"], abi_info[1]["confidence"], key=lambda c: _RANK[c])}
+    # a source build of verl's pin, else of the newest release whose wheels are known
+    known = [v for v in versions if any(str(r["version"]) == v and r["torch"] for r in releases)]
+    ver = pin or (known or versions)[0]
     return {"version": ver, "status": "source build", "wheel": None, "url": None,
             "reason": "no prebuilt flash-attn %s wheel is recorded for torch %s + CUDA %s + Python %s + cxx11abi %s%s: "
                       "pip builds it from source (needs nvcc for CUDA %s, hours; pip install flash-attn==%s "
@@ -742,7 +755,8 @@ def _fill(run: _Run, ev: Dict[str, Any], res: Resolution) -> None:
         res.notes.append("%s%s (%s)" % (n["text"], _flag(n), n["source"]))
     plat = mx.backend_platform(run.backend, res.backend_version)
     if plat:
-        res.notes.append("%s %s's x86_64 wheel is %s: it needs glibc >= %s" % (_bname(run), res.backend_version, plat["tag"], plat["glibc"]))
+        res.notes.append("%s %s's x86_64 wheel is %s: it needs glibc >= %s" % (
+            _bname(run), res.backend_version, plat["tag"], plat["glibc"]))
 
 
 def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Optional[str] = None,
@@ -794,10 +808,12 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
     _cite({"citations": res.citations}, "verl", verl, "metadata/verl.json verl==%s" % verl,
           (row.get("_meta") or {}).get("source") or row["source"], "V")
     if gpu_row is not None:
-        _cite({"citations": res.citations}, "compute capability", cc, "gpus.toml %s" % gpu, "developer.nvidia.com/cuda-gpus", "V")
+        _cite({"citations": res.citations}, "compute capability", cc, "gpus.toml %s" % gpu,
+              "developer.nvidia.com/cuda-gpus", "V")
     run = _Run(mx, verl, backend, driver, cc, gpu, python, prefer)
     if backend not in extras_map:
-        res.problems.append("verl %s has no %s rollout (its backends: %s)" % (verl, backend, ", ".join(sorted(extras_map))))
+        res.problems.append("verl %s has no %s rollout (its backends: %s)" % (
+            verl, backend, ", ".join(sorted(extras_map))))
         kinds = {"backend"}
     else:
         kinds = _choose(run, res)
@@ -836,7 +852,7 @@ def _dedupe(items: Iterable[str]) -> List[str]:
 def _choose(run: _Run, res: Resolution) -> set:
     """Pick the backend release and Python (module doc, steps 1-6); return the problem kinds."""
     mx = run.mx
-    cands, extras, bad_ids = _candidates(run)
+    cands, extras = _candidates(run)
     if not cands:
         spec, gate, _ = _backend_spec(run)
         res.problems.append("no recorded %s release satisfies verl %s's requirement %s%s" % (
@@ -905,9 +921,10 @@ def _choose(run: _Run, res: Resolution) -> set:
             _bname(run), bv, ", ".join(c for c in cands[:cands.index(bv)])))
     for r in _known_bad(run, bv):
         res.warnings.append("%s (%s)" % (r["reason"], r["source"]))
-    py_src = "; ".join(p for p in ("verl %s" % run.meta.get("requires_python") if run.meta.get("requires_python") else "",
-                                   "%s %s" % (_bname(run), (mx.meta(run.backend, bv) or {}).get("requires_python") or "any"),
-                                   "torch wheels %s" % ", ".join((mx.torch_python(chosen["torch"]) or {}).get("python", []))) if p)
+    parts = ["verl %s" % run.meta["requires_python"]] if run.meta.get("requires_python") else []
+    parts.append("%s %s" % (_bname(run), (mx.meta(run.backend, bv) or {}).get("requires_python") or "any"))
+    parts.append("torch wheels %s" % ", ".join((mx.torch_python(chosen["torch"]) or {}).get("python", [])))
+    py_src = "; ".join(parts)
     _cite({"citations": res.citations}, "python", chosen["python"], "fits %s; chosen as %s" % (
         py_src, _pick_python(run, chosen["pys"])[1]), "metadata/*.json Requires-Python; wheels.toml torch_python", "V")
     return kinds | set(chosen["kinds"])
@@ -974,19 +991,18 @@ def _other_builds(run: _Run, res: Resolution) -> List[str]:
         return out
     _, _, extras = _backend_spec(run)
     for other in row.get("other") or []:
-        o = dict(other)
-        o.update(source=row["source"], confidence="S" if row.get("confidence") == "V" else row.get("confidence", "S"),
-                 versions=row["versions"])
+        o = dict(other, source=row["source"], versions=row["versions"],
+                 confidence=max(other.get("confidence", "S"), row.get("confidence", "V"), key=lambda c: _RANK[c]))
         ev = _evaluate(run, res.backend_version or "", extras, res.python or run.minors[-1], bcuda_override=o)
         if ev["fail"]:
             continue
-        var = ev["variant"]
         where = str(other["where"]).format(version=res.backend_version)
-        out.append("use %s %s's %s build (%s; published for some releases, not verified for this one [S]) with torch "
-                   "%s from the %s index (%s)%s" % (_bname(run), res.backend_version, other["variant"], where, ev["torch"],
-                                                   var["variant"], var["index"],
-                                                   "; the driver runs it through minor-version compatibility"
-                                                   if ev["warnings"] else ""))
+        if o["confidence"] != "V":
+            where += "; [%s] published for some releases, not verified for this one" % o["confidence"]
+        out.append("use %s %s's %s build (%s) with torch %s from the %s index (%s)%s" % (
+            _bname(run), res.backend_version, other["variant"], where, ev["torch"], ev["variant"]["variant"],
+            ev["variant"]["index"],
+            "; the driver runs it through minor-version compatibility" if ev["warnings"] else ""))
     return out
 
 

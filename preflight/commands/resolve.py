@@ -27,11 +27,14 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("vllm", "sglang"), default=None, help="rollout backend (default: vllm)")
     p.add_argument("--driver", metavar="VERSION", default=None, help="NVIDIA driver version, e.g. 580.65.06 "
                    "(default: this machine's, from NVML)")
-    p.add_argument("--gpu", metavar="NAME", default=None, help="GPU name, e.g. H100 or 'RTX 5090' (default: this machine's)")
+    p.add_argument("--gpu", metavar="NAME", default=None,
+                   help="GPU name, e.g. H100 or 'RTX 5090' (default: this machine's)")
     p.add_argument("--cc", metavar="X.Y", default=None, help="compute capability instead of --gpu, e.g. 9.0")
     p.add_argument("--python", metavar="X.Y", default=None, help="CPython minor the stack must use, e.g. 3.12")
-    p.add_argument("--no-probe", action="store_true", help="do not read this machine (NVML); unknown facts are not checked")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the resolution as JSON to FILE ('-' for stdout)")
+    p.add_argument("--no-probe", action="store_true",
+                   help="do not read this machine (NVML); unknown facts are not checked")
+    p.add_argument("--json", metavar="FILE", default=None,
+                   help="also write the resolution as JSON to FILE ('-' for stdout only)")
 
 
 def machine_facts(args: argparse.Namespace) -> Tuple[Dict[str, Any], List[str]]:
@@ -78,10 +81,11 @@ def run(args: argparse.Namespace) -> int:
     mx = matrix_mod.load()
     verl = args.verl or mx.verl_versions()[-1]
     if args.json and args.json != "-":
-        try:
-            open(args.json, "a").close()
-        except OSError as exc:
-            raise UsageError("--json %s: cannot write (%s); pass a writable path" % (args.json, exc.strerror))
+        import os
+
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or os.path.isdir(args.json):
+            raise UsageError("--json %s: cannot write there; pass a file path in a writable directory" % args.json)
     kw, how = machine_facts(args)
     try:
         res = resolve(mx, verl, backend=args.backend, **kw)
@@ -138,7 +142,8 @@ def _value(res, label: str) -> str:
         if not fa:
             return "-"
         return "%s: %s" % (fa.get("version") or "-", fa.get("wheel") or fa["status"])
-    return "%s%s" % (res.backend_version or "-", ", wheel built with CUDA %s" % res.backend_cuda if res.backend_cuda else "")
+    return "%s%s" % (res.backend_version or "-",
+                     ", wheel built with CUDA %s" % res.backend_cuda if res.backend_cuda else "")
 
 
 def render(res, console, how: Optional[List[str]] = None, matrix_version: str = "") -> None:
