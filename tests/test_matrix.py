@@ -392,3 +392,26 @@ def test_no_version_literal_in_check_code():
         found = [(name, n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant)
                  and isinstance(n.value, str) and id(n) not in docs and pat.search(n.value)]
         assert not found, found
+
+
+def test_matrix_show_blocks_fit_80_columns(matrix):
+    import io
+
+    from rich.console import Console
+
+    from preflight.errors import UsageError
+    from preflight.matrix.show import extra_pins, show
+
+    buf = io.StringIO()
+    assert show(matrix, None, Console(file=buf, width=80, color_system=None, highlight=False)) == 0
+    text = buf.getvalue()
+    lines = text.splitlines()
+    assert max(len(x) for x in lines) <= 80
+    assert sum(1 for x in lines if x.startswith("verl 0.")) == len(matrix.verl_versions())  # one block each
+    assert "[vllm] mbridge (any), torch==2.11.0, torchaudio==2.11.0," in text
+    assert "verlai/verl:vllm012.latest" in text and "ray[default]>=2.41.0" in text
+    pins = dict(extra_pins(matrix, "0.5.0"))
+    assert pins["vllm"] == ["tensordict!=0.9.0,<=0.9.1,>=0.8.0", "vllm<=0.8.5,>=0.7.3"]
+    assert pins["gpu"] == ["flash-attn (any)", "liger-kernel (any)"]
+    with pytest.raises(UsageError, match="--verl 0.99: not a verl release"):
+        show(matrix, "0.99", Console(file=io.StringIO()))
