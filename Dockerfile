@@ -1,7 +1,35 @@
-# Minimal: an image that carries the checker and runs its CPU-side stages at build time.
-# (The verl base-image build through bootstrap.sh comes with the outputs issue.)
-FROM python:3.12-slim
-COPY dist/preflight.pyz /opt/verl-preflight/preflight.pyz
-COPY bootstrap.sh /opt/verl-preflight/bootstrap.sh
-RUN python3 -I -S /opt/verl-preflight/preflight.pyz --version
-ENTRYPOINT ["/opt/verl-preflight/bootstrap.sh", "--pyz", "/opt/verl-preflight/preflight.pyz"]
+# verl base image, built the way clusters are provisioned: through bootstrap.sh, which resolves
+# the stack for VERL_VERSION and BACKEND, locks it with hashes, installs it into /opt/verl and
+# runs the checks that need no GPU (a failure stops the build). The GPU stages run at start.
+#
+#   python3 tools/build_pyz.py
+#   docker build --build-arg VERL_VERSION=0.9.1 --build-arg BACKEND=vllm -t verl:0.9.1 .
+#
+# CUDA_IMAGE must carry a CUDA the hosts' driver runs: 13.0 (driver >= 580) for verl 0.9.1's torch
+# 2.11 cu130 stack; 'preflight resolve --verl X' names the CUDA a release needs, and
+# matrices/base_images.toml the image for each torch CUDA variant.
+ARG CUDA_IMAGE=nvidia/cuda:13.0.0-devel-ubuntu24.04
+FROM ${CUDA_IMAGE}
+
+ARG VERL_VERSION=0.9.1
+ARG BACKEND=vllm
+ARG PYTHON_VERSION=3.12
+ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends "python${PYTHON_VERSION}" "python${PYTHON_VERSION}-venv" \
+       ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+
+COPY dist/preflight.pyz bootstrap.sh /opt/verl-preflight/
+RUN /opt/verl-preflight/bootstrap.sh --pyz /opt/verl-preflight/preflight.pyz \
+        --verl "${VERL_VERSION}" --backend "${BACKEND}" --prefix /opt/verl \
+        --install-args "--python ${PYTHON_VERSION} --no-probe" \
+        --json /opt/verl-preflight/build-report.json \
+        -- --stage python,packages,imports
+
+ENV PATH=/opt/verl/bin:$PATH VIRTUAL_ENV=/opt/verl
+HEALTHCHECK --interval=10m --timeout=5m --start-period=1m \
+    CMD ["/bin/sh", "-c", "/opt/verl-preflight/bootstrap.sh --check-only --prefix /opt/verl -- --stage gpu,nccl --timeout 120 || exit 1"]
+CMD ["/opt/verl-preflight/bootstrap.sh", "--check-only", "--prefix", "/opt/verl"]

@@ -167,8 +167,12 @@ else
     fi
     # INSTALL_ARGS and verl_opt are word-split on purpose: they hold several options
     # shellcheck disable=SC2086
-    run "$PY" -I -S "$PYZ" install $verl_opt --backend "$BACKEND" --prefix "$PREFIX" $INSTALL_ARGS "$@"
+    run "$PY" -I -S "$PYZ" install $verl_opt --backend "$BACKEND" --prefix "$PREFIX" $INSTALL_ARGS -- "$@"
     rc=$?
+fi
+if [ "$DRY" -eq 1 ]; then
+    say "bootstrap.sh: dry run, nothing was run"
+    exit 0
 fi
 case "$rc" in
     0) say "bootstrap.sh: ready" ;;

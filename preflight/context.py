@@ -164,6 +164,8 @@ class Context:
 
     def backend(self) -> Tuple[Optional[str], str]:
         """(rollout backend, how chosen): --backend, else the installed one (vllm first)."""
+        if self.options.backend == "none":
+            return None, "--backend none"
         if self.options.backend:
             return self.options.backend, "--backend"
         for b in ("vllm", "sglang"):

@@ -237,6 +237,8 @@ def backend(ctx):
     b, how = ctx.backend()
     bextras = row.get("backend_extras") or {}
     ev = {"verl": verl_v, "backend": b, "chosen_by": how, "backend_extras": bextras}
+    if b is None and ctx.options.backend == "none":
+        return passed("no rollout engine expected (--backend none): RL rollouts need vLLM or SGLang", ev)
     if b is None:
         return failed("no rollout engine installed: verl %s needs vLLM or SGLang for RL rollouts" % verl_v,
                       "pip install 'verl[vllm]==%s' (or 'verl[sglang]==%s')" % (verl_v, verl_v), ev)

@@ -50,8 +50,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verl", metavar="VERSION", default=None,
                    help="verl release to check against when verl is not installed (default: the installed one, "
                         "else the newest in the matrix)")
-    p.add_argument("--backend", choices=("vllm", "sglang"), default=None,
-                   help="rollout backend to require (default: the installed one)")
+    p.add_argument("--backend", choices=("vllm", "sglang", "none"), default=None,
+                   help="rollout backend to require (default: the installed one; 'none': no rollout engine "
+                        "expected, e.g. SFT-only or CPU test environments)")
     p.add_argument("--stage", type=_stages_arg, action="append", default=None, metavar="NAMES",
                    help="only these stages (comma-separated, repeatable)")
     p.add_argument("--skip", type=_stages_arg, action="append", default=None, metavar="NAMES",

@@ -1,0 +1,102 @@
+"""``preflight image``: a Dockerfile for the resolved stack (base image whose CUDA runs on this
+host's driver, the right Python, the lock installed with hashes, the checker run at build time
+for the stages that need no GPU and at start for the GPU ones), with --build to run a builder."""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+from ..errors import UsageError
+from .spec import add_stack_options, make_spec
+
+NAME = "image"
+HELP = "write a Dockerfile (and lock) for the resolved stack; --build runs docker/podman/buildah"
+EPILOG = """examples:
+  python3 preflight.pyz image --verl 0.9.1 -o verl-image
+  python3 preflight.pyz image --verl 0.9.1 --gpu H200 --driver 580.95.05 --python 3.12 -o verl-image --build
+
+exit codes: 0 written (and built, with --build and a working builder), 1 no stack works,
+            2 bad input, or the build failed
+"""
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    """Add ``image``'s options."""
+    add_stack_options(p)
+    p.add_argument("-o", "--output", metavar="DIR", default="verl-image", help="build context directory")
+    p.add_argument("--tag", default=None, help="image tag for --build (default verl:<version>)")
+    p.add_argument("--build", action="store_true", help="build it with docker, podman or buildah when one works")
+
+
+def _checker_path() -> str:
+    """The zipapp this runs from, or None when running from a source tree."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return root if os.path.isfile(root) else ""
+
+
+def find_builder():
+    """(name, argv prefix) of the first container builder whose engine answers, or (None, reason)."""
+    tried = []
+    for name, probe, cmd in (("docker", ["docker", "info"], ["docker", "build"]),
+                             ("podman", ["podman", "info"], ["podman", "build"]),
+                             ("buildah", ["buildah", "version"], ["buildah", "bud"])):
+        if not shutil.which(name):
+            continue
+        try:
+            ok = subprocess.run(probe, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=20).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+        if ok:
+            return name, cmd
+        tried.append("%s is installed but its engine does not answer ('%s' failed)" % (name, " ".join(probe)))
+    return None, "; ".join(tried) or "no docker, podman or buildah on PATH"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the build context; with --build, build it or print the exact command."""
+    from rich.console import Console
+
+    from .. import __version__
+    from ..outputs.dockerfile import ImageSpec, base_image_for, render_dockerfile
+
+    console = Console(highlight=False, stderr=True)
+    say = lambda s: console.print(s, markup=False, soft_wrap=True)  # noqa: E731
+    out = args.output
+    mx, res, spec, paths = make_spec(args, out, say)
+    if spec is None:
+        say("no stack works for verl %s here: %s" % (res.verl, "; ".join(res.problems[:2])))
+        return 1
+    variant = "cpu" if args.torch_index == "none" and (args.torch or "").endswith("cpu") else res.variant
+    base = base_image_for(mx, variant or "cpu", res.python)
+    checker = _checker_path()
+    if checker:
+        shutil.copyfile(checker, os.path.join(out, "preflight.pyz"))
+    else:
+        say("note: running from a source tree: build the zipapp (python3 tools/build_pyz.py) and copy "
+            "dist/preflight.pyz into %s before building" % out)
+    text = render_dockerfile(ImageSpec(base=base, python=res.python, verl=res.verl, tool_version=__version__))
+    if spec.post_install:
+        text = text.replace("ENV PATH=/opt/verl/bin", "# after the lock (source build, needs the GPU toolchain):\n"
+                            "# RUN /opt/verl/bin/python -m %s\nENV PATH=/opt/verl/bin" % spec.post_install[0].replace(
+                                "pip install", "pip install", 1), 1)
+    path = os.path.join(out, "Dockerfile")
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(path + ".tmp", path)
+    print(os.path.abspath(path))
+    tag = args.tag or "verl:%s" % res.verl
+    if not args.build:
+        say("build it with: docker build -t %s %s" % (tag, out))
+        return 0
+    name, cmd = find_builder()
+    if name is None:
+        say("no working container builder (%s); build it where one runs with:" % cmd)
+        say("  docker build -t %s %s" % (tag, out))
+        return 0
+    say("building with %s ..." % name)
+    proc = subprocess.run(cmd + ["-t", tag, out])
+    if proc.returncode != 0:
+        raise UsageError("%s build of %s failed (exit %d); its output is above" % (name, out, proc.returncode))
+    return 0

@@ -1,0 +1,75 @@
+"""``preflight install``: resolve and lock the stack (as ``spec``), create a venv at --prefix,
+install the lock with hashes required, then run the checks against it. Idempotent: a prefix that
+already holds the same lock is left alone. An interrupted or failed install leaves the prefix
+marked incomplete, which ``check`` reports."""
+
+import argparse
+import os
+
+from ..errors import UsageError
+from .spec import add_stack_options, make_spec
+
+NAME = "install"
+HELP = "create a venv with the resolved, locked stack and check it"
+EPILOG = """examples:
+  python3 preflight.pyz install --verl 0.9.1 --prefix ~/venvs/verl
+  python3 preflight.pyz install --lock verl-spec/requirements.lock --python 3.12 --prefix /opt/verl
+  python3 preflight.pyz install --verl 0.9.1 --prefix /opt/verl -- --stage python,packages,imports
+
+options after '--' go to the checks run at the end ('check' options).
+exit codes: 0 installed and ready, 1 installed but a check failed, 2 bad input or the install failed
+"""
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    """Add ``install``'s options."""
+    add_stack_options(p)
+    p.add_argument("--prefix", metavar="DIR", required=True, help="the virtual environment to create or reuse")
+    p.add_argument("--lock", metavar="FILE", default=None,
+                   help="install this requirements.lock instead of resolving (needs --python)")
+    p.add_argument("--uv", action="store_true", default=None, help="require uv (default: uv when on PATH, else pip)")
+    p.add_argument("--no-check", action="store_true", help="install only")
+    p.add_argument("check_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Install, then check; see the module docstring for exit codes."""
+    from rich.console import Console
+
+    from ..outputs.install import install
+    from ..outputs.lock import find_interpreter
+
+    console = Console(highlight=False, stderr=True)
+    say = lambda s: console.print(s, markup=False, soft_wrap=True)  # noqa: E731
+    prefix = os.path.abspath(os.path.expanduser(args.prefix))
+    if args.lock:
+        if not args.python:
+            raise UsageError("--lock needs --python X.Y (the Python the lock was resolved for)")
+        lock_path, python = args.lock, args.python
+    else:
+        spec_dir = prefix.rstrip("/") + ".spec"
+        mx, res, spec, paths = make_spec(args, spec_dir, say)
+        if spec is None:
+            say("no stack works for verl %s here: %s" % (res.verl, "; ".join(res.problems[:2])))
+            for o in res.options[:4]:
+                say("  option: %s" % o)
+            raise UsageError("nothing installed: no stack works for verl %s on this machine (see "
+                             "'preflight resolve --verl %s')" % (res.verl, res.verl))
+        lock_path, python = paths[0], res.python
+        for p in spec.post_install:
+            say("note: after the lock, run in the prefix: %s" % p)
+    base = find_interpreter(python)
+    if base is None:
+        raise UsageError("no Python %s on this machine to create the venv with; install it (e.g. 'uv python "
+                         "install %s', deadsnakes, or conda) and run again" % (python, python))
+    result = install(lock_path, prefix, base, say=say, use_uv=args.uv)
+    say("%s: %s with %s (%s)" % (prefix, "installed" if result.changed else "already up to date, nothing changed",
+                                 result.tool, result.python))
+    if args.no_check:
+        return 0
+    from ..cli import main as cli_main
+
+    extra = [a for a in (args.check_args or []) if a != "--"]
+    if args.no_backend and "--backend" not in extra:
+        extra = ["--backend", "none"] + extra
+    return cli_main(["check", "--python", result.python] + extra)

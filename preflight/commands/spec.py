@@ -1,0 +1,113 @@
+"""``preflight spec``: resolve the stack for this machine (or a described one) and write a fixed
+environment spec: requirements.lock (every package pinned with its hashes) and environment.json."""
+
+import argparse
+import os
+from typing import Any, Dict, List, Tuple
+
+from ..errors import UsageError
+
+NAME = "spec"
+HELP = "write requirements.lock (pinned, hashed) and environment.json for a verl release"
+EPILOG = """examples:
+  python3 preflight.pyz spec --verl 0.9.1 -o verl-spec            this machine's driver, GPU and Python
+  python3 preflight.pyz spec --verl 0.9.1 --gpu H200 --driver 580.95.05 --python 3.12 -o h200-spec
+  python3 preflight.pyz spec --verl 0.9.1 --no-backend --torch 2.13.0 --torch-index none --python 3.11 -o cpu-spec
+
+exit codes: 0 written, 1 no stack works (nothing written), 2 bad input or pip could not resolve
+"""
+
+
+def add_stack_options(p: argparse.ArgumentParser) -> None:
+    """The options spec, install and image share: the release, the machine, overrides."""
+    p.add_argument("--verl", metavar="VERSION", default=None, help="verl release (default: the newest in the matrix)")
+    p.add_argument("--backend", choices=("vllm", "sglang"), default=None, help="rollout backend (default: vllm)")
+    p.add_argument("--no-backend", action="store_true",
+                   help="verl without a rollout engine (its core extra only; e.g. CPU-only test environments)")
+    p.add_argument("--driver", metavar="VERSION", default=None, help="NVIDIA driver (default: this machine's)")
+    p.add_argument("--gpu", metavar="NAME", default=None, help="GPU name, e.g. H200 (default: this machine's)")
+    p.add_argument("--cc", metavar="X.Y", default=None, help="compute capability instead of --gpu")
+    p.add_argument("--python", metavar="X.Y", default=None, help="CPython minor of the environment, e.g. 3.12")
+    p.add_argument("--no-probe", action="store_true", help="do not read this machine's GPUs (NVML)")
+    p.add_argument("--torch", metavar="VERSION", default=None,
+                   help="pin torch to this release instead of the resolved one (torchvision/torchaudio follow)")
+    p.add_argument("--torch-index", metavar="URL", default=None,
+                   help="index for torch ('none': only pip's configured indexes, e.g. a mirror or find-links)")
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    """Add ``spec``'s options."""
+    add_stack_options(p)
+    p.add_argument("-o", "--output", metavar="DIR", default="verl-spec", help="output directory (default verl-spec)")
+
+
+def resolve_stack(args: argparse.Namespace) -> Tuple[Any, Any, List[str], Any]:
+    """(matrix, resolution, how the machine facts were obtained, SpecOptions) for the arguments."""
+    from .. import matrix as matrix_mod
+    from ..outputs.spec import SpecOptions
+    from ..resolve import ResolveError, resolve
+    from .resolve import machine_facts
+
+    mx = matrix_mod.load()
+    verl = args.verl or mx.verl_versions()[-1]
+    if mx.verl(verl) is None:
+        raise UsageError("--verl %s: not a verl release in the matrix (known: %s)" % (verl, ", ".join(mx.verl_versions())))
+    if args.torch and mx.torch_series(args.torch) is None:
+        raise UsageError("--torch %s: not a torch release in the matrix" % args.torch)
+    kw, how = machine_facts(args)
+    try:
+        res = resolve(mx, verl, backend=args.backend, **kw)
+    except ResolveError as exc:
+        raise UsageError(str(exc))
+    opts = SpecOptions(torch=args.torch, torch_index=args.torch_index, no_backend=args.no_backend)
+    return mx, res, how, opts
+
+
+def machine_doc() -> Dict[str, Any]:
+    """Stable facts of this machine for environment.json."""
+    from ..outputs.environment import machine_facts as stable
+    from ..probes.host import read_host
+    from ..probes.nvml import snapshot
+
+    return stable(read_host(), snapshot())
+
+
+def make_spec(args: argparse.Namespace, out_dir: str, say) -> Tuple[Any, Any, Any, List[str]]:
+    """Resolve, lock and write the spec into ``out_dir``; returns (matrix, resolution, spec, paths).
+    Raises UsageError (exit 2) for bad input or a pip failure; returns res.ok False untouched."""
+    from ..outputs.spec import build_spec, write_spec
+
+    mx, res, how, opts = resolve_stack(args)
+    if not res.ok:
+        return mx, res, None, []
+    say("resolved: verl %s, Python %s, torch %s (%s), %s" % (
+        res.verl, res.python, args.torch or res.torch,
+        "pip's configured indexes" if args.torch_index == "none" else args.torch_index or res.variant,
+        "no rollout backend" if opts.no_backend else "%s %s" % (res.backend, res.backend_version)))
+    say("locking the complete set with pip (metadata only) ...")
+    spec = build_spec(mx, res, opts)
+    inputs = {"verl": res.verl, "backend": None if opts.no_backend else res.backend, "driver": res.driver,
+              "cc": res.cc, "gpu": res.gpu, "python": res.python, "machine_from": how}
+    paths = write_spec(spec, out_dir, mx, res, machine_doc(), inputs)
+    return mx, res, spec, paths
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the spec; 0 written, 1 no stack works."""
+    from rich.console import Console
+
+    console = Console(highlight=False, stderr=True)
+    mx, res, spec, paths = make_spec(args, args.output, lambda s: console.print(s, markup=False, soft_wrap=True))
+    if spec is None:
+        console.print("[bold red]no stack works[/] for verl %s here:" % res.verl)
+        for p in res.problems:
+            console.print("  - %s" % p, markup=False)
+        for o in res.options:
+            console.print("  option: %s" % o, markup=False)
+        return 1
+    console.print("%d packages pinned with hashes (%s)" % (len(spec.lock.packages), spec.lock.mode), markup=False)
+    for p in spec.post_install:
+        console.print("after installing the lock: %s" % p, markup=False)
+    for p in paths:
+        print(os.path.abspath(p))
+    return 0

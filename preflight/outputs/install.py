@@ -1,0 +1,113 @@
+"""Install a requirements.lock into a new virtual environment, safely and idempotently.
+
+The prefix carries two markers: ``.verl-preflight-incomplete`` is written before anything is
+installed and removed only after pip succeeded (an interrupted or failed install leaves it, and
+``check`` reports that prefix as incomplete); ``.verl-preflight-installed`` records the sha256 of
+the lock that was installed, so a second run with the same lock changes nothing. The interpreter
+the tool was started from is never modified: a new venv is made with uv when present, else with
+``python -m venv``, and packages go into it with hashes required.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Callable, List, Optional
+
+from ..errors import UsageError
+
+__all__ = ["InstallResult", "install", "INCOMPLETE", "INSTALLED", "lock_digest"]
+
+INCOMPLETE = ".verl-preflight-incomplete"
+INSTALLED = ".verl-preflight-installed"
+
+
+@dataclass
+class InstallResult:
+    """``python``: the prefix's interpreter; ``changed``: False when the lock was already
+    installed; ``tool``: "uv" or "pip"; ``log``: the install commands run."""
+
+    python: str
+    changed: bool
+    tool: str
+    log: List[str]
+
+
+def lock_digest(text: str) -> str:
+    """sha256 hex of a lock's text (what the installed marker records)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _is_venv(prefix: str) -> bool:
+    return os.path.exists(os.path.join(prefix, "pyvenv.cfg"))
+
+
+def _run(cmd: List[str], log: List[str], say: Callable[[str], None], timeout: float) -> None:
+    log.append(" ".join(cmd))
+    say("$ " + " ".join(cmd))
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise UsageError("'%s' did not finish within %.0f s; the prefix stays marked incomplete" % (cmd[0], timeout))
+    if proc.returncode != 0:
+        tail = [l for l in proc.stdout.strip().splitlines() if l.strip()][-1:] or ["exit %d" % proc.returncode]
+        raise UsageError("install step failed (%s): %s; the prefix stays marked incomplete, fix the cause and run "
+                         "install again" % (os.path.basename(cmd[0]), tail[0][:300]))
+
+
+def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], None] = lambda s: None,
+            timeout: float = 3600.0, use_uv: Optional[bool] = None) -> InstallResult:
+    """Create (or reuse) the venv ``prefix`` with ``base_python`` and install ``lock_path`` into it.
+
+    Raises UsageError when the lock is missing, the prefix is something other than a venv this
+    tool made (never overwritten), or a step fails (the prefix is left marked incomplete).
+    """
+    try:
+        with open(lock_path, encoding="utf-8") as fh:
+            lock_text = fh.read()
+    except OSError as exc:
+        raise UsageError("lock file %s: %s; run 'preflight spec' first" % (lock_path, exc.strerror or exc))
+    digest = lock_digest(lock_text)
+    prefix = os.path.abspath(os.path.expanduser(prefix))
+    py = os.path.join(prefix, "bin", "python")
+    marker_ok = os.path.join(prefix, INSTALLED)
+    marker_bad = os.path.join(prefix, INCOMPLETE)
+    if os.path.exists(prefix) and os.listdir(prefix) and not _is_venv(prefix) and not os.path.exists(marker_bad):
+        raise UsageError("--prefix %s exists and is not a virtual environment; choose a new or empty directory "
+                         "(nothing there was changed)" % prefix)
+    if os.path.exists(marker_ok) and not os.path.exists(marker_bad):
+        try:
+            with open(marker_ok, encoding="utf-8") as fh:
+                done = json.load(fh)
+        except (OSError, ValueError):
+            done = {}
+        if done.get("lock_sha256") == digest and os.path.exists(py):
+            say("%s already has this lock installed (sha256 %s): nothing to do" % (prefix, digest[:12]))
+            return InstallResult(py, False, done.get("tool", "?"), [])
+    os.makedirs(prefix, exist_ok=True)
+    with open(marker_bad, "w", encoding="utf-8") as fh:
+        json.dump({"lock_sha256": digest, "lock": os.path.abspath(lock_path)}, fh)
+    if os.path.exists(marker_ok):
+        os.remove(marker_ok)
+    uv = shutil.which("uv") if use_uv is not False else None
+    if use_uv and not uv:
+        raise UsageError("--uv given but uv is not on PATH; install uv or leave --uv out")
+    log: List[str] = []
+    if uv:
+        if not os.path.exists(py):
+            _run([uv, "venv", "--python", base_python, "--allow-existing", prefix], log, say, 600)
+        _run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-deps", "-r", lock_path], log, say, timeout)
+        tool = "uv"
+    else:
+        if not os.path.exists(py):
+            _run([base_python, "-m", "venv", prefix], log, say, 600)
+        _run([py, "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--require-hashes", "--no-deps",
+              "-r", lock_path], log, say, timeout)
+        tool = "pip"
+    with open(marker_ok, "w", encoding="utf-8") as fh:
+        json.dump({"lock_sha256": digest, "lock": os.path.abspath(lock_path), "tool": tool}, fh, sort_keys=True)
+    os.remove(marker_bad)
+    return InstallResult(py, True, tool, log)

@@ -1,0 +1,129 @@
+"""From a resolution to a fixed environment spec on disk: requirements.lock + environment.json.
+
+:func:`build_spec` turns a :class:`preflight.resolve.Resolution` (optionally with the overrides a
+user gives: another torch release or index, no rollout backend) into top-level pins, lets pip
+resolve the complete set with hashes (:mod:`preflight.outputs.lock`), and :func:`write_spec`
+writes the two files. flash-attn is left out of the lock when it has to be built from source
+(that build needs torch already installed); the spec records it as a post-install step.
+"""
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from .. import __version__
+from ..errors import UsageError
+from .environment import render_environment
+from .install import lock_digest
+from .lock import LockResult, render_lock, resolve_lock
+
+__all__ = ["SpecOptions", "Spec", "build_spec", "write_spec", "top_level"]
+
+
+@dataclass
+class SpecOptions:
+    """User overrides on top of the resolution.
+
+    Attributes:
+        torch: pin torch to this version instead (e.g. "2.13.0"); torchvision/torchaudio pins are
+            dropped unless the matrix pairs a release with it.
+        torch_index: an index URL for torch, or "none" to use only pip's configured indexes.
+        no_backend: install verl without a rollout engine (its core extra only), e.g. for CPU tests.
+    """
+
+    torch: Optional[str] = None
+    torch_index: Optional[str] = None
+    no_backend: bool = False
+
+
+@dataclass
+class Spec:
+    """A resolved, locked stack: ``requirements`` (top-level pins), ``lock`` (pip's complete set),
+    ``lock_text``, ``post_install`` (commands after the lock, e.g. a flash-attn source build),
+    ``stack`` (the choices, for environment.json)."""
+
+    requirements: List[str]
+    lock: LockResult
+    lock_text: str
+    post_install: List[str] = field(default_factory=list)
+    stack: Dict[str, Any] = field(default_factory=dict)
+
+
+def top_level(mx, res, opts: SpecOptions):
+    """(top-level requirement strings, extra index URLs, post-install commands) for ``res``."""
+    reqs = list(res.requirements)
+    post: List[str] = []
+    fa = res.flash_attn or {}
+    if fa.get("status") == "source build":
+        reqs = [r for r in reqs if not r.startswith("flash-attn")]
+        post.append("pip install --no-build-isolation flash-attn==%s  # %s" % (fa.get("version"), fa.get("reason", "")))
+    if opts.no_backend:
+        # verl's core alone: no rollout engine, no GPU-only extras (flash-attn), no torchvision
+        row = mx.verl(res.verl) or {}
+        core = row.get("core_extra")
+        verl_req = "verl[%s]==%s" % (core, res.verl) if core else "verl==%s" % res.verl
+        reqs = [verl_req] + [r for r in reqs if r.startswith("torch==")]
+        post = []
+    if opts.torch:
+        paired = {p: mx.paired(p, opts.torch) for p in ("torchvision", "torchaudio")}
+        out = []
+        for r in reqs:
+            name = r.split("==")[0]
+            if name == "torch":
+                out.append("torch==%s" % opts.torch)
+            elif name in paired:
+                if paired[name]:
+                    out.append("%s==%s" % (name, paired[name][-1]))
+            else:
+                out.append(r)
+        reqs = out
+    extra: List[str] = []
+    if opts.torch_index and opts.torch_index != "none":
+        extra = [opts.torch_index]
+    elif opts.torch_index is None and not res.torch_from_pypi and res.index_url:
+        extra = [res.index_url]
+    extra += [u for u in res.extra_index_urls if u not in extra]
+    return reqs, extra, post
+
+
+def build_spec(mx, res, opts: SpecOptions, pip_python: Optional[str] = None) -> Spec:
+    """Lock ``res`` (with ``opts``). Raises UsageError when the resolution found no working stack
+    or pip cannot resolve the pins."""
+    if not res.ok:
+        raise UsageError("no stack works for verl %s here: %s (see 'preflight resolve')" % (
+            res.verl, (res.problems or ["unknown reason"])[0]))
+    reqs, extra, post = top_level(mx, res, opts)
+    lock = resolve_lock(reqs, res.python, extra_index_urls=extra, pip_python=pip_python)
+    header = ["verl-preflight %s (matrix %s): verl %s, %s, Python %s" % (
+        __version__, mx.version, res.verl, "no rollout backend" if opts.no_backend else "%s %s" % (
+            res.backend, res.backend_version), res.python),
+        "top-level pins: %s" % " ".join(reqs),
+        "complete set resolved by pip for Python %s%s; install with: pip install --require-hashes --no-deps "
+        "-r requirements.lock" % (res.python, " (cross-resolution, wheels only)" if lock.mode.startswith("cross") else "")]
+    header += ["after it: %s" % p for p in post]
+    text = render_lock(lock, header)
+    torch_pin = next((r.split("==")[1] for r in reqs if r.startswith("torch==")), None)
+    stack = {"verl": res.verl, "backend": None if opts.no_backend else res.backend,
+             "backend_version": None if opts.no_backend else res.backend_version, "python": res.python,
+             "torch": torch_pin, "variant": "pip configuration" if opts.torch_index == "none" else res.variant,
+             "extra_index_urls": extra, "top_level": reqs, "post_install": post,
+             "overrides": {k: v for k, v in opts.__dict__.items() if v}}
+    return Spec(reqs, lock, text, post, stack)
+
+
+def write_spec(spec: Spec, out_dir: str, mx, res, machine: Dict[str, Any], inputs: Dict[str, Any]) -> List[str]:
+    """Write requirements.lock and environment.json into ``out_dir`` (created); return the paths.
+
+    Files are written whole (temp file, then rename); same inputs give the same bytes.
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    lock_path = os.path.join(out_dir, "requirements.lock")
+    env_path = os.path.join(out_dir, "environment.json")
+    env_text = render_environment(__version__, mx.version, inputs, machine, spec.stack, res.citations,
+                                  lock_digest(spec.lock_text))
+    for path, text in ((lock_path, spec.lock_text), (env_path, env_text)):
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    return [lock_path, env_path]
