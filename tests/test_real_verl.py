@@ -74,8 +74,10 @@ def test_verl_core_install_report(pyz, env_b, tmp_path):
         if r["status"] in ("warn", "fail"):
             assert r["fix"], r["id"]
     assert rows["nccl.allreduce"]["status"] == "skip" and "gpu.nvml" in rows["nccl.allreduce"]["caused_by"]
-    # per-check durations are recorded
-    assert rows["imports.verl"]["duration_s"] > 0
+    # per-check durations are recorded: the first import check runs the shared import probe, and each
+    # import row carries its own import time measured in the target
+    assert rows["imports.torch"]["duration_s"] > 0.5
+    assert rows["imports.verl"]["evidence"]["duration_s"] > 0
 
 
 def test_verl_override_for_absent_verl(pyz, tmp_path):
