@@ -9,7 +9,7 @@
 #   --backend NAME      vllm or sglang (default: vllm)
 #   --prefix DIR        virtual environment to create or reuse (default: /opt/verl)
 #   --install-args ARGS extra options for 'preflight install', e.g. "--torch 2.13.0 --torch-index none"
-#   --check-only        do not install; check --python (or the prefix if it exists)
+#   --check-only        do not install; check --python PATH, else the environment at --prefix
 #   --python PATH       interpreter to check with --check-only
 #   --json FILE         write the JSON report there
 #   --log FILE          append everything this script and the checker print there
@@ -36,7 +36,7 @@ LOG=""
 DRY=0
 
 usage() {
-    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 die() {
@@ -152,7 +152,8 @@ if [ -n "$JSON" ]; then
     set -- "$@" --json "$JSON"
 fi
 if [ "$CHECK_ONLY" -eq 1 ]; then
-    if [ -z "$TARGET" ] && [ -x "$PREFIX/bin/python" ]; then
+    if [ -z "$TARGET" ]; then
+        [ -x "$PREFIX/bin/python" ] || die 2 "--check-only: no environment at $PREFIX (no $PREFIX/bin/python); pass --prefix DIR of an installed environment or --python PATH, or drop --check-only to install one"
         TARGET="$PREFIX/bin/python"
     fi
     if [ -n "$TARGET" ]; then

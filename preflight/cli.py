@@ -7,6 +7,7 @@ Subcommands live in :mod:`preflight.commands`.
 
 import argparse
 import os
+import signal
 import sys
 from typing import Optional, Sequence
 
@@ -50,6 +51,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .matrix import MatrixError
 
     argv = _normalise(sys.argv[1:] if argv is None else argv)
+    from .probes.process import kill_all
+
+    def on_term(signum, frame):  # a scheduler's SIGTERM: stop like Ctrl-C, probes included
+        raise KeyboardInterrupt
+
+    try:
+        old_term = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (tests calling main() from a worker)
+        old_term = None
     try:
         args = build_parser().parse_args(argv)
         if args.version:
@@ -62,7 +72,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("error: %s" % exc, file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        n = kill_all()
+        print("error: interrupted%s" % (" (%d running probe(s) killed)" % n if n else ""), file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # argparse --help
         return int(exc.code or 0)
@@ -74,3 +85,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("error: verl-preflight failed: %s: %s (at %s; please report it)" % (type(exc).__name__, exc, where),
               file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        kill_all()
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)

@@ -19,8 +19,11 @@ _VALUE = [
     re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
     re.compile(r"\bxox[baprs]-[A-Za-z0-9-]{10,}"),
-    re.compile(r"\b[0-9a-f]{40}\b(?=.*wandb)", re.IGNORECASE),
+    re.compile(r"(?<=wandb login )\S+", re.IGNORECASE),
 ]
+# KEY=value or KEY: value inside free text (command lines, overrides, logs): masked when KEY names
+# a secret. The key may be dotted (ray_kwargs...env_vars.WANDB_API_KEY=...).
+_ASSIGN = re.compile(r"(?P<key>[A-Za-z_][\w.\-]*)(?P<sep>\s*[=:]\s*)(?P<quote>['\"]?)(?P<val>[^\s'\",;]+)")
 _URL_CRED = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/\s:@]+):(?P<pw>[^/\s@]+)@", re.IGNORECASE)
 MASK = "***"
 
@@ -33,8 +36,15 @@ def is_secret_key(key: str) -> bool:
     return bool(parts) and (bool(_SECRET_PARTS.intersection(parts)) or parts[-1] == "key")
 
 
+def _assign(m: "re.Match[str]") -> str:
+    if is_secret_key(m.group("key")) and m.group("val") != MASK:
+        return "%s%s%s%s" % (m.group("key"), m.group("sep"), m.group("quote"), MASK)
+    return m.group(0)
+
+
 def _text(s: str) -> str:
     s = _URL_CRED.sub(lambda m: "%s%s:%s@" % (m.group("scheme"), m.group("user"), MASK), s)
+    s = _ASSIGN.sub(_assign, s)
     for pat in _VALUE:
         s = pat.sub(MASK, s)
     return s

@@ -46,8 +46,8 @@ def _run_check(ctx: Context, c: Check) -> List[Result]:
         out = c.func(ctx)
     except Exception as exc:  # a bug in a check must not end the run
         tb = traceback.format_exc()
-        return [Result(c.id, c.stage, Status.ERROR, "check crashed: %s: %s" % (type(exc).__name__, exc),
-                       {"traceback": tb[-3000:]}, duration_s=time.monotonic() - t0)]
+        return [Result(c.id, c.stage, Status.ERROR, redact("check crashed: %s: %s" % (type(exc).__name__, exc)),
+                       redact({"traceback": tb[-3000:]}), duration_s=time.monotonic() - t0)]
     dt = time.monotonic() - t0
     outs = [] if out is None else (out if isinstance(out, list) else [out])
     return [_to_result(c, o, dt) for o in outs]

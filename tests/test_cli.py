@@ -31,7 +31,7 @@ def test_version(pyz, matrix):
     (["check", "--stage", "bogus"], "unknown stage bogus"),
     (["check", "--verl", "0.99"], "--verl 0.99: not a verl release"),
     (["check", "--timeout", "-3"], "must be > 0"),
-    (["check", "--stage", "host", "--json", "/no/such/dir/r.json"], "--json /no/such/dir/r.json: cannot write"),
+    (["check", "--stage", "host", "--json", "/no/such/dir/r.json"], "--json /no/such/dir/r.json: directory /no/such/dir does not exist"),
     (["matrix"], "choose 'show' or 'refresh'"),
     (["frobnicate"], "unrecognized arguments: frobnicate"),
 ])
@@ -129,3 +129,17 @@ def test_checks_an_old_target_interpreter(pyz, tmp_path):
     pyz_run(pyz, "check", "--python", py39, "--verl", "0.9.1", "--stage", "python", "--json", str(out))
     r = {x["id"]: x for x in json.loads(out.read_text())["results"]}["python.version"]
     assert r["status"] == "fail" and "3.9" in r["message"] and ">=3.10" in r["message"]
+
+
+@pytest.mark.parametrize("args,words", [
+    (["spec", "--verl", "0.9.1", "-o", "/etc/hostname"], "-o /etc/hostname exists and is not a directory"),
+    (["install", "--verl", "0.9.1", "--prefix", "/etc/hostname"], "--prefix /etc/hostname exists and is not a directory"),
+    (["config", "--json", "/no/such/dir/c.json", "--", "data.train_batch_size=8"], "directory /no/such/dir does not exist"),
+])
+def test_output_paths_checked_before_work(pyz, args, words):
+    import time
+
+    t0 = time.monotonic()
+    p = pyz_run(pyz, *args)
+    assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr
+    assert time.monotonic() - t0 < 10  # no pip resolution, no checks ran first

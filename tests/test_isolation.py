@@ -94,3 +94,41 @@ def test_target_that_is_not_python3(tmp_path):
     fake.chmod(0o755)
     out = run_script(str(fake), "info", timeout=10)
     assert out.last("info") is None and out.returncode == 1 and "SyntaxError" in out.stderr_tail
+
+
+def _procs_running(marker):
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            with open("/proc/%s/stat" % pid) as fh:
+                state = fh.read().split()[2]
+        except OSError:
+            continue
+        if marker in cmd and state != "Z":
+            out.append(pid)
+    return out
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_interrupting_the_checker_kills_its_probes(pyz, envs, sig):
+    """A scheduler's SIGTERM (or Ctrl-C) stops the checker and every probe it started."""
+    import signal
+
+    venv = os.path.dirname(os.path.dirname(envs["hang"]))
+    proc = subprocess.Popen([sys.executable, "-I", "-S", pyz, "check", "--python", envs["hang"], "--stage", "imports",
+                             "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True)
+    deadline = time.time() + 30
+    while time.time() < deadline and not _procs_running(venv):
+        time.sleep(0.2)
+    assert _procs_running(venv), "the probe never started"
+    time.sleep(1.0)
+    proc.send_signal(getattr(signal, sig))
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and "interrupted" in err
+    time.sleep(0.5)
+    assert _procs_running(venv) == []

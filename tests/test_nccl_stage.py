@@ -86,3 +86,15 @@ def test_wrong_sum_fails(matrix, torch_python):
     r, _ = gloo(matrix, torch_python, 2, inject={"rank": 1, "fault": "wrong_sum"})
     assert r.status == Status.FAIL and "wrong sums" in r.message
     assert "expected 3.0" in r.message
+
+
+@pytest.mark.realenv
+def test_chatty_ranks_do_not_block(matrix, torch_python, tmp_path):
+    """A rank that prints far more than a pipe holds (as NCCL_DEBUG=INFO does) still finishes."""
+    wrapper = tmp_path / "python"
+    wrapper.write_text("#!/bin/sh\n%s -c \"import sys; sys.stdout.write('x' * 300000); sys.stderr.write('y' * 300000)\"\n"
+                       "exec %s \"$@\"\n" % (torch_python, torch_python))
+    wrapper.chmod(0o755)
+    r, dt = gloo(matrix, str(wrapper), 2, timeout=40)
+    assert r.status == Status.PASS, r.message
+    assert dt < 30

@@ -86,7 +86,7 @@ def run_ranks(python: str, world: int, backend: str, sizes: List[int], warmup: i
     for rank in range(world):
         args = {"rank": rank, "world_size": world, "port": port, "backend": backend, "sizes": sizes,
                 "warmup": warmup, "iters": iters, "init_timeout_s": max(10.0, timeout * 0.8), "inject": inject}
-        procs.append(spawn_script(python, "nccl_rank", args, env=env))
+        procs.append(spawn_script(python, "nccl_rank", args, env=env, to_files=True))
     deadline = t0 + timeout
     timed_out = False
     while True:

@@ -306,7 +306,9 @@ def verl_reqs(ctx):
     if missing or wrong:
         parts = []
         if missing:
-            parts.append("missing %s" % ", ".join(sorted(canonicalize_name(Requirement(m).name) for m in missing)[:12]))
+            names = sorted(canonicalize_name(Requirement(m).name) for m in missing)
+            parts.append("missing %s%s" % (", ".join(names[:12]), " and %d more (see evidence)" % (len(names) - 12)
+                                           if len(names) > 12 else ""))
         if wrong:
             parts.append("wrong versions: %s" % "; ".join(wrong[:6]))
         hint = "[%s]" % ",".join(applied) if applied else ""

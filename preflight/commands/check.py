@@ -106,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
     from ..runner import run
     from ..stages import STAGE_NAMES
 
+    from ..paths import check_output_file
+
+    check_output_file(args.json, "--json")
     python = _resolve_python(args.python)
     if args.config and not os.path.isfile(args.config):
         raise UsageError("--config %s: no such file; pass a saved verl config (YAML or JSON)" % args.config)

@@ -64,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False, stderr=True)
     say = lambda s: console.print(s, markup=False, soft_wrap=True)  # noqa: E731
     out = args.output
+    from ..paths import check_output_dir
+
+    check_output_dir(out, "-o")
     mx, res, spec, paths = make_spec(args, out, say)
     if spec is None:
         say("no stack works for verl %s here: %s" % (res.verl, "; ".join(res.problems[:2])))

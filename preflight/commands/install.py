@@ -42,6 +42,15 @@ def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False, stderr=True)
     say = lambda s: console.print(s, markup=False, soft_wrap=True)  # noqa: E731
     prefix = os.path.abspath(os.path.expanduser(args.prefix))
+    from ..paths import check_output_dir
+
+    check_output_dir(prefix, "--prefix")
+    if os.path.isdir(prefix) and os.listdir(prefix) and not os.path.exists(os.path.join(prefix, "pyvenv.cfg")) \
+            and not os.path.exists(os.path.join(prefix, ".verl-preflight-incomplete")):
+        raise UsageError("--prefix %s exists and is not a virtual environment; choose a new or empty directory "
+                         "(nothing there was changed)" % prefix)
+    if args.lock and not os.path.isfile(args.lock):
+        raise UsageError("--lock %s: no such file; run 'preflight spec -o DIR' and pass DIR/requirements.lock" % args.lock)
     if args.lock:
         if not args.python:
             raise UsageError("--lock needs --python X.Y (the Python the lock was resolved for)")

@@ -78,6 +78,9 @@ def make_spec(args: argparse.Namespace, out_dir: str, say) -> Tuple[Any, Any, An
     from ..outputs.spec import build_spec, write_spec
 
     mx, res, how, opts = resolve_stack(args)
+    for h in how:
+        if "not checked" in h or "unknown" in h:
+            say("note: %s" % h)
     if not res.ok:
         return mx, res, None, []
     say("resolved: verl %s, Python %s, torch %s (%s), %s" % (
@@ -96,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
     """Write the spec; 0 written, 1 no stack works."""
     from rich.console import Console
 
+    from ..paths import check_output_dir
+
+    check_output_dir(args.output, "-o")
     console = Console(highlight=False, stderr=True)
     mx, res, spec, paths = make_spec(args, args.output, lambda s: console.print(s, markup=False, soft_wrap=True))
     if spec is None:

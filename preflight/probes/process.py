@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -23,7 +24,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 MARKER = "@@PREFLIGHT@@ "
 TAIL_CHARS = 4000
 
-__all__ = ["ProbeOutput", "run_script", "load_script", "spawn_script", "collect", "MARKER"]
+__all__ = ["ProbeOutput", "run_script", "run_argv", "load_script", "spawn_script", "collect", "kill_all", "MARKER"]
 
 
 @dataclass
@@ -126,19 +127,34 @@ def _child_env(extra: Optional[Mapping[str, str]]) -> Dict[str, str]:
     return env
 
 
+#: Probe processes started and not yet collected: killed by :func:`kill_all` when the checker is
+#: interrupted (each probe runs in its own session, so a terminal's Ctrl-C or a scheduler's
+#: SIGTERM to the checker does not reach it by itself).
+_LIVE: "set" = set()
+
+
 def spawn_script(python: str, name: str, args: Any = None, env: Optional[Mapping[str, str]] = None,
-                 cwd: Optional[str] = None) -> "subprocess.Popen[str]":
+                 cwd: Optional[str] = None, to_files: bool = False) -> "subprocess.Popen[str]":
     """Start ``python -c <script NAME> <json args>`` in its own session; return the Popen.
 
-    Raises OSError if the interpreter cannot be executed. Use :func:`collect` to wait.
+    ``to_files`` sends stdout and stderr to temporary files instead of pipes: for processes that
+    are polled rather than drained (NCCL ranks), so a chatty process (NCCL_DEBUG=INFO) cannot
+    block on a full pipe. Raises OSError if the interpreter cannot be executed. Use
+    :func:`collect` to wait.
     """
     code = load_script(name)
     argv = [python, "-c", code, json.dumps(args if args is not None else {})]
-    return subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=_child_env(env), cwd=cwd, start_new_session=True, universal_newlines=True,
-        errors="replace",
+    files = None
+    if to_files:
+        files = (tempfile.TemporaryFile(mode="w+", errors="replace"), tempfile.TemporaryFile(mode="w+", errors="replace"))
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=files[0] if files else subprocess.PIPE,
+        stderr=files[1] if files else subprocess.PIPE, env=_child_env(env), cwd=cwd, start_new_session=True,
+        universal_newlines=True, errors="replace",
     )
+    proc._pf_files = files  # type: ignore[attr-defined]
+    _LIVE.add(proc)
+    return proc
 
 
 def _kill_group(proc: "subprocess.Popen[str]") -> None:
@@ -146,6 +162,16 @@ def _kill_group(proc: "subprocess.Popen[str]") -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def kill_all() -> int:
+    """Kill the process group of every probe still running; returns how many there were."""
+    n = 0
+    for proc in list(_LIVE):
+        _kill_group(proc)
+        _LIVE.discard(proc)
+        n += 1
+    return n
 
 
 def collect(proc: "subprocess.Popen[str]", timeout: float, argv_label: List[str],
@@ -158,16 +184,31 @@ def collect(proc: "subprocess.Popen[str]", timeout: float, argv_label: List[str]
     t0 = started if started is not None else time.monotonic()
     out = ProbeOutput(argv=argv_label)
     remaining = max(0.1, timeout - (time.monotonic() - t0))
+    files = getattr(proc, "_pf_files", None)
     try:
-        stdout, stderr = proc.communicate(timeout=remaining)
-    except subprocess.TimeoutExpired:
-        out.timed_out = True
+        if files:
+            try:
+                proc.wait(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                out.timed_out = True
+                _kill_group(proc)
+                proc.wait(timeout=10)
+            stdout, stderr = [(f.seek(0), f.read())[1] for f in files]
+            for f in files:
+                f.close()
+        else:
+            try:
+                stdout, stderr = proc.communicate(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                out.timed_out = True
+                _kill_group(proc)
+                try:
+                    stdout, stderr = proc.communicate(timeout=10)
+                except subprocess.TimeoutExpired:  # pipes held open by an escaped grandchild
+                    stdout, stderr = "", ""
+    finally:
         _kill_group(proc)
-        try:
-            stdout, stderr = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:  # pipes held open by an escaped grandchild
-            stdout, stderr = "", ""
-    _kill_group(proc)
+        _LIVE.discard(proc)
     out.duration_s = time.monotonic() - t0
     out.returncode = None if out.timed_out else proc.returncode
     plain = []
@@ -216,4 +257,5 @@ def run_argv(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str
                                 universal_newlines=True, errors="replace")
     except OSError as exc:
         return ProbeOutput(argv=list(argv), launch_error=str(exc), duration_s=time.monotonic() - t0)
+    _LIVE.add(proc)
     return collect(proc, timeout, list(argv), started=t0)
