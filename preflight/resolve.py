@@ -139,10 +139,11 @@ class Resolution:
 
 # ---- input parsing --------------------------------------------------------------------------
 def parse_driver(text: str) -> str:
-    """``"580.65.06"`` (or ``"535"``) -> the same string; raises ResolveError otherwise."""
+    """``"580.65.06"`` (or ``"580.65"``) -> the same string; raises ResolveError otherwise, a bare
+    branch (``"580"``) included: branches span minimums (580.65.06 runs CUDA 13.0, 580.28 did not)."""
     t = str(text).strip()
-    if not re.match(r"^\d{3}(\.\d{1,3}){0,2}$", t):
-        raise ResolveError("--driver %s: not an NVIDIA driver version; pass it as nvidia-smi prints it, "
+    if not re.match(r"^\d{3}(\.\d{1,3}){1,2}$", t):
+        raise ResolveError("--driver %s: not a full NVIDIA driver version; pass it as nvidia-smi prints it, "
                            "e.g. 580.65.06 (nvidia-smi --query-gpu=driver_version --format=csv)" % text)
     return t
 

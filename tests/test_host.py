@@ -85,3 +85,10 @@ def test_host_warnings(ctx_factory):
     assert got["host.cpu"].status == Status.WARN and "cgroup quota" in got["host.cpu"].message
     assert got["host.disk"].status == Status.FAIL
     assert got["host.limits"].status == Status.WARN and "1024" in got["host.limits"].message
+
+
+def test_fractional_cpu_quota_counts_as_one(tmp_path):
+    (tmp_path / "sys" / "fs" / "cgroup").mkdir(parents=True)
+    (tmp_path / "sys" / "fs" / "cgroup" / "cpu.max").write_text("50000 100000\n")
+    cpu = h.read_host(str(tmp_path), {})["cpu"]
+    assert cpu["cgroup_quota"] == 0.5 and cpu["usable"] == 1

@@ -143,3 +143,13 @@ def test_refresh_command_bad_dir_is_one_line(capsys):
     assert len(err) == 1 and "--dir /no/such/matrices: no such directory" in err[0]
     assert cli_main(["matrix", "refresh", "--dir", MATRICES, "--package", "numpy"]) == 2
     assert "--package numpy: not refreshed by this tool" in capsys.readouterr().err
+
+
+def test_malformed_recorded_metadata_is_one_line(tmp_path):
+    from preflight.matrix.refresh import RefreshError, refresh
+
+    (tmp_path / "metadata").mkdir()
+    (tmp_path / "metadata" / "tensordict.json").write_text("{not json")
+    with pytest.raises(RefreshError) as ei:
+        refresh(str(tmp_path), {"tensordict": ">=0.5.0"}, lister=lambda n: [], fetch=lambda n, v: {})
+    assert "tensordict.json is not valid JSON" in str(ei.value) and "\n" not in str(ei.value)

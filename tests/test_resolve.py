@@ -222,7 +222,8 @@ def test_prefer_python_is_a_preference(matrix):
 
 @pytest.mark.parametrize("kw,words", [
     ({"verl": "0.99"}, "--verl 0.99: not a verl release in the matrix"),
-    ({"verl": "0.9.1", "driver": "abc"}, "--driver abc: not an NVIDIA driver version"),
+    ({"verl": "0.9.1", "driver": "abc"}, "--driver abc: not a full NVIDIA driver version"),
+    ({"verl": "0.9.1", "driver": "580"}, "--driver 580: not a full NVIDIA driver version"),
     ({"verl": "0.9.1", "gpu": "Mystery GPU"}, "--gpu Mystery GPU: unknown GPU name"),
     ({"verl": "0.9.1", "cc": "nine"}, "--cc nine: not a compute capability"),
     ({"verl": "0.9.1", "python": "2.7"}, "--python 2.7: not a CPython version"),
@@ -283,7 +284,7 @@ def test_command_json_stdout():
 
 @pytest.mark.parametrize("args,words", [
     (["--verl", "0.99"], "--verl 0.99: not a verl release"),
-    (["--verl", "0.9.1", "--driver", "abc"], "--driver abc: not an NVIDIA driver version"),
+    (["--verl", "0.9.1", "--driver", "abc"], "--driver abc: not a full NVIDIA driver version"),
     (["--verl", "0.9.1", "--gpu", "Foo"], "--gpu Foo: unknown GPU name"),
     (["--verl", "0.9.1", "--cc", "9.0", "--json", "/no/such/dir/r.json"], "--json /no/such/dir/r.json: cannot write"),
 ])

@@ -167,7 +167,7 @@ def torch_build(ctx):
         pypi = series.get("pypi") or ctx.matrix.curated["torch"]["release"][-1]["pypi"]
         idx = (ctx.matrix.torch_variant(pypi) or {}).get("index", "")
         fix = "pip install 'torch==%s' --index-url %s (or the plain PyPI wheel, a %s build)" % (
-            Version(d.version).public, idx, pypi)
+            (parse_version(d.version) or Version("0")).public, idx, pypi)
         if ctx.gpu_expected():
             return failed("torch %s is a CPU-only build on a machine with NVIDIA GPUs" % d.version, fix, ev)
         return warned("torch %s is a CPU-only build (torch.version.cuda is None): verl trains on CUDA GPUs" % d.version,
@@ -184,8 +184,12 @@ def torch_family(ctx):
     if t is None:
         return skipped("torch is not installed", ["packages.torch"])
     out = []
+    t_parsed = parse_version(t.version)
+    if t_parsed is None:
+        return warned("torch %s is not a PEP 440 version: its torchvision/torchaudio cannot be matched" % t.version,
+                      "install an official torch release", {"torch": t.version})
     t_variant, _ = ctx.matrix.torch_build(t.version)
-    t_public = Version(t.version).public
+    t_public = t_parsed.public
     for name in ("torchvision", "torchaudio"):
         d = ctx.installed(name)
         if d is None:
@@ -211,7 +215,8 @@ def torch_family(ctx):
                               "'operator torchvision::nms does not exist' or undefined symbols" % (
                                   name, d.version, pin.specifier, t.version), fix, ev, item=name))
             continue
-        if pin is None and paired and Version(d.version).public not in paired:
+        dv = parse_version(d.version)
+        if pin is None and paired and (dv is None or dv.public not in paired):
             out.append(failed("%s %s is not the release paired with torch %s (%s)" % (
                 name, d.version, t_public, ", ".join(paired)), fix, ev, item=name))
             continue
@@ -260,19 +265,17 @@ def backend(ctx):
         ev["runtime_gate"] = gate
         if parse_version(dist.version) not in AnySpec(gate):
             problems.append("verl %s refuses %s %s at import (accepts %s)" % (verl_v, b, dist.version, gate))
-    # the backend's own torch pin (compiled kernels only work with that exact torch)
-    t = ctx.installed("torch")
-    for line in dist.requires:
-        try:
-            r = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(r.name) == "torch" and r.specifier and not (r.marker and "extra" in str(r.marker)):
-            ev["%s_requires_torch" % b] = str(r.specifier)
-            if t is None or not _contains(r, t.version):  # full version: a +cpu pin needs the +cpu build
-                problems.append("%s %s is built for torch%s, installed torch is %s: its compiled kernels fail "
-                                "('undefined symbol' or missing ops)" % (b, dist.version, r.specifier,
-                                                                        t.version if t else "absent"))
+    # the backend's own torch pin (compiled kernels only work with that exact torch; markers and
+    # local tags such as +cpu are honoured: see checks.vllm.torch_pin)
+    from .vllm import torch_pin
+
+    pin = torch_pin(ctx, dist)
+    if pin is not None:
+        spec, have, ok = pin
+        ev["%s_requires_torch" % b] = spec
+        if not ok:
+            problems.append("%s %s is built for torch%s, installed torch is %s: its compiled kernels fail "
+                            "('undefined symbol' or missing ops)" % (b, dist.version, spec, have or "absent"))
     if problems:
         return failed("; ".join(problems), "pip install 'verl[%s]==%s' to get the %s and torch it pins" % (
             extra or b, verl_v, b), ev)

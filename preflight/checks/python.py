@@ -34,10 +34,42 @@ def interpreter(ctx):
     return passed("%s %s at %s" % (info["implementation"], info["version_string"], info["executable"]), ev)
 
 
+def _python_for(ctx, verl_v, requires_python: str) -> str:
+    """The Python minor to suggest: the resolver's choice for this verl release (the one its whole
+    stack supports), else the newest minor with torch wheels that Requires-Python admits."""
+    try:
+        from ..resolve import resolve
+
+        res = resolve(ctx.matrix, verl_v, _options=False)
+        if res.python:
+            return res.python
+    except Exception:  # a suggestion only: fall back to the data below
+        pass
+    spec = SpecifierSet(requires_python)
+    minors = sorted(_torch_pythons(ctx), key=Version)
+    ok = [m for m in minors if Version(m + ".0") in spec]
+    return ok[-1] if ok else "a version within %s" % requires_python
+
+
+def _torch_pythons(ctx):
+    """Python minors some recorded torch release admits (from torch's Requires-Python)."""
+    out = set()
+    for t in ctx.matrix.versions("torch"):
+        rp = (ctx.matrix.meta("torch", t) or {}).get("requires_python")
+        if not rp:
+            continue
+        for minor in range(8, 16):
+            if Version("3.%d.0" % minor) in SpecifierSet(rp):
+                out.add("3.%d" % minor)
+    return out
+
+
 @check("python.version", needs=("python.interpreter",))
 def version(ctx):
+    """The target's Python against the Requires-Python of the verl release checked."""
     info = ctx.target()
-    v = Version(info["version_string"])
+    # from the version tuple: sys.version of a source build can read "3.12.3+", not PEP 440
+    v = Version(".".join(str(x) for x in info["version"][:3]))
     verl_v, how = ctx.verl_release()
     row = ctx.verl_row()
     meta = (row or {}).get("_meta") or {}
@@ -46,7 +78,7 @@ def version(ctx):
           "source": meta.get("source")}
     if info.get("implementation") != "cpython":
         return warned("%s is not CPython: torch, vLLM and flash-attn ship CPython wheels only" % info["implementation"],
-                      "use CPython 3.10-3.12", ev)
+                      "use a CPython build (python.org, uv, conda or the distribution's python3)", ev)
     if not rp:
         return passed("Python %s (verl %s declares no Requires-Python)" % (v, verl_v), ev)
     try:
@@ -54,8 +86,7 @@ def version(ctx):
     except InvalidSpecifier:
         return passed("Python %s (verl %s Requires-Python %r unreadable)" % (v, verl_v, rp), ev)
     if v not in spec:
-        ok = [m for m in ("3.10", "3.11", "3.12", "3.13", "3.9", "3.8") if Version(m + ".0") in spec]
-        pick = ok[0] if ok else "a supported"
+        pick = _python_for(ctx, verl_v, rp)
         return failed("Python %s is outside verl %s's Requires-Python %s" % (v, verl_v, rp),
                       "create the environment with Python %s (e.g. 'uv venv --python %s' or "
                       "'conda create -n verl python=%s')" % (pick, pick, pick), ev)

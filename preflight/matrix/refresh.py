@@ -175,7 +175,11 @@ def refresh(matrix_dir: str, packages: Optional[Dict[str, str]] = None,
         if os.path.exists(path):
             with open(path, encoding="utf-8") as fh:
                 old_text = fh.read()
-            old = json.loads(old_text)
+            try:
+                old = json.loads(old_text)
+            except ValueError as exc:
+                raise RefreshError("%s is not valid JSON (%s); restore it from the repository (git checkout -- %s) "
+                                   "and refresh again" % (path, exc, path))
         releases = {v: row for v, row in dict(old.get("releases", {})).items()  # type: ignore[arg-type]
                     if not _is_local(v)}
         for version in select_versions(lister(name), spec):

@@ -133,7 +133,7 @@ def _cpu_count(root: str) -> Dict[str, Any]:
                 quota = None
     usable = min(x for x in (logical, affinity, quota) if x is not None) if logical else None
     return {"logical": logical, "affinity": affinity, "cgroup_quota": quota,
-            "usable": int(usable) if usable is not None else None}
+            "usable": max(1, int(usable)) if usable is not None else None}  # a 0.5-CPU quota still runs
 
 
 def _memory(root: str) -> Dict[str, Any]:

@@ -47,6 +47,13 @@ def run_imports(python: str, items: List[Dict[str, Any]], timeout: float) -> Dic
                 results[it["id"]] = {"id": it["id"], "module": it["module"], "state": "not_run",
                                      "error": out.describe()}
             break
+        if out.timed_out and started is None and not any(it["id"] in results for it in pending):
+            # hung before the first import (interpreter start-up, a .pth file): retrying each item
+            # would cost the whole timeout again per item
+            for it in pending:
+                results[it["id"]] = {"id": it["id"], "module": it["module"], "state": "hung",
+                                     "error": out.describe() + " before the first import", "process": out.evidence()}
+            break
         if started is not None:
             state = "hung" if out.timed_out else "crashed"
             item = next(it for it in pending if it["id"] == started)
