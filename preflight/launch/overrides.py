@@ -13,7 +13,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 __all__ = ["Override", "LaunchSpec", "ConfigError", "parse_launch", "parse_override", "parse_value"]
 
@@ -317,7 +317,3 @@ def parse_value(text: str, whole: str = "") -> Any:
                           "write a list as key=[a,b] or quote a string as key='a,b'")
     return _element(t, whole)
 
-
-def split_key(key: str) -> Tuple[str, ...]:
-    """``"a.b.c"`` -> ``("a", "b", "c")``."""
-    return tuple(p for p in key.split("."))
