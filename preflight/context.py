@@ -57,10 +57,12 @@ class Dist:
 
     @property
     def key(self) -> str:
+        """The canonical (PEP 503) name."""
         return canonicalize_name(self.name)
 
     @property
     def parsed(self) -> Optional[Version]:
+        """The version parsed (None when it is not PEP 440)."""
         return parse_version(self.version)
 
 

@@ -69,6 +69,7 @@ class Check:
 
     @property
     def stage(self) -> str:
+        """The stage name (the id's first part)."""
         return self.id.split(".", 1)[0]
 
 

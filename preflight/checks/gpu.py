@@ -90,6 +90,7 @@ def _torch_cuda_version(ctx) -> Tuple[Optional[str], str]:
 
 @check("gpu.nvml")
 def nvml(ctx):
+    """NVML loads and sees GPUs; each NVML failure (no driver, module not loaded, permission, GPU lost) has its own fix."""
     snap = _nvml(ctx)
     err = snap.get("error")
     if err:
@@ -109,6 +110,7 @@ def nvml(ctx):
 
 @check("gpu.driver", needs=("gpu.nvml",))
 def driver(ctx):
+    """The driver runs the CUDA of the target's torch: natively, through minor-version compatibility (warn), or not."""
     snap = _nvml(ctx)
     drv = snap.get("driver")
     cuda, how = _torch_cuda_version(ctx)
@@ -165,6 +167,7 @@ def _variant_for_driver(ctx, series: Optional[Dict[str, Any]], drv: Optional[str
 
 @check("gpu.torch", needs=("gpu.nvml", "imports.torch"))
 def torch_view(ctx):
+    """torch's view from the target: CUDA build, is_available, device count vs NVML (CUDA_VISIBLE_DEVICES), a test kernel."""
     t = ctx.installed("torch")
     if t is None:
         return skipped("torch is not installed", ["packages.torch"])
@@ -214,6 +217,7 @@ def torch_view(ctx):
 
 @check("gpu.arch", needs=("gpu.nvml",))
 def arch(ctx):
+    """Each GPU's compute capability is in torch's arch list (same-major SASS or PTX rules)."""
     snap = _nvml(ctx)
     t = ctx.installed("torch")
     if t is None:
@@ -263,6 +267,7 @@ def arch(ctx):
 
 @check("gpu.health", needs=("gpu.nvml",))
 def health(ctx):
+    """Per GPU: ECC errors, pending memory repair, thermal/power throttling, MIG, compute mode, memory in use, PCIe width, persistence."""
     from ..probes.nvml import THROTTLE_BAD
 
     snap = _nvml(ctx)
@@ -326,6 +331,7 @@ def health(ctx):
 
 @check("gpu.topology", needs=("gpu.nvml",))
 def topology(ctx):
+    """Peer-to-peer access between every pair of GPUs, and whether the links are NVLink or PCIe."""
     snap = _nvml(ctx)
     pairs = snap.get("pairs") or []
     if not pairs:
@@ -344,6 +350,7 @@ def topology(ctx):
 
 @check("gpu.env")
 def env(ctx):
+    """CUDA/NCCL/torch variables that are set (values redacted where secret), and those known to hurt."""
     rules = ctx.matrix.curated.get("env", {})
     prefixes = tuple(rules.get("capture", []))
     captured = {k: v for k, v in sorted(os.environ.items()) if k.startswith(prefixes)}

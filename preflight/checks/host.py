@@ -16,6 +16,7 @@ def _gib(n):
 
 @check("host.os")
 def os_info(ctx):
+    """Linux, its distribution, kernel, architecture, C library and container."""
     h = ctx.host()
     ev = {"os": h["os"], "kernel": h["kernel"], "arch": h["arch"], "glibc": h["glibc"],
           "container": h["container"]}
@@ -29,6 +30,7 @@ def os_info(ctx):
 
 @check("host.glibc")
 def glibc(ctx):
+    """glibc new enough for the manylinux wheels of torch and vLLM (matrices/host.toml)."""
     h = ctx.host()
     g = h["glibc"] or ""
     ev = {"glibc": g}
@@ -52,6 +54,7 @@ def glibc(ctx):
 
 @check("host.cpu")
 def cpu(ctx):
+    """Usable CPUs (affinity and cgroup quota applied)."""
     c = ctx.host()["cpu"]
     ev = dict(c)
     usable = c.get("usable")
@@ -69,6 +72,7 @@ def cpu(ctx):
 
 @check("host.memory")
 def memory(ctx):
+    """RAM (or the cgroup memory limit) against the floor in matrices/host.toml."""
     m = ctx.host()["memory"]
     th = ctx.matrix.host()["ram"]
     total = m.get("total")
@@ -87,6 +91,7 @@ def memory(ctx):
 
 @check("host.shm")
 def shm(ctx):
+    """/dev/shm size and free space (Docker's 64 MiB default breaks NCCL and vLLM)."""
     s = ctx.host()["shm"]
     th = ctx.matrix.host()["shm"]
     ev = {"path": s["path"], "total_mib": None if s["total"] is None else s["total"] // MIB,
@@ -111,6 +116,7 @@ def shm(ctx):
 
 @check("host.disk")
 def disk(ctx):
+    """Free space where models and caches go (HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME or ~/.cache/huggingface)."""
     d = ctx.host()["disk"]
     th = ctx.matrix.host()["disk"]
     ev = {"cache_dir": d["path"], "decided_by": d["decided_by"], "filesystem_of": d["checked"],
@@ -131,6 +137,7 @@ def disk(ctx):
 
 @check("host.limits")
 def limits(ctx):
+    """Open-files and locked-memory limits."""
     lim = ctx.host()["limits"]
     th = ctx.matrix.host()["limits"]
     ev = dict(lim)

@@ -123,6 +123,7 @@ def outcome_for(ctx, res: Optional[Dict[str, Any]], label: str, dist: str, item:
 
 @check("imports.torch", needs=("python.interpreter",))
 def torch(ctx):
+    """import torch in the target."""
     if not ctx.installed("torch"):
         return skipped("torch is not installed", ["packages.torch"])
     return outcome_for(ctx, _results(ctx).get("torch"), "torch", "torch")
@@ -130,6 +131,7 @@ def torch(ctx):
 
 @check("imports.verl", needs=("python.interpreter",))
 def verl(ctx):
+    """import verl in the target."""
     if not ctx.installed("verl"):
         return skipped("verl is not installed", ["packages.verl"])
     return outcome_for(ctx, _results(ctx).get("verl"), "verl", "verl")
@@ -137,6 +139,7 @@ def verl(ctx):
 
 @check("imports.verl-classes", needs=("imports.verl",))
 def verl_classes(ctx):
+    """verl's key classes import from the paths of the release checked (matrices/verl.toml key_classes)."""
     if not ctx.installed("verl"):
         return skipped("verl is not installed", ["packages.verl"])
     row = ctx.verl_row() or {}
@@ -153,6 +156,7 @@ def verl_classes(ctx):
 
 @check("imports.libraries", needs=("python.interpreter",))
 def libraries(ctx):
+    """transformers, tensordict and ray import (when installed)."""
     res = _results(ctx)
     out = []
     for dist, mod in (("transformers", "transformers"), ("tensordict", "tensordict"), ("ray", "ray")):
@@ -165,6 +169,7 @@ def libraries(ctx):
 
 @check("imports.vllm", needs=("python.interpreter",))
 def vllm(ctx):
+    """vllm and vllm.LLM import, and the release's core compiled extension loads."""
     d = _vllm_dist(ctx)
     if d is None:
         return skipped("vLLM is not installed", ["packages.backend"])
@@ -184,6 +189,7 @@ def vllm(ctx):
 
 @check("imports.sglang", needs=("python.interpreter",))
 def sglang(ctx):
+    """import sglang (when installed)."""
     if not ctx.installed("sglang"):
         return skipped("SGLang is not installed", ["packages.backend"])
     return outcome_for(ctx, _results(ctx).get("sglang"), "sglang", "sglang")
@@ -191,6 +197,7 @@ def sglang(ctx):
 
 @check("imports.flash-attn", needs=("python.interpreter",))
 def flash_attn(ctx):
+    """flash_attn and its CUDA extension import (when installed)."""
     if not ctx.installed("flash-attn"):
         return skipped("flash-attn is not installed (verl falls back to SDPA attention)", [])
     res = _results(ctx)

@@ -116,6 +116,7 @@ def _world(ctx) -> Tuple[int, str]:
 
 @check("nccl.allreduce")
 def allreduce(ctx):
+    """One rank per GPU: init_process_group and an all_reduce sweep with a sum check, busbw against the links."""
     backend = ctx.options.extra.get("nccl_backend") or "nccl"
     world, why = _world(ctx)
     data = ctx.matrix.curated.get("nccl", {})

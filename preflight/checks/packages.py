@@ -101,6 +101,7 @@ def backend_pins(ctx, package: str) -> Dict[str, Requirement]:
 # ---------------------------------------------------------------------------------------------
 @check("packages.verl", needs=("python.interpreter",))
 def verl(ctx):
+    """verl is installed and its release is in the matrix."""
     v, how = ctx.verl_release()
     d = ctx.installed("verl")
     ev = {"verl": v, "chosen_by": how, "matrix_version": ctx.matrix.version,
@@ -124,6 +125,7 @@ def verl(ctx):
 
 @check("packages.torch", needs=("python.interpreter",))
 def torch(ctx):
+    """torch is installed and matches the torch verl's backend extras pin."""
     d = ctx.installed("torch")
     verl_v = _verl_matrix_version(ctx)
     pins = backend_pins(ctx, "torch")
@@ -156,6 +158,7 @@ def torch(ctx):
 
 @check("packages.torch-build", needs=("python.interpreter",))
 def torch_build(ctx):
+    """torch is a CUDA build (not +cpu) where NVIDIA GPUs exist."""
     d = ctx.installed("torch")
     if d is None:
         return skipped("torch is not installed", ["packages.torch"])
@@ -180,6 +183,7 @@ def torch_build(ctx):
 
 @check("packages.torch-family", needs=("python.interpreter",))
 def torch_family(ctx):
+    """torchvision and torchaudio come from the same torch release and the same CUDA build."""
     t = ctx.installed("torch")
     if t is None:
         return skipped("torch is not installed", ["packages.torch"])
@@ -237,6 +241,7 @@ def torch_family(ctx):
 
 @check("packages.backend", needs=("python.interpreter",))
 def backend(ctx):
+    """The rollout engine (vLLM or SGLang) fits verl's extra, verl's runtime gate and its own torch pin."""
     verl_v = _verl_matrix_version(ctx)
     row = ctx.verl_row() or {}
     b, how = ctx.backend()
@@ -284,6 +289,7 @@ def backend(ctx):
 
 @check("packages.verl-requirements", needs=("python.interpreter",))
 def verl_reqs(ctx):
+    """verl's requirements for its core and backend extras are installed at admitted versions."""
     verl_v = _verl_matrix_version(ctx)
     if verl_v is None or not ctx.matrix.meta("verl", verl_v):
         return skipped("no metadata for verl %s in the matrix" % verl_v, ["packages.verl"])
@@ -326,6 +332,7 @@ def verl_reqs(ctx):
 
 @check("packages.known-bad", needs=("python.interpreter",))
 def known_bad(ctx):
+    """Installed versions and combinations listed in matrices/known_bad.toml."""
     verl_v, _ = ctx.verl_release()
     out = []
     for row in ctx.matrix.known_bad():

@@ -11,6 +11,7 @@ from .base import check, failed, passed, warned
 
 @check("python.interpreter")
 def interpreter(ctx):
+    """The target interpreter runs and reports its facts; an install marked incomplete fails here."""
     out = ctx.target_probe()
     info = ctx.target()
     ev = out.evidence()
@@ -97,6 +98,7 @@ def version(ctx):
 
 @check("python.environment", needs=("python.interpreter",))
 def environment(ctx):
+    """venv or conda, pip present, unreadable distribution metadata."""
     info = ctx.target()
     kind = "conda env %s" % (info.get("conda_env") or info["prefix"]) if info.get("is_conda") else (
         "venv %s" % info["prefix"] if info.get("is_venv") else "system interpreter %s" % info["prefix"])

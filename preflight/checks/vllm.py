@@ -374,6 +374,7 @@ def run_generation(ctx, engine: str, tp: int) -> Tuple[ProbeOutput, str]:
 
 @check("vllm.generate")
 def generate(ctx):
+    """A tiny offline generation with the rollout engine (token counts and determinism asserted)."""
     engine, how = ctx.backend()
     if engine is None:
         engine = "vllm"
