@@ -154,7 +154,7 @@ class Context:
             if self.options.verl:
                 return self.options.verl, "--verl"
             known = self.matrix.verl_versions()
-            return (known[-1] if known else None), "newest in the matrix (verl not installed)"
+            return (known[-1] if known else None), "newest in the matrix; verl is not installed"
         return self._memo("verl_release", pick)
 
     def verl_row(self) -> Optional[Dict[str, Any]]:

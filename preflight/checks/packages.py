@@ -112,7 +112,8 @@ def verl(ctx):
             return failed("verl %s is not a release the matrix knows" % ctx.options.verl,
                           "pass one of: %s" % ", ".join(ctx.matrix.verl_versions()), ev)
         return failed("verl is not installed in %s; checking against verl %s" % (ctx.options.python, v),
-                      "pip install 'verl[vllm]==%s' (or '[sglang]')" % v, ev)
+                      "pip install 'verl[vllm]==%s' (or '[sglang]'), or let verl-preflight build a checked "
+                      "environment for this machine: preflight install --verl %s --prefix ~/venvs/verl" % (v, v), ev)
     ev["location"] = d.location
     if row is None:
         near = ctx.matrix.nearest_verl(v)

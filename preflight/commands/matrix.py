@@ -8,7 +8,12 @@ from ..errors import UsageError
 
 NAME = "matrix"
 HELP = "show or refresh the compatibility matrix"
-EPILOG = None
+EPILOG = """examples:
+  python3 preflight.pyz matrix show                         every verl release, with sources
+  python3 preflight.pyz matrix show --verl 0.5.0
+  python3 preflight.pyz matrix refresh --dir matrices --dry-run     what the index says now, as a diff
+  python3 preflight.pyz matrix refresh --dir matrices --package vllm
+"""
 
 
 def register(p: argparse.ArgumentParser) -> None:
