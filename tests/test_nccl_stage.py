@@ -98,3 +98,20 @@ def test_chatty_ranks_do_not_block(matrix, torch_python, tmp_path):
     r, dt = gloo(matrix, str(wrapper), 2, timeout=40)
     assert r.status == Status.PASS, r.message
     assert dt < 30
+
+
+def test_visible_devices_follow_cuda_visible_devices(matrix, monkeypatch):
+    from preflight.checks.nccl import visible_devices
+
+    snap = collect(FakeNvml(h200s(4)))
+    assert [d["index"] for d in visible_devices(snap, None)] == [0, 1, 2, 3]
+    assert [d["index"] for d in visible_devices(snap, "2,0")] == [2, 0]
+    assert [d["index"] for d in visible_devices(snap, "GPU-0003,9,1")] == [3]   # stops at the bad entry
+    # the expectation uses the GPUs the ranks run on, not NVML's first ones
+    mixed = collect(FakeNvml([{"name": "NVIDIA H200", "cc": (9, 0), "nvlinks": 18},
+                              {"name": "NVIDIA L4", "cc": (8, 9)}, {"name": "NVIDIA L4", "cc": (8, 9)}]))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2")
+    peak, how = expected_peak(matrix, mixed, 2)
+    assert "PCIe" in how
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert expected_peak(matrix, mixed, 1)[0] is None

@@ -229,7 +229,10 @@ def torch_family(ctx):
         if pv is not None and pv.local:
             d_variant = str(pv.local)
         else:
-            d_variant, _ = ctx.matrix.torch_build(pin and str(next(iter(pin.specifier)).version) or t_public)
+            # a plain PyPI wheel is built like the plain torch wheel of the release it pins exactly;
+            # with a loose pin (torch>=2.11) the build cannot be told from metadata
+            exact = [sp.version for sp in (pin.specifier if pin else []) if sp.operator == "=="]
+            d_variant = ctx.matrix.torch_build(exact[0])[0] if exact else None
         ev.update(build=d_variant, torch_build=t_variant)
         if d_variant and t_variant and d_variant != t_variant:
             out.append(failed("%s %s is a %s build, torch %s is a %s build: the mismatch breaks at import "
