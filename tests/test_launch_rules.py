@@ -16,7 +16,7 @@ from preflight.launch import batch as bm
 from preflight.launch.compose import compose_stored, flatten
 from preflight.launch.model import hf_cache_dir, read_model
 from preflight.launch.overrides import parse_launch
-from preflight.launch.rules import evaluate, load_rules, mandatory_keys, ruleset, visible_gpus
+from preflight.launch.rules import entry_point, evaluate, load_rules, mandatory_keys, ruleset, visible_gpus
 from preflight.probes.nvml import collect
 
 # Values from the models' published config.json files on the Hugging Face hub.
@@ -138,7 +138,7 @@ CASES = [
     ("per-GPU mini not whole: 0.9.1 asserts, 0.7 floors",
      ["actor_rollout_ref.rollout.n=1", "actor_rollout_ref.actor.ppo_mini_batch_size=20",
       "data.train_batch_size=80", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1"], "0.9.1",
-     {"mini_per_gpu.actor": "fail"}, ["20 x 1 / 8 = 2.50 is not whole", "to 16 or 40"]),
+     {"mini_per_gpu.actor": "fail"}, ["20 x 1 / 8 = 2.50 is not whole", "to 8, 16 or 40"]),
     ("per-GPU mini floored in 0.7",
      ["actor_rollout_ref.rollout.n=1", "actor_rollout_ref.actor.ppo_mini_batch_size=20",
       "data.train_batch_size=80", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1"], "0.7.0",
@@ -223,6 +223,59 @@ def test_rules_data_has_sources_and_every_rule_text():
     _p, found, _ = run_case(["actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.rollout.n=1"])
     for f in found.values():
         assert f.rule in data["rule"], f.rule
+
+
+def test_entry_point_rows_have_sources_and_match_module_or_script():
+    rows = load_rules()["entry_point"]
+    for row in rows:
+        assert row["source"] and row["confidence"] in ("V", "S", "U") and row["kind"] in (
+            "ppo", "sft", "generation", "eval")
+    assert entry_point("verl.trainer.main_ppo")["kind"] == "ppo"
+    assert entry_point("verl/trainer/main_ppo.py")["config_name"] == "ppo_trainer"
+    assert entry_point("/src/verl/verl/trainer/fsdp_sft_trainer.py")["config_name"] == "sft_trainer"
+    assert entry_point("verl.trainer.sft_trainer")["config_name"] == "sft_trainer_engine"
+    assert entry_point("recipe/dapo/main_dapo.py") is None and entry_point(None) is None
+
+
+# ---- sizes of 0 or less: never read as the default ------------------------------------------------
+@pytest.mark.parametrize("overrides,key,config_name", [
+    (["actor_rollout_ref.rollout.n=0"], "actor_rollout_ref.rollout.n", None),
+    (["actor_rollout_ref.rollout.tensor_model_parallel_size=0"],
+     "actor_rollout_ref.rollout.tensor_model_parallel_size", None),
+    (["trainer.nnodes=0"], "trainer.nnodes", None),
+    (["actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size=0"],
+     "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size", None),
+    (["actor_rollout_ref.actor.ulysses_sequence_parallel_size=0"],
+     "actor_rollout_ref.actor.ulysses_sequence_parallel_size", None),
+    (["actor_rollout_ref.rollout.pipeline_model_parallel_size=-1"],
+     "actor_rollout_ref.rollout.pipeline_model_parallel_size", None),
+    (["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=0"],
+     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", None),
+    (["actor_rollout_ref.actor.ppo_mini_batch_size=0"], "actor_rollout_ref.actor.ppo_mini_batch_size", None),
+    (["actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=0"],
+     "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size", "ppo_megatron_trainer"),
+])
+def test_sizes_below_one_fail(overrides, key, config_name):
+    plan, found, _ = run_case(overrides, config_name=config_name)
+    f = found["config_values.%s" % key.replace(".", "_")]
+    assert plan is None and f.status == "fail"
+    assert f.message == "%s is %s: it must be 1 or more" % (key, overrides[0].split("=")[1])
+    assert f.fix.startswith("set %s to " % key)
+
+
+def test_unset_sizes_take_the_default():
+    plan, found, _ = run_case(["actor_rollout_ref.rollout.n=null", "actor_rollout_ref.rollout.data_parallel_size=null"])
+    assert plan is not None and plan.rollout_n == 1 and not [f for f in found if f.startswith("config_values")]
+
+
+def test_mini_batch_fix_lists_several_divisors():
+    _p, found, _ = run_case(["data.train_batch_size=60", "actor_rollout_ref.actor.ppo_mini_batch_size=64",
+                             "actor_rollout_ref.rollout.n=1", "trainer.n_gpus_per_node=4"])
+    f = found["mini_le_train.actor"]
+    assert f.status == "fail" and f.fix == "set actor_rollout_ref.actor.ppo_mini_batch_size to a divisor of " \
+        "data.train_batch_size 60: 12, 20 or 60"
+    assert f.evidence["candidates"] == [12, 20, 60]
+    assert found["train_divisible_by_mini.actor"].fix.endswith("a divisor of 60: 12, 20 or 60")
 
 
 # ---- the model: Ulysses heads and context length ---------------------------------------------------

@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - exercised on 3.8-3.10
     import tomli as _toml  # type: ignore[no-redef]
 
 __all__ = ["Finding", "Values", "load_rules", "ruleset", "values", "evaluate", "divisors", "visible_gpus",
-           "mandatory_keys"]
+           "mandatory_keys", "entry_point", "bad_sizes"]
 
 _RULES: Dict[str, Any] = {}
 
@@ -45,6 +45,10 @@ def load_rules() -> Dict[str, Any]:
             if not rs.get("source") or not rs.get("versions"):
                 raise MatrixError("matrix file verl_rules.toml: a ruleset lacks versions or source; fix the row")
             SpecifierSet(rs["versions"])
+        for ep in data.get("entry_point", []):
+            if not all(ep.get(k) for k in ("module", "kind", "config_name", "source")):
+                raise MatrixError("matrix file verl_rules.toml: an entry_point lacks module, kind, config_name or "
+                                  "source; fix the row")
         _RULES.update(data)
     return _RULES
 
@@ -66,6 +70,23 @@ def ruleset(version: Optional[str]) -> Tuple[Dict[str, Any], str]:
                 note += "; rules before 0.3 are not recorded, 0.3's are used"
             return rs, note
     return sets[-1], "rules of %s" % sets[-1]["label"]
+
+
+def entry_point(entry: Optional[str]) -> Optional[Dict[str, Any]]:
+    """The ``[[entry_point]]`` row of verl_rules.toml for a launch's program, or None when it is
+    not one of verl's (a recipe, the user's own script) or absent.
+
+    ``entry`` is a module (``verl.trainer.sft_trainer``) or a script path
+    (``verl/trainer/main_ppo.py``, ``/src/verl/verl/trainer/fsdp_sft_trainer.py``).
+    """
+    if not entry:
+        return None
+    name = entry[:-3] if entry.endswith(".py") else entry
+    name = name.replace("\\", "/").replace("/", ".").strip(".")
+    for row in load_rules().get("entry_point", []):
+        if name == row["module"] or name.endswith("." + row["module"]):
+            return row
+    return None
 
 
 @dataclass
@@ -187,33 +208,41 @@ def _bool(v: Any) -> bool:
     return bool(v)
 
 
+def _size(get: Callable[[str, Any], Any], key: str, default: int = 1) -> int:
+    """A size read with :func:`_int`; ``default`` only when the key is unset (null), never in
+    place of a 0 or a negative value (those are reported by :func:`bad_sizes`)."""
+    v = _int(get, key)
+    return default if v is None else v
+
+
 def values(get: Callable[[str, Any], Any]) -> Values:
     """Read the rule inputs through ``get(key, default)`` (e.g. :meth:`Composed.get`).
 
-    Raises ValueProblem when a number verl needs is unset or not a whole number.
+    Raises ValueProblem when a number verl needs is unset or not a whole number. Sizes of 0 or
+    less are kept as given (see :func:`bad_sizes`).
     """
     a, r, c = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "critic."
     strategy = str(get(a + "strategy", "fsdp") or "fsdp")
-    legacy_sp = _int(get, a + "ulysses_sequence_parallel_size", 1) or 1
-    fsdp_sp = _int(get, a + "fsdp_config.ulysses_sequence_parallel_size", 1) or 1
-    critic_legacy = _int(get, c + "ulysses_sequence_parallel_size", 1) or 1
-    critic_fsdp = max(_int(get, c + "fsdp.ulysses_sequence_parallel_size", 1) or 1,
-                      _int(get, c + "model.fsdp_config.ulysses_sequence_parallel_size", 1) or 1)
+    legacy_sp = _size(get, a + "ulysses_sequence_parallel_size")
+    fsdp_sp = _size(get, a + "fsdp_config.ulysses_sequence_parallel_size")
+    critic_legacy = _size(get, c + "ulysses_sequence_parallel_size")
+    critic_fsdp = max(_size(get, c + "fsdp.ulysses_sequence_parallel_size"),
+                      _size(get, c + "model.fsdp_config.ulysses_sequence_parallel_size"))
     critic_enable = get(c + "enable", None)
     adv = str(get("algorithm.adv_estimator", "gae"))
     util = get(r + "gpu_memory_utilization", None)
     temp = get(r + "temperature", None)
     return Values(
-        B=_int(get, "data.train_batch_size", required=True), n=_int(get, r + "n", 1) or 1,
-        gpn=_int(get, "trainer.n_gpus_per_node", required=True), nnodes=_int(get, "trainer.nnodes", 1) or 1,
+        B=_int(get, "data.train_batch_size", required=True), n=_size(get, r + "n"),
+        gpn=_int(get, "trainer.n_gpus_per_node", required=True), nnodes=_size(get, "trainer.nnodes"),
         strategy=strategy, dyn=_bool(get(a + "use_dynamic_bsz", False)),
         mini=_int(get, a + "ppo_mini_batch_size"), micro=_int(get, a + "ppo_micro_batch_size"),
         micro_gpu=_int(get, a + "ppo_micro_batch_size_per_gpu"),
         sp=legacy_sp if legacy_sp > 1 else fsdp_sp,
         remove_padding=_bool(get("actor_rollout_ref.model.use_remove_padding", False)),
         rollout_name=get(r + "name", None), rollout_mode=get(r + "mode", None),
-        tp=_int(get, r + "tensor_model_parallel_size", 1) or 1, rdp=_int(get, r + "data_parallel_size", 1) or 1,
-        rpp=_int(get, r + "pipeline_model_parallel_size", 1) or 1, ep=_int(get, r + "expert_parallel_size", 1) or 1,
+        tp=_size(get, r + "tensor_model_parallel_size"), rdp=_size(get, r + "data_parallel_size"),
+        rpp=_size(get, r + "pipeline_model_parallel_size"), ep=_size(get, r + "expert_parallel_size"),
         gpu_mem_util=float(util) if isinstance(util, (int, float)) and not isinstance(util, bool) else None,
         max_num_seqs=_int(get, r + "max_num_seqs"), prompt_length=_int(get, r + "prompt_length"),
         response_length=_int(get, r + "response_length"), max_model_len=_int(get, r + "max_model_len"),
@@ -227,12 +256,48 @@ def values(get: Callable[[str, Any], Any]) -> Values:
         critic_dyn=_bool(get(c + "use_dynamic_bsz", False)), critic_mini=_int(get, c + "ppo_mini_batch_size"),
         critic_micro=_int(get, c + "ppo_micro_batch_size"), critic_micro_gpu=_int(get, c + "ppo_micro_batch_size_per_gpu"),
         critic_sp=critic_legacy if critic_legacy > 1 else critic_fsdp,
-        mg_tp=_int(get, a + "megatron.tensor_model_parallel_size", 1) or 1,
-        mg_pp=_int(get, a + "megatron.pipeline_model_parallel_size", 1) or 1,
-        mg_cp=_int(get, a + "megatron.context_parallel_size", 1) or 1,
+        mg_tp=_size(get, a + "megatron.tensor_model_parallel_size"),
+        mg_pp=_size(get, a + "megatron.pipeline_model_parallel_size"),
+        mg_cp=_size(get, a + "megatron.context_parallel_size"),
         param_offload=_bool(get(a + "fsdp_config.param_offload", False)),
         optimizer_offload=_bool(get(a + "fsdp_config.optimizer_offload", False)),
         model_path=get("actor_rollout_ref.model.path", None))
+
+
+def bad_sizes(get: Callable[[str, Any], Any], v: Values) -> List[Tuple[str, int, str]]:
+    """Sizes the launch uses that are 0 or negative: ``(key, value, suggested value)``.
+
+    Counts and parallel sizes must be >= 1 wherever verl reads them: batch sizes, rollout.n,
+    GPUs and nodes, tensor/data/pipeline/expert/Ulysses parallel sizes (Megatron's when the
+    strategy is megatron, the critic's when a critic is used), and the mini/micro-batch sizes
+    that are set and read (micro sizes only without dynamic batch size).
+    """
+    a, r, c = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "critic."
+    keys: List[Tuple[str, Optional[int], str]] = [
+        ("data.train_batch_size", v.B, "a multiple of the world size"),
+        (r + "n", v.n, "1 (PPO) or the group size (GRPO, e.g. 4 to 16)"),
+        ("trainer.n_gpus_per_node", v.gpn, "the GPUs of each node"), ("trainer.nnodes", v.nnodes, "1"),
+        (r + "tensor_model_parallel_size", v.tp, "1"), (r + "data_parallel_size", v.rdp, "1"),
+        (r + "pipeline_model_parallel_size", v.rpp, "1"), (r + "expert_parallel_size", v.ep, "1"),
+        (a + "ulysses_sequence_parallel_size", _int(get, a + "ulysses_sequence_parallel_size"), "1"),
+        (a + "fsdp_config.ulysses_sequence_parallel_size",
+         _int(get, a + "fsdp_config.ulysses_sequence_parallel_size"), "1"),
+        (a + "ppo_mini_batch_size", v.mini, "a divisor of data.train_batch_size"),
+    ]
+    if v.strategy == "megatron":
+        keys += [(a + "megatron.tensor_model_parallel_size", v.mg_tp, "1"),
+                 (a + "megatron.pipeline_model_parallel_size", v.mg_pp, "1"),
+                 (a + "megatron.context_parallel_size", v.mg_cp, "1")]
+    if not v.dyn:
+        keys += [(a + "ppo_micro_batch_size_per_gpu", v.micro_gpu, "1 to 4"),
+                 (a + "ppo_micro_batch_size", v.micro, "null (use ppo_micro_batch_size_per_gpu)"),
+                 (r + "log_prob_micro_batch_size_per_gpu", v.lp_micro_gpu, "1 to 16")]
+    if v.use_critic:
+        keys += [(c + "ppo_mini_batch_size", v.critic_mini, "a divisor of data.train_batch_size"),
+                 (c + "ulysses_sequence_parallel_size", _int(get, c + "ulysses_sequence_parallel_size"), "1")]
+        if not v.critic_dyn:
+            keys.append((c + "ppo_micro_batch_size_per_gpu", v.critic_micro_gpu, "1 to 4"))
+    return [(k, val, hint) for k, val, hint in keys if val is not None and val < 1]
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -389,6 +454,19 @@ def _train_divisible(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
         sequences=seqs, minimal_bsz=minimal, candidates=opts)
 
 
+def _mini_candidates(v: Values, current: int, k: int = 3) -> List[int]:
+    """ppo_mini_batch_size values to suggest instead of ``current``, ascending: the (up to) ``k``
+    largest below it and the next one above it; all divisors of data.train_batch_size
+    whose sequences (x rollout.n) split evenly over the data-parallel ranks (plain divisors when
+    none does)."""
+    divs = divisors(v.B) if v.B > 0 else []
+    dp = v.world // v.sp if v.sp > 0 and v.world > 0 and v.world % v.sp == 0 else None
+    good = [d for d in divs if dp and (d * v.n) % dp == 0] or divs
+    below = [d for d in good if d < current][-k:] if k > 0 else []
+    above = [d for d in good if d > current][:1]
+    return below + above
+
+
 def _mini_le_train(x: _Ctx, v: Values) -> None:
     pairs = [("actor", "actor_rollout_ref.actor.ppo_mini_batch_size", v.mini, v.dyn)]
     if v.use_critic:
@@ -398,13 +476,10 @@ def _mini_le_train(x: _Ctx, v: Values) -> None:
             continue
         if v.B < mini:
             x.add("mini_le_train", "fail", "%s: data.train_batch_size %d < %s %d" % (role, v.B, key, mini),
-                  "set %s to %d or less (a divisor of %d: %s)" % (key, v.B, v.B, _or(_near(divisors(v.B), mini)[-2:])),
-                  item=role, train_batch_size=v.B, mini=mini)
+                  "set %s to a divisor of data.train_batch_size %d: %s" % (key, v.B, _or(_mini_candidates(v, mini))),
+                  item=role, train_batch_size=v.B, mini=mini, candidates=_mini_candidates(v, mini))
         else:
             x.add("mini_le_train", "pass", "%s: %s %d <= train_batch_size %d" % (role, key, mini, v.B), item=role)
-        if mini <= 0:
-            x.add("mini_le_train", "fail", "%s: %s is %d" % (role, key, mini), "set %s to a positive divisor of %d" % (
-                key, v.B), item=role)
 
 
 def _global_micro(x: _Ctx, v: Values) -> None:
@@ -461,7 +536,7 @@ def _mini_micro(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
         q, rem = bm.per_gpu_mini(mini, v.n, v.world, sp)
         shown = "%d x %d / %d = %s" % (mini, v.n, dp, ("%d" % q) if not rem else "%.2f" % (mini * v.n / dp))
         good = [m for m in divisors(v.B) if (m * v.n) % dp == 0]
-        fix_mini = "set %s.ppo_mini_batch_size to %s" % (pre, _or(_near(good, mini))) if good else (
+        fix_mini = "set %s.ppo_mini_batch_size to %s" % (pre, _or(_mini_candidates(v, mini))) if good else (
             "raise data.train_batch_size x rollout.n to at least %d" % dp)
         if q == 0:
             x.add("mini_per_gpu", "fail", "%s: per-GPU mini-batch %s normalises to 0 (silent hang in releases without "
@@ -481,11 +556,10 @@ def _mini_micro(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
         if seq_gpu is not None:
             if seq_gpu % q:
                 assert_ = x.rs["train_divisible_by_mini"] == "assert"
-                divs = [d for d in divisors(v.B) if (d * v.n) % dp == 0]
                 x.add("train_divisible_by_mini", "fail" if assert_ else "warn",
                       "%s: %d sequences per GPU do not split into mini-batches of %d (train_batch_size %d / "
                       "ppo_mini_batch_size %d = %.2f)" % (role, seq_gpu, q, v.B, mini, v.B / mini),
-                      "set %s.ppo_mini_batch_size to a divisor of %d: %s" % (pre, v.B, _or(_near(divs, mini))),
+                      "set %s.ppo_mini_batch_size to a divisor of %d: %s" % (pre, v.B, _or(_mini_candidates(v, mini))),
                       item=role, silent=not assert_)
             else:
                 x.add("train_divisible_by_mini", "pass", "%s: %d mini-batches of %d sequences per GPU per step" % (
@@ -692,9 +766,11 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
     except ValueProblem as exc:
         x.add("config_values", "fail", str(exc), "set it in the launch command (key=value)")
         return None, x.out, note
-    if v.B <= 0 or v.gpn <= 0 or v.nnodes <= 0 or v.n <= 0:
-        x.add("config_values", "fail", "train_batch_size %d, rollout.n %d, n_gpus_per_node %d, nnodes %d: all must be "
-              "positive" % (v.B, v.n, v.gpn, v.nnodes), "set them to positive numbers")
+    bad = bad_sizes(get, v)
+    for key, val, hint in bad:
+        x.add("config_values", "fail", "%s is %d: it must be 1 or more" % (key, val), "set %s to %s" % (key, hint),
+              item=key.replace(".", "_"), key=key, value=val)
+    if bad:
         return None, x.out, note
     p = bm.plan(v.B, v.n, v.gpn, v.nnodes, v.tp, v.rdp, v.rpp, v.sp if v.world % max(v.sp, 1) == 0 else 1,
                 v.mini, v.micro_gpu, v.lp_micro_gpu, v.ref_lp_micro_gpu if v.use_ref else None, v.dyn)
