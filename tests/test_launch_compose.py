@@ -15,7 +15,7 @@ import pytest
 
 from envs import real_env
 from preflight.launch.compose import (ComposeUnsupported, compose, compose_stored, flatten, load_stored,
-                                      provenance, resolve)
+                                      provenance, redact_config_value, resolve)
 from preflight.launch.overrides import ConfigError, parse_launch, parse_override, parse_value
 from preflight.probes.process import run_script
 
@@ -179,6 +179,25 @@ def test_yaml_file_without_a_yaml_reader_is_a_usage_error(tmp_path):
     j.write_text(json.dumps({"data": {"train_batch_size": 64}}))
     c = compose(str(bare / "bin" / "python"), parse_launch(["data.max_prompt_length=8"]), str(j), "0.9.1")
     assert c.method == "stored" and c.get("data.train_batch_size") == 64 and c.source_of("data.train_batch_size") == "file"
+
+
+def test_config_values_are_redacted_by_what_verl_calls_its_keys():
+    c = compose_stored(parse_launch(["data.prompt_key=question", "+trainer.wandb_api_key=abc123def",
+                                     "+my.secret.thing=xyz", "trainer.project_name=https://u:pw@h/p",
+                                     "+x.hf=hf_abcdefghijklmnopqrstuvwx"]), None, "0.9.1", env={})
+    shown = c.shown_values()
+    assert shown["data.prompt_key"] == "question" and shown["data.reward_fn_key"] == "data_source"
+    assert shown["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] == 16384
+    assert shown["trainer.wandb_api_key"] == "***" and shown["my.secret.thing"] == "***"
+    assert shown["trainer.project_name"] == "https://u:***@h/p" and shown["x.hf"] == "***"
+    schema = c.schema()
+    assert redact_config_value("data.prompt_key", "question", schema) == "question"
+    # one of verl's own keys that plainly names a secret keeps it hidden
+    assert redact_config_value("trainer.api_key", "abc", {"trainer.api_key"}) == "***"
+    ovs = parse_launch(["data.prompt_key=question", "+trainer.wandb_api_key=abc123def"]).overrides
+    assert c.shown_overrides(ovs) == ["data.prompt_key=question", "+trainer.wandb_api_key=***"]
+    full = c.to_dict(full=True)["values"]
+    assert full["trainer.wandb_api_key"]["value"] == "***" and full["data.prompt_key"]["value"] == "question"
 
 
 # ---- against a real verl install ----------------------------------------------------------------

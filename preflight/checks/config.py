@@ -15,13 +15,16 @@ data.train_files / data.val_files that exist on this machine).
 import os
 from typing import Any, Dict, List, Optional
 
+from packaging.version import Version
+
 from ..errors import UsageError
-from ..launch.compose import ComposeUnsupported, compose, flatten
+from ..launch.compose import ComposeUnsupported, FileUnreadable, compose, flatten
 from ..launch.overrides import ConfigError, parse_launch, parse_override
-from ..launch.rules import Finding, evaluate, mandatory_keys
+from ..launch.rules import Finding, entry_point, evaluate, mandatory_keys, ruleset
+from ..matrix import parse_version
 from .base import Outcome, check, errored, failed, passed, skipped, warned
 
-__all__ = ["launch_facts", "evaluation", "outcome_of", "rules_release"]
+__all__ = ["launch_facts", "evaluation", "outcome_of", "rules_release", "not_ppo_reason"]
 
 NO_LAUNCH = ("no launch command or config given: pass --launch \"python3 -m verl.trainer.main_ppo ...\" or "
              "--config FILE (or run 'preflight config -- <overrides>')")
@@ -31,7 +34,9 @@ def launch_facts(ctx: Any) -> Optional[Dict[str, Any]]:
     """The composed launch of this run (memoised), or None when none was given.
 
     Returns ``{"spec", "composed"}`` or ``{"error": ConfigError}`` or ``{"unsupported": exc}`` (with
-    ``"usage"``: the UsageError when the --config file itself is unreadable).
+    ``"usage"``: the UsageError when the --config file itself is unreadable) or ``{"skip": why}``
+    (a non-PPO entry point whose config cannot be composed here); ``"entry"`` is the entry
+    point's row of verl_rules.toml (None for an unknown program).
     """
     extra = ctx.options.extra
     launch = extra.get("launch")
@@ -50,17 +55,50 @@ def launch_facts(ctx: Any) -> Optional[Dict[str, Any]]:
             return {"error": exc}
         except ValueError as exc:
             return {"error": ConfigError("launch_syntax", str(exc), "fix the quoting of the launch command")}
-        release = ctx.verl_release()[0]  # used only when the target cannot compose (no verl)
+        release = ctx.verl_release()[0]  # the stored defaults' release when the target cannot compose
+        ep = entry_point(spec.entry)
+        gone = _absent(ep, release)
+        if gone is not None:
+            return {"spec": spec, "entry": ep, "error": gone}
         try:
             comp = compose(ctx.options.python, spec, cfile, release, timeout=min(ctx.options.timeout, 120))
         except ComposeUnsupported as exc:
-            return {"spec": spec, "unsupported": exc}
+            if ep is not None and ep["kind"] != "ppo":
+                return {"spec": spec, "entry": ep, "skip": "%s; its config is not composed: %s (%s)" % (
+                    _not_ppo(ep), exc.message, exc.fix)}
+            return {"spec": spec, "entry": ep, "unsupported": exc}
         except UsageError as exc:  # an unreadable --config file: a row here, exit 2 in `config`
-            return {"spec": spec, "usage": exc,
-                    "unsupported": ComposeUnsupported(str(exc), "fix the file, pass it as JSON, or point --python "
-                                                                "at the verl environment")}
-        return {"spec": spec, "composed": comp}
+            return {"spec": spec, "entry": ep, "usage": exc}
+        return {"spec": spec, "entry": ep, "composed": comp}
     return ctx._memo("launch", build)
+
+
+def _absent(ep: Optional[Dict[str, Any]], release: Optional[str]) -> Optional[ConfigError]:
+    """A ConfigError when the entry point's module is gone from ``release`` (absent_from)."""
+    pv = parse_version(release) if release else None
+    if ep is None or not ep.get("absent_from") or pv is None or Version(pv.base_version) < Version(ep["absent_from"]):
+        return None
+    return ConfigError("entry_absent", "verl %s has no module %s (absent from the wheels since %s): python -m %s "
+                       "fails with ModuleNotFoundError" % (release, ep["module"], ep["absent_from"], ep["module"]),
+                       "run %s instead, or install a verl release before %s" % (ep.get("replacement") or
+                                                                               "an entry point of this release",
+                                                                               ep["absent_from"]))
+
+
+def _not_ppo(ep: Dict[str, Any]) -> str:
+    return "%s is verl's %s entry point (config %s): the batch, rollout and dataset rules checked here are those " \
+           "of PPO training (verl.trainer.main_ppo) and do not apply" % (ep["module"], ep["kind"].upper() if
+                                                                        ep["kind"] == "sft" else ep["kind"],
+                                                                        ep["config_name"])
+
+
+def not_ppo_reason(ctx: Any, short: bool = False) -> Optional[str]:
+    """Why the PPO rules are skipped for this launch (a non-PPO verl entry point), else None."""
+    facts = launch_facts(ctx) or {}
+    ep = facts.get("entry")
+    if ep is None or ep["kind"] == "ppo":
+        return None
+    return "PPO rules do not apply to %s (%s)" % (ep["module"], ep["kind"]) if short else _not_ppo(ep)
 
 
 def rules_release(ctx: Any, comp: Any) -> Optional[str]:
@@ -107,16 +145,28 @@ def compose_check(ctx: Any) -> Outcome:
     facts = launch_facts(ctx)
     if facts is None:
         return skipped(NO_LAUNCH)
+    if "skip" in facts:
+        return skipped(facts["skip"])
     if "error" in facts:
         e = facts["error"]
         return failed(e.message, e.fix, {"kind": e.kind})
+    if "usage" in facts:
+        u = facts["usage"]
+        if isinstance(u, FileUnreadable):  # verl could not read it either
+            return failed(str(u), "fix the file (it must be a YAML or JSON mapping of config keys)",
+                          {"file": ctx.options.extra.get("config_file")})
+        return errored(str(u), {"python": ctx.options.python, "file": ctx.options.extra.get("config_file")},
+                       fix="fix the file, pass it as JSON, or point --python at the verl environment")
     if "unsupported" in facts:
         u = facts["unsupported"]
         return errored("cannot compose without Hydra: %s" % u.message, {"python": ctx.options.python}, fix=u.fix)
     c = facts["composed"]
     spec = facts["spec"]
     ev = {"method": c.method, "source": c.source, "verl_version": c.verl_version, "config_name": c.config_name,
-          "overrides": spec.override_texts, "file": ctx.options.extra.get("config_file"), "notes": c.notes}
+          "overrides": c.shown_overrides(spec.overrides), "file": ctx.options.extra.get("config_file"),
+          "notes": c.notes}
+    if c.error is not None and c.error.kind == "compose_probe":  # the launch was not checked
+        return errored(c.error.message, dict(ev, kind=c.error.kind, probe=c.probe), fix=c.error.fix)
     if c.error is not None:
         return failed(c.error.message, c.error.fix, dict(ev, kind=c.error.kind))
     how = "Hydra in the target (verl %s)" % c.verl_version if c.method == "hydra" else \
@@ -124,6 +174,11 @@ def compose_check(ctx: Any) -> Outcome:
     msg = "%s composed with %s: %d override(s)%s" % (c.config_name, how, len(spec.overrides),
                                                      ", file %s" % os.path.basename(ctx.options.extra["config_file"])
                                                      if ctx.options.extra.get("config_file") else "")
+    if c.probe and c.method == "stored":
+        return warned("%s, because the target interpreter could not compose (%s)" % (msg, c.probe.get("exit")),
+                      "check that %s starts and imports hydra/omegaconf (stderr tail in the evidence); the stored "
+                      "defaults may differ from the installed release's" % ctx.options.python,
+                      dict(ev, probe=c.probe))
     if c.resolve_errors:
         k, why = sorted(c.resolve_errors.items())[0]
         return warned("%s; %d value(s) do not resolve (%s: %s)" % (msg, len(c.resolve_errors), k, why),
@@ -134,12 +189,17 @@ def compose_check(ctx: Any) -> Outcome:
 
 @check("config.batch", needs=("config.compose",))
 def batch_check(ctx: Any) -> Outcome:
+    why = not_ppo_reason(ctx)
+    if why:
+        return skipped(why)
     ev = evaluation(ctx)
     p = ev["plan"]
     if p is None:
         bad = [f for f in ev["findings"] if f.rule == "config_values"]
-        return failed(bad[0].message if bad else "batch numbers missing", bad[0].fix if bad else
-                      "set data.train_batch_size and trainer.n_gpus_per_node", {"rules": ev["note"]})
+        return failed("; ".join(f.message for f in bad) if bad else "batch numbers missing",
+                      "; ".join(f.fix for f in bad if f.fix) if bad else
+                      "set data.train_batch_size and trainer.n_gpus_per_node",
+                      {"rules": ev["note"], "values": [f.evidence for f in bad]})
     per_group = "" if p.rollout_groups is None else "; %d rollout group(s) of %s sequences" % (
         p.rollout_groups, p.sequences_per_group)
     msg = "%d prompts x %d = %d sequences per step on %d GPU(s): %s per GPU%s" % (
@@ -150,6 +210,9 @@ def batch_check(ctx: Any) -> Outcome:
 
 @check("config.rules", needs=("config.compose",))
 def rules_check(ctx: Any) -> List[Outcome]:
+    why = not_ppo_reason(ctx, short=True)
+    if why:
+        return [skipped(why)]
     ev = evaluation(ctx)
     return [outcome_of(f) for f in ev["findings"] if f.rule != "config_values"]
 
@@ -166,9 +229,31 @@ def _data_files(value: Any) -> List[str]:
 def data_check(ctx: Any) -> List[Outcome]:
     from ..launch.dataset import NoPyarrow, check_files
 
+    why = not_ppo_reason(ctx, short=True)
+    if why:
+        return [skipped(why)]
     c = launch_facts(ctx)["composed"]
     paths = _data_files(c.get("data.train_files")) + _data_files(c.get("data.val_files"))
     local = [p for p in paths if os.path.isfile(os.path.expanduser(p))]
+    dirs = [p for p in paths if os.path.isdir(os.path.expanduser(p))]
+    out: List[Outcome] = []
+    rs, _note = ruleset(rules_release(ctx, c))
+    for d in dirs:
+        inside = sorted(f for f in os.listdir(os.path.expanduser(d)) if f.endswith(".parquet"))
+        fix = ("list the files instead: [%s]" % ",".join(os.path.join(d, f) for f in inside[:3]) +
+               (" (and the other %d)" % (len(inside) - 3) if len(inside) > 3 else "")) if inside else \
+            "point it at the parquet files (the directory has none)"
+        ev = {"path": d, "parquet_files": len(inside)}
+        item = "directory_%s" % (os.path.basename(d.rstrip("/")) or "root")
+        if rs.get("data_files_are_files"):
+            out.append(failed("%s is a directory: verl %s reads data.train_files / data.val_files as files and stops "
+                              "with ValueError 'Unsupported file format' (it takes .parquet, .json or .jsonl)" % (
+                                  d, rs["label"]), fix, ev, item=item))
+        else:
+            out.append(warned("%s is a directory: verl 0.9.1 stops on it (ValueError 'Unsupported file format'); "
+                              "not recorded for verl %s" % (d, rs["label"]), fix, ev, item=item))
+    if not local and out:
+        return out
     if not local:
         return [skipped("no dataset file of data.train_files / data.val_files is on this machine (%s)" % (
             ", ".join(paths) or "none set"))]
@@ -183,8 +268,8 @@ def data_check(ctx: Any) -> List[Outcome]:
                         "either" % exc)]
     except RuntimeError as exc:
         return [errored(str(exc))]
-    out = [outcome_of(f, f.item) for f in found]
-    missing = [p for p in paths if p not in local]
+    out += [outcome_of(f, f.item) for f in found]
+    missing = [p for p in paths if p not in local and p not in dirs]
     if missing:
         out.append(skipped("not on this machine, not read: %s" % ", ".join(missing), item="absent"))
     return out

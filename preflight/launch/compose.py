@@ -18,6 +18,7 @@ leaf whether it came from the defaults, the file or an override.
 """
 
 import copy
+import dataclasses
 import difflib
 import json
 import os
@@ -29,12 +30,21 @@ from packaging.version import Version
 
 from ..errors import UsageError
 from ..matrix import _read, parse_version
+from ..redact import MASK as SECRET_MASK
+from ..redact import is_secret_key, redact
 from .overrides import ConfigError, LaunchSpec, Override, _element, _top_level_split
 
 __all__ = ["Composed", "ComposeUnsupported", "compose", "compose_stored", "stored_index", "load_stored",
-           "merge", "apply_override", "Resolver", "resolve", "flatten", "provenance", "get_path", "MISSING"]
+           "merge", "apply_override", "Resolver", "resolve", "flatten", "provenance", "get_path", "MISSING",
+           "redact_config_value", "FileUnreadable"]
 
 MISSING = "???"  #: OmegaConf's mandatory-value marker
+
+
+class FileUnreadable(UsageError):
+    """The saved config (``--file``/``--config``) cannot be read as a config: malformed YAML or
+    JSON, or not a mapping. verl would fail on it too (a FAIL row in ``check``, exit 2 in
+    ``config``)."""
 
 
 class ComposeUnsupported(Exception):
@@ -449,6 +459,40 @@ def effective_source(prov: Dict[str, Dict[str, Any]], path: str, _depth: int = 0
     return src
 
 
+# ---- secrets -------------------------------------------------------------------------------------
+#: Name parts that say "secret" whatever the key; a key that merely ends in ``key`` (data.prompt_key)
+#: or holds ``token`` inside (ppo_max_token_len_per_gpu) does not.
+_PLAIN_SECRET_PARTS = {"secret", "password", "passwd", "pwd", "passphrase", "credential", "credentials", "auth",
+                       "cookie", "apikey"}
+
+
+def _plainly_secret(name: str) -> bool:
+    parts = [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
+    return bool(_PLAIN_SECRET_PARTS.intersection(parts)) or parts[-1:] == ["token"] or \
+        parts[-2:] in (["api", "key"], ["access", "key"], ["secret", "key"], ["private", "key"])
+
+
+def redact_config_value(key: str, value: Any, schema: Any) -> Any:
+    """The value of config ``key`` as it may be printed or written.
+
+    ``schema``: the keys of the release's own defaults (a set of dotted paths). What
+    :func:`preflight.redact.redact` masks inside values (tokens, URL passwords, KEY=value) is always
+    masked. By name: a key outside verl's schema (the user's own ``+x.api_key=...``) is hidden
+    when any part of it names a secret; one of verl's own keys is hidden only when its last part
+    plainly does (``password``, ``api_key``, ``..._token``) and the value is a string, so
+    ``data.prompt_key`` or ``actor.ppo_max_token_len_per_gpu`` keep their values.
+    """
+    if value in (None, "", [], {}):
+        return value
+    parts = _parts(key)
+    if key in schema:
+        if parts and _plainly_secret(parts[-1]) and isinstance(value, str):
+            return SECRET_MASK
+    elif any(is_secret_key(p) for p in parts if not p.isdigit()):
+        return SECRET_MASK
+    return redact(value)
+
+
 # ---- the result -------------------------------------------------------------------------------
 @dataclass
 class Composed:
@@ -466,6 +510,9 @@ class Composed:
         error: a :class:`ConfigError` when the composition itself fails as verl's would.
         resolve_errors: dotted path -> why its interpolation could not be resolved.
         env: environment assignments of the launch command.
+        probe: how the composing process in the target ended (:meth:`ProbeOutput.evidence`), kept
+            when it failed: with ``error`` kind ``compose_probe`` (Hydra never finished) or with
+            ``method`` stored (the target could not compose at all, the stored defaults were used).
     """
 
     method: str
@@ -481,6 +528,7 @@ class Composed:
     error: Optional[ConfigError] = None
     resolve_errors: Dict[str, str] = field(default_factory=dict)
     env: Dict[str, str] = field(default_factory=dict)
+    probe: Dict[str, Any] = field(default_factory=dict)
 
     def get(self, key: str, default: Any = None) -> Any:
         """Resolved value at dotted ``key`` (``default`` when absent)."""
@@ -494,16 +542,42 @@ class Composed:
         """Display source of ``key`` (see :func:`effective_source`)."""
         return effective_source(self.provenance, key)
 
+    def schema(self) -> set:
+        """Dotted keys of the release's defaults (verl's own config keys)."""
+        return set(flatten(self.defaults))
+
+    def shown_values(self, keys: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """Resolved values by dotted key (every leaf, or ``keys``), redacted for printing and
+        writing (see :func:`redact_config_value`)."""
+        schema = self.schema()
+        leaves = flatten(self.resolved)
+        keys = list(leaves) if keys is None else keys
+        return {k: redact_config_value(k, leaves[k] if k in leaves else self.get(k), schema) for k in keys}
+
+    def shown_overrides(self, overrides: Sequence[Override]) -> List[str]:
+        """The override texts, with the value of a secret key masked (as :meth:`shown_values`)."""
+        schema = self.schema()
+        out = []
+        for ov in overrides:
+            if not ov.has_value:
+                out.append(ov.text)
+                continue
+            head, _eq, val = ov.text.partition("=")
+            shown = redact_config_value(ov.key, ov.value, schema)
+            out.append("%s=%s" % (head, SECRET_MASK if shown == SECRET_MASK else redact(val)))
+        return out
+
     def to_dict(self, full: bool = False) -> Dict[str, Any]:
-        """JSON-ready summary; ``full`` adds every resolved leaf with its provenance."""
+        """JSON-ready summary; ``full`` adds every resolved leaf with its provenance. Every field is
+        redacted: values key by key (:meth:`shown_values`), texts with :func:`redact`."""
+        err = None if self.error is None else {"kind": self.error.kind, "message": redact(self.error.message),
+                                               "fix": redact(self.error.fix)}
         d: Dict[str, Any] = {"method": self.method, "verl_version": self.verl_version,
-                             "config_name": self.config_name, "source": self.source, "notes": list(self.notes),
-                             "error": None if self.error is None else {"kind": self.error.kind,
-                                                                       "message": self.error.message,
-                                                                       "fix": self.error.fix},
-                             "resolve_errors": dict(self.resolve_errors)}
+                             "config_name": self.config_name, "source": redact(self.source),
+                             "notes": [redact(n) for n in self.notes], "error": err,
+                             "resolve_errors": {k: redact(v) for k, v in self.resolve_errors.items()}}
         if full:
-            d["values"] = {k: {"value": v, "source": self.source_of(k)} for k, v in flatten(self.resolved).items()}
+            d["values"] = {k: {"value": v, "source": self.source_of(k)} for k, v in self.shown_values().items()}
         return d
 
 
@@ -516,9 +590,9 @@ def _read_user_file(path: str) -> Optional[Dict[str, Any]]:
             with open(path, encoding="utf-8") as fh:
                 data = json.load(fh)
         except (OSError, ValueError) as exc:
-            raise UsageError("--file %s: not valid JSON (%s); fix the file or pass the YAML" % (path, exc))
+            raise FileUnreadable("--file %s: not valid JSON (%s); fix the file or pass the YAML" % (path, exc))
         if not isinstance(data, dict):
-            raise UsageError("--file %s: the top level must be a mapping of config keys" % path)
+            raise FileUnreadable("--file %s: the top level must be a mapping of config keys" % path)
         return data
     return None
 
@@ -595,11 +669,16 @@ def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: 
     """The effective config of ``spec`` (+ ``file``) for the target interpreter ``python``.
 
     Hydra in the target when it has verl, else the stored defaults of ``release``. Raises
-    UsageError for an unreadable ``file`` (or YAML with no YAML reader in the target), and
+    FileUnreadable (a UsageError) for a ``file`` that is not valid YAML/JSON, UsageError when it
+    is absent or YAML with no YAML reader in the target, and
     ComposeUnsupported when the stored path cannot follow the request.
     """
     from ..probes.process import run_script
+    from .rules import entry_point
 
+    ep = entry_point(spec.entry)
+    if spec.config_name is None and ep is not None:
+        spec = dataclasses.replace(spec, config_name=ep["config_name"])  # the entry point's own config
     file_json = _read_user_file(file) if file else None
     config_dir = None
     if spec.config_path:
@@ -614,14 +693,17 @@ def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: 
     }, timeout=timeout, env=env)
     envev = out.last("env")
     notes = list(spec.notes)
-    if spec.entry and not re.search(r"(^|[./])main_ppo(\.py)?$", spec.entry):
-        notes.append("entry point %s: composed with %s, the config of verl.trainer.main_ppo" % (
-            spec.entry, spec.config_name or "ppo_trainer"))
+    if spec.entry and ep is None:
+        notes.append("entry point %s is not one of verl's: composed with %s, the config of "
+                     "verl.trainer.main_ppo (pass --config-name if it uses another)" % (
+                         spec.entry, spec.config_name or "ppo_trainer"))
     if spec.ignored:
         notes.append("not read as overrides: %s" % " ".join(spec.ignored))
     if envev is not None:
         trees = {e["stage"]: e["tree"] for e in out.events if e.get("event") == "tree"}
         err = out.last("error")
+        if file and out.last("file_error") is not None:
+            raise _unreadable(file, out.last("file_error"))
         defaults = trees.get("defaults", {})
         after = trees.get("file", defaults)
         final = trees.get("final", after)
@@ -631,6 +713,9 @@ def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: 
                      notes=notes, env=env)
         if err is not None:
             c.error = _hint(err, spec)
+        elif "final" not in trees:  # the process died or hung before Hydra answered
+            c.error = _probe_error(python, out, timeout)
+            c.probe = out.evidence()
         res = out.last("resolved")
         mine, errors = resolve(final, dict(os.environ, **env))
         c.resolved = res["tree"] if res is not None else mine
@@ -639,7 +724,8 @@ def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: 
             c.resolve_errors = errors or ({"(config)": rerr["message"]} if rerr else {})
         c.provenance = provenance(defaults, after, final, spec.overrides)
         return c
-    if out.last("no_verl") is None:
+    failed_probe = out.last("no_verl") is None
+    if failed_probe:
         notes.append("the target interpreter %s could not compose (%s); used the stored defaults" % (
             python, out.describe()))
     file_tree = file_json
@@ -648,13 +734,35 @@ def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: 
             file_tree = out.last("file_tree")["tree"]
         elif out.last("file_error") is not None:
             fe = out.last("file_error")
-            raise UsageError("--file %s: not valid YAML (%s: %s); fix the file" % (file, fe["kind"],
-                                                                                    fe["message"].splitlines()[0]))
+            raise _unreadable(file, fe)
         else:
             raise UsageError("--file %s is YAML and %s has neither omegaconf nor PyYAML to read it; pass the config "
                              "as JSON or point --python at the verl environment" % (file, python))
         if not isinstance(file_tree, dict):
-            raise UsageError("--file %s: the top level must be a mapping of config keys" % file)
+            raise FileUnreadable("--file %s: the top level must be a mapping of config keys" % file)
     c = compose_stored(spec, file_tree, release, env=dict(os.environ, **env))
     c.notes = notes + c.notes
+    if failed_probe:
+        c.probe = out.evidence()
     return c
+
+
+def _unreadable(file: str, fe: Dict[str, Any]) -> FileUnreadable:
+    text = str(fe.get("message") or "").strip()
+    first = (text.splitlines() or [""])[0]
+    where = re.findall(r"line \d+, column \d+", text)
+    return FileUnreadable("--file %s: not valid YAML (%s: %s%s); fix the file" % (
+        file, fe.get("kind"), first, " at %s" % where[-1] if where else ""))
+
+
+def _probe_error(python: str, out: Any, timeout: float) -> ConfigError:
+    """A composing process that ended without Hydra's answer, as a ConfigError of kind
+    ``compose_probe`` (an ERROR row: the launch was not checked)."""
+    tail = [ln for ln in out.stderr_tail.strip().splitlines() if ln.strip()]
+    msg = "composing with Hydra in %s did not finish: %s%s" % (python, out.describe(),
+                                                              "; stderr: %s" % tail[-1][:300] if tail else "")
+    if out.timed_out:
+        fix = "raise --timeout (it was %.0f s), or check why Hydra is slow in that environment" % timeout
+    else:
+        fix = "run the launch command itself in that environment to see the error (stderr tail in the evidence)"
+    return ConfigError("compose_probe", msg, fix)

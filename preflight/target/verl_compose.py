@@ -8,7 +8,8 @@
 #              read with omegaconf or PyYAML (else "no_yaml"), so the checker can compose itself.
 #   "tree"     {stage: "defaults" | "file" | "final", tree}: the unresolved config after each step
 #   "resolved" {tree} or "resolve_error" {kind, message}
-#   "error"    {stage, kind, message}: Hydra refused the composition (what verl would print).
+#   "error"    {stage, kind, message}: Hydra refused the composition (what verl would print); stage
+#              "file" with a "file_error" {kind, message} before it: the --file could not be read.
 # verl is located with importlib.util.find_spec, never imported (its import is slow and heavy).
 import importlib.util
 import os
@@ -119,7 +120,12 @@ def main():
             # Step 2: the user's file. With a defaults list it is itself a primary config (its own
             # directory first, verl's configs on the search path); else it is merged over the
             # defaults as `_self_` of a one-file primary config, which is what Hydra does.
-            data = OmegaConf.load(path)
+            try:
+                data = OmegaConf.load(path)
+            except Exception as exc:  # unreadable or not YAML: what verl's own load would raise
+                emit("file_error", kind=type(exc).__name__, message=str(exc).strip()[:2000])
+                _err("file", exc)
+                return
             if "defaults" in data:
                 own = []
                 try:
