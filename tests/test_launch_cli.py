@@ -156,3 +156,179 @@ def test_check_stage_yaml_without_reader_is_an_error_row(pyz, bare_python, tmp_p
     assert res["config.compose"]["status"] == "error" and "neither omegaconf nor PyYAML" in \
         res["config.compose"]["message"]
     assert p.returncode == 1 and "Traceback" not in p.stderr
+
+
+# ---- review fixes: secrets, unreadable files and dead probes, sizes of 0, entry points -------------
+SECRET_LAUNCH = ["WANDB_API_KEY=0123456789abcdef0123", "python3", "-m", "verl.trainer.main_ppo",
+                 "data.train_files=https://bob:s3cret@host/x.parquet", "data.prompt_key=question",
+                 "+trainer.my_api_key=plainsecret42"]
+SECRETS = ("0123456789abcdef0123", "s3cret", "plainsecret42")
+
+
+def _assert_no_secrets(p, out):
+    text = out.read_text()
+    for s in SECRETS:
+        assert s not in text and s not in p.stdout and s not in p.stderr, s
+    doc = json.loads(text)
+    vals = doc["launch"]["config"]["values"]
+    assert vals["data.train_files"]["value"] == "https://bob:***@host/x.parquet"
+    assert vals["trainer.my_api_key"] == {"value": "***", "source": "override"}
+    # verl's own keys whose names only look like secrets keep their values
+    assert vals["data.prompt_key"] == {"value": "question", "source": "override"}
+    assert vals["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"]["value"] == 16384
+    assert doc["launch"]["spec"]["env"] == {"WANDB_API_KEY": "***"}
+    assert "data.prompt_key=question" in doc["launch"]["spec"]["overrides"]
+    assert "+trainer.my_api_key=***" in doc["launch"]["spec"]["overrides"]
+    assert "https://bob:***@host/x.parquet" in p.stdout  # the Effective values table
+    return doc
+
+
+def test_config_output_is_redacted_with_stored_defaults(pyz, bare_python, tmp_path):
+    out = tmp_path / "cfg.json"
+    p = pyz_run(pyz, "config", "--python", bare_python, "--json", str(out), "--", *SECRET_LAUNCH,
+                env=dict(os.environ, COLUMNS="200"))
+    _assert_no_secrets(p, out)
+
+
+@pytest.mark.realenv
+def test_config_output_is_redacted_with_hydra(pyz, tmp_path):
+    py = real_env("verl091-core", VERL_CORE)
+    out = tmp_path / "cfg.json"
+    p = pyz_run(pyz, "config", "--python", py, "--json", str(out), "--", *SECRET_LAUNCH,
+                env=dict(os.environ, COLUMNS="200"))
+    assert _assert_no_secrets(p, out)["launch"]["config"]["method"] == "hydra"
+
+
+def test_header_reads_without_nested_brackets(pyz, bare_python):
+    p = pyz_run(pyz, "config", "--python", bare_python, "--", *SEED, env=dict(os.environ, COLUMNS="200"))
+    head = p.stdout.splitlines()[1]
+    assert "verl: 0.9.1" in head and "((" not in head and "))" not in head
+    assert "Batch pipeline: rules of verl 0.9.1 (>=0.9.1)" in p.stdout
+
+
+@pytest.mark.realenv
+def test_unreadable_yaml_file_is_never_a_pass_with_hydra(pyz, tmp_path):
+    py = real_env("verl091-core", VERL_CORE)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data:\n  train_batch_size: [unclosed\n")
+    p = pyz_run(pyz, "config", "--python", py, "--file", str(bad))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stdout + p.stderr
+    assert "--file %s: not valid YAML (ParserError" % bad in p.stderr and "line 3, column 1" in p.stderr
+    out = tmp_path / "r.json"
+    p = pyz_run(pyz, "check", "--python", py, "--stage", "config", "--config", str(bad), "--json", str(out))
+    res = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    assert res["config.compose"]["status"] == "fail" and "not valid YAML" in res["config.compose"]["message"]
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+
+
+STUB_HYDRA = '''
+import os, signal, sys, time
+
+
+class _Ctx(object):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def initialize_config_dir(**kwargs):
+    return _Ctx()
+
+
+def compose(**kwargs):
+    sys.stderr.write("stub hydra: compose is broken here\\n")
+    sys.stderr.flush()
+    if os.environ.get("STUB_HYDRA") == "hang":
+        time.sleep(120)
+    os.kill(os.getpid(), signal.SIGSEGV)
+'''
+
+
+@pytest.fixture
+def broken_hydra(tmp_path):
+    """A PYTHONPATH whose verl (a config directory only) and Hydra are stubs: Hydra crashes with
+    SIGSEGV, or hangs with STUB_HYDRA=hang, after the target reported verl and Hydra."""
+    root = tmp_path / "stubs"
+    (root / "verl" / "trainer" / "config").mkdir(parents=True)
+    (root / "verl" / "__init__.py").write_text("")
+    (root / "verl" / "trainer" / "__init__.py").write_text("")
+    (root / "verl" / "trainer" / "config" / "ppo_trainer.yaml").write_text("data:\n  train_batch_size: 8\n")
+    (root / "hydra" / "core").mkdir(parents=True)
+    (root / "hydra" / "__init__.py").write_text(STUB_HYDRA)
+    (root / "hydra" / "core" / "__init__.py").write_text("")
+    (root / "hydra" / "core" / "global_hydra.py").write_text(
+        "class GlobalHydra(object):\n    @staticmethod\n    def instance():\n        return GlobalHydra()\n\n"
+        "    def clear(self):\n        pass\n")
+    (root / "omegaconf").mkdir()
+    (root / "omegaconf" / "__init__.py").write_text("class OmegaConf(object):\n    pass\n")
+    return str(root)
+
+
+@pytest.mark.parametrize("mode,words", [("crash", "crashed with SIGSEGV"), ("hang", "no answer within")])
+def test_a_dead_compose_probe_is_an_error_row(pyz, bare_python, broken_hydra, tmp_path, mode, words):
+    out = tmp_path / "r.json"
+    env = dict(os.environ, PYTHONPATH=broken_hydra, STUB_HYDRA=mode)
+    p = pyz_run(pyz, "check", "--python", bare_python, "--stage", "config", "--timeout", "5", "--launch",
+                "python3 -m verl.trainer.main_ppo data.train_batch_size=8", "--json", str(out), env=env)
+    res = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    row = res["config.compose"]
+    assert row["status"] == "error" and words in row["message"], row
+    assert "stub hydra: compose is broken here" in row["evidence"]["probe"]["stderr_tail"]
+    assert row["fix"] and res["config.rules"]["status"] == "skip" and p.returncode == 1
+
+
+def test_zero_sizes_are_failures_not_ones(pyz, bare_python, tmp_path):
+    out = tmp_path / "r.json"
+    p = pyz_run(pyz, "check", "--python", bare_python, "--stage", "config", "--launch",
+                "python3 -m verl.trainer.main_ppo data.train_batch_size=64 actor_rollout_ref.rollout.n=0 "
+                "actor_rollout_ref.rollout.tensor_model_parallel_size=0", "--json", str(out))
+    res = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    row = res["config.batch"]
+    assert row["status"] == "fail", row
+    assert "actor_rollout_ref.rollout.n is 0: it must be 1 or more" in row["message"]
+    assert "actor_rollout_ref.rollout.tensor_model_parallel_size is 0" in row["message"]
+    assert "set actor_rollout_ref.rollout.n to 1" in row["fix"] and p.returncode == 1
+
+
+@pytest.mark.parametrize("launch", [
+    ["torchrun", "--standalone", "--nproc_per_node=8", "-m", "verl.trainer.sft_trainer", "data.train_batch_size=60"],
+    ["python3", "-m", "verl.trainer.main_eval"],
+])
+def test_non_ppo_entry_points_get_no_ppo_failures_with_stored_defaults(pyz, bare_python, tmp_path, launch):
+    out = tmp_path / "r.json"
+    p = pyz_run(pyz, "config", "--python", bare_python, "--json", str(out), "--", *launch)
+    res = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    assert {r["status"] for r in res.values()} == {"skip"}, res
+    assert "entry point" in res["config.compose"]["message"] and p.returncode == 0
+
+
+@pytest.mark.realenv
+def test_entry_points_compose_their_own_config_with_hydra(pyz, tmp_path):
+    py = real_env("verl091-core", VERL_CORE)
+    out = tmp_path / "r.json"
+    p = pyz_run(pyz, "config", "--python", py, "--json", str(out), "--", "torchrun", "--nproc_per_node=8", "-m",
+                "verl.trainer.sft_trainer", "data.train_batch_size=60", "data.micro_batch_size_per_gpu=7")
+    doc = json.loads(out.read_text())
+    res = {r["id"]: r for r in doc["results"]}
+    assert res["config.compose"]["status"] == "pass" and doc["launch"]["config"]["config_name"] == \
+        "sft_trainer_engine", res
+    assert doc["launch"]["config"]["values"]["data.micro_batch_size_per_gpu"]["value"] == 7
+    assert res["config.batch"]["status"] == "skip" and "SFT entry point" in res["config.batch"]["message"]
+    assert not [r for r in res.values() if r["status"] == "fail"] and p.returncode == 0
+    # a key the SFT config lacks is Hydra's refusal, a real failure
+    p = pyz_run(pyz, "config", "--python", py, "--", "python3", "-m", "verl.trainer.sft_trainer",
+                "actor_rollout_ref.rollout.n=4", env=dict(os.environ, COLUMNS="200"))
+    assert p.returncode == 1 and "Could not override 'actor_rollout_ref.rollout.n'" in p.stdout
+    # the generation server reads ppo_trainer but trains nothing
+    p = pyz_run(pyz, "config", "--python", py, "--json", str(out), "--", "python3", "-m",
+                "verl.trainer.main_generation_server", "actor_rollout_ref.rollout.n=0")
+    res = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    assert res["config.compose"]["status"] == "pass" and res["config.rules"]["status"] == "skip"
+    # gone from 0.9.1: named, with what to run instead
+    p = pyz_run(pyz, "config", "--python", py, "--json", str(out), "--", "torchrun", "-m",
+                "verl.trainer.fsdp_sft_trainer", "data.train_batch_size=60")
+    row = {r["id"]: r for r in json.loads(out.read_text())["results"]}["config.compose"]
+    assert row["status"] == "fail" and "verl 0.9.1 has no module verl.trainer.fsdp_sft_trainer" in row["message"]
+    assert "verl.trainer.sft_trainer" in row["fix"] and p.returncode == 1

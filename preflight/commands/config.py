@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from ..checks.config import evaluation, launch_facts
     from ..context import Context, Options
     from ..launch import render
+    from ..redact import redact
     from ..report import Report, jsonreport
     from ..runner import run as run_stages
     from .check import _resolve_python
@@ -88,6 +89,9 @@ def run(args: argparse.Namespace) -> int:
     ctx = Context(opts, mx)
     t0 = time.time()
     results = run_stages(ctx, ["config"])
+    from ..paths import check_output_file
+
+    check_output_file(args.json, "--json")
     to_stdout = args.json == "-"
     console = Console(stderr=to_stdout, highlight=False)
     info = ctx.target() or {}
@@ -104,18 +108,20 @@ def run(args: argparse.Namespace) -> int:
     if comp is not None:
         console.print("config: %s from %s" % (comp.config_name, comp.source), style="dim", highlight=False)
         for n in comp.notes:
-            console.print("note: %s" % n, style="yellow")
+            console.print(Text("note: %s" % redact(n), style="yellow"))
         console.print()
         console.print(Text("Effective values" + (" (all)" if args.print_all else " that matter"), style="bold cyan"))
         console.print(render.values_table(comp, args.print_all))
         if comp.error is None and "config.batch" in ctx.results and ctx.results["config.batch"].status.value == "pass":
             ev = evaluation(ctx)
             console.print()
-            console.print(Text("Batch pipeline (%s)" % ev["note"], style="bold cyan"))
+            console.print(Text("Batch pipeline: %s" % ev["note"], style="bold cyan"))
             console.print(render.plan_table(ev["plan"]))
     console.print()
     console.print(Text("Findings", style="bold cyan"))
-    console.print(render.results_table([r for r in results if r.id != "config.batch"], args.verbose))
+    # the batch row is the table above when it passed; any other outcome is a finding to show
+    shown = [r for r in results if not (r.id == "config.batch" and ev is not None)]
+    console.print(render.results_table(shown, args.verbose))
     console.print()
     console.print(render.verdict(results))
     report = Report(results=results, stages=["config"],
@@ -125,20 +131,17 @@ def run(args: argparse.Namespace) -> int:
                     machine={}, tool_version=_tool_version(), matrix_version=mx.version, started_at=t0,
                     duration_s=time.time() - t0)
     if args.json:
-        doc = jsonreport.to_dict(report)
-        doc["launch"] = {
-            "spec": None if not facts.get("spec") else {"overrides": facts["spec"].override_texts,
-                                                         "config_name": facts["spec"].config_name,
-                                                         "config_path": facts["spec"].config_path,
-                                                         "entry": facts["spec"].entry, "env": facts["spec"].env},
-            "config": comp.to_dict(full=True) if comp is not None else None,
+        spec = facts.get("spec")
+        jsonreport.write(report, args.json, {"launch": {
+            "spec": None if spec is None else {
+                "overrides": jsonreport.Redacted(comp.shown_overrides(spec.overrides)) if comp is not None
+                else spec.override_texts,
+                "config_name": spec.config_name, "config_path": spec.config_path, "entry": spec.entry,
+                "env": spec.env},
+            "config": jsonreport.Redacted(comp.to_dict(full=True)) if comp is not None else None,
             "batch": ev["plan"].to_dict() if ev and ev.get("plan") else None,
             "rules": ev["note"] if ev else None,
-        }
-        try:
-            render.write_json(doc, args.json)
-        except OSError as exc:
-            raise UsageError("--json %s: cannot write the report: %s" % (args.json, exc.strerror or exc))
+        }})
     return report.exit_code
 
 

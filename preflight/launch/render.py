@@ -4,12 +4,9 @@ Tables fit 80 columns (rich folds long keys and values); nothing here runs a che
 """
 
 import json
-import os
-import tempfile
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Iterable, List, Optional, Sequence
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -17,7 +14,7 @@ from ..result import Result, Status
 from .batch import BatchPlan
 from .compose import Composed, flatten
 
-__all__ = ["KEY_VALUES", "shown_keys", "values_table", "plan_table", "results_table", "verdict", "write_json"]
+__all__ = ["KEY_VALUES", "shown_keys", "values_table", "plan_table", "results_table", "verdict", "header"]
 
 #: The values that matter for a launch, in display order (absent keys are left out).
 KEY_VALUES = (
@@ -73,8 +70,10 @@ def _section(key: str) -> str:
 
 def values_table(c: Composed, full: bool = False) -> Table:
     """Values grouped by section (``actor_rollout_ref.rollout``...): key | value | from
-    (default, file, override, --gpus, or 'override via <key>' for an interpolated default)."""
+    (default, file, override, --gpus, or 'override via <key>' for an interpolated default).
+    Values are redacted (:meth:`Composed.shown`): a secret shows as ``***``."""
     keys = shown_keys(c, full)
+    safe = c.shown_values(keys)
     sections: List[str] = []
     for k in keys:
         if _section(k) not in sections:
@@ -89,7 +88,7 @@ def values_table(c: Composed, full: bool = False) -> Table:
         for k in [k for k in keys if _section(k) == sec]:
             src = c.source_of(k)
             style = "" if src.startswith("default") else "bold"
-            t.add_row(Text("  " + k[len(sec) + 1:], style=style), Text(_short(c.get(k), 200 if full else 48)),
+            t.add_row(Text("  " + k[len(sec) + 1:], style=style), Text(_short(safe[k], 200 if full else 48)),
                       src.replace(" via ", " via\n") if len(src) > 30 else src)
     return t
 
@@ -150,32 +149,12 @@ def verdict(rows: Iterable[Result]) -> Text:
         bad, c[Status.WARN], c[Status.PASS], c[Status.SKIP]))
 
 
-def write_json(doc: Dict[str, Any], path: str) -> None:
-    """Write ``doc`` to ``path`` atomically (temp file beside it, then rename); '-' is stdout.
-
-    Raises OSError when the directory is not writable.
-    """
-    data = json.dumps(doc, indent=2, default=str) + "\n"
-    if path == "-":
-        import sys
-
-        sys.stdout.write(data)
-        return
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".preflight-", suffix=".json", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def header(console: Console, python: str, version: Optional[str], verl: Optional[str], how: str) -> None:
-    """The first lines: tool, target interpreter, verl release."""
+    """The first lines: tool, target interpreter, verl release and how it was chosen
+    (``verl: 0.9.1 (installed)``; a reason with its own brackets follows a comma instead:
+    ``verl: 0.9.1, newest in the matrix (verl not installed)``)."""
     from .. import __version__
 
     console.print(Text.assemble(("verl-preflight ", "bold"), __version__))
-    console.print("target: %s (Python %s)   verl: %s (%s)" % (escape(python), version or "?", verl, how))
+    chosen = (", %s" if "(" in how else " (%s)") % how
+    console.print(Text("target: %s (Python %s)   verl: %s%s" % (python, version or "?", verl or "?", chosen)))
