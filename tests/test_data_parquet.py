@@ -102,7 +102,9 @@ def test_bad_rows_are_counted_with_the_first_examples(verl_py, tmp_path):
     rf = f["reward_function"]
     assert rf.status == "fail" and "'my_dataset' (1 rows): no default reward function in verl 0.9.1" in rf.message
     assert "reward.custom_reward_function.path=" in rf.fix
-    found, _ = check_files(verl_py, [path], release="0.9.1", custom_reward="/tmp/my_reward.py")
+    reward = tmp_path / "my_reward.py"
+    reward.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0\n")
+    found, _ = check_files(verl_py, [path], release="0.9.1", custom_reward=str(reward))
     assert by_item(found)["reward_function"].status == "pass"
     assert info["files"][0]["sources"] == {"openai/gsm8k": 9, "my_dataset": 1}
 
@@ -155,3 +157,62 @@ def test_config_stage_reads_the_launch_datasets(verl_py, tmp_path):
     assert res["config.data.train.parquet.prompt"]["status"] == "pass"
     assert res["config.data.test.parquet.reward_model"]["status"] == "fail"
     assert p.returncode == 1
+
+
+# ---- review fixes: empty files, a missing custom reward file, directories ------------------------
+def test_zero_row_file_fails(verl_py, tmp_path):
+    empty = write_parquet(verl_py, tmp_path / "empty.parquet", columns={
+        "data_source": [], "prompt": [], "reward_model": []})
+    found, info = check_files(verl_py, [empty], release="0.9.1")
+    f = by_item(found)
+    assert info["files"][0]["num_rows"] == 0
+    assert f["rows"].status == "fail" and "empty.parquet: the file has no rows" in f["rows"].message
+    assert "data_source, prompt, reward_model" in f["rows"].message and f["rows"].fix
+
+
+def test_missing_custom_reward_file_fails(verl_py, tmp_path):
+    good = write_parquet(verl_py, tmp_path / "train.parquet", rows=GOOD_ROWS)
+    found, _ = check_files(verl_py, [good], release="0.9.1", custom_reward="/nonexistent.py")
+    f = by_item(found)["custom_reward"]
+    assert f.status == "fail" and "custom reward function file /nonexistent.py does not exist" in f.message
+    assert f.fix.startswith("set reward.custom_reward_function.path to the .py file")
+    mine = tmp_path / "my_reward.py"
+    mine.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n")
+    found, _ = check_files(verl_py, [good], release="0.9.1", custom_reward=str(mine))
+    assert by_item(found)["custom_reward"].status == "pass"
+    p = cli("data", "--python", verl_py, "--custom-reward", "/nonexistent.py", good,
+            env=dict(os.environ, COLUMNS="300"))
+    assert p.returncode == 1 and "FAIL   files.custom_reward  custom reward function file /nonexistent.py does " \
+        "not exist: verl stops" in p.stdout, p.stdout
+
+
+def test_data_command_reads_a_directory(verl_py, tmp_path):
+    d = tmp_path / "gsm8k"
+    d.mkdir()
+    write_parquet(verl_py, d / "train.parquet", rows=GOOD_ROWS)
+    write_parquet(verl_py, d / "test.parquet", rows=GOOD_ROWS)
+    (d / "README.md").write_text("not data\n")
+    out = tmp_path / "d.json"
+    p = cli("data", "--python", verl_py, str(d), "--json", str(out), env=dict(os.environ, COLUMNS="300"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "is a directory: checked its 2 *.parquet file(s)" in p.stdout
+    assert sorted(os.path.basename(f["path"]) for f in json.loads(out.read_text())["data"]["files"]) == [
+        "test.parquet", "train.parquet"]
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    p = cli("data", "--python", verl_py, str(empty))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "is a directory with no *.parquet file" in p.stderr
+
+
+def test_config_stage_directory_in_train_files(verl_py, tmp_path):
+    d = tmp_path / "gsm8k"
+    d.mkdir()
+    write_parquet(verl_py, d / "train.parquet", rows=GOOD_ROWS)
+    out = tmp_path / "r.json"
+    launch = "python3 -m verl.trainer.main_ppo data.train_files=%s data.val_files=%s" % (d, d / "train.parquet")
+    cli("check", "--python", verl_py, "--stage", "config", "--launch", launch, "--json", str(out))
+    res = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    row = res["config.data.directory_gsm8k"]
+    assert row["status"] == "fail" and "Unsupported file format" in row["message"]
+    assert row["fix"] == "list the files instead: [%s]" % (d / "train.parquet")
+    assert res["config.data.train.parquet.prompt"]["status"] == "pass"

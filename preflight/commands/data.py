@@ -10,6 +10,7 @@ give a custom one. Files are read with the target interpreter's pyarrow (verl de
 import argparse
 import os
 import time
+from typing import List, Tuple
 
 from ..errors import UsageError
 
@@ -26,7 +27,8 @@ exit codes: 0 verl can read the files (warnings allowed), 1 it cannot, 2 usage e
 
 def register(p: argparse.ArgumentParser) -> None:
     """Add ``data``'s options to its parser."""
-    p.add_argument("files", nargs="+", metavar="FILE.parquet", help="parquet files (data.train_files / val_files)")
+    p.add_argument("files", nargs="+", metavar="FILE.parquet", help="parquet files (data.train_files / val_files), "
+                   "or a directory: its *.parquet files")
     p.add_argument("--python", metavar="PATH", default=None,
                    help="interpreter whose pyarrow reads the files (the verl environment's; default: this one)")
     p.add_argument("--verl", metavar="VERSION", default=None,
@@ -55,11 +57,11 @@ def run(args: argparse.Namespace) -> int:
     from ..runner import _to_result
     from .check import _resolve_python
 
+    from ..paths import check_output_file
+
+    check_output_file(args.json, "--json")
     python = _resolve_python(args.python)
-    missing = [f for f in args.files if not os.path.isfile(f)]
-    if missing:
-        raise UsageError("%s: no such file; pass the parquet files of data.train_files / data.val_files" %
-                         ", ".join(missing))
+    files, dirs = expand_files(args.files)
     if args.examples < 0 or args.timeout <= 0:
         raise UsageError("--examples must be >= 0 and --timeout > 0")
     mx = matrix_mod.load()
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.time()
     release, how = ctx.verl_release()
     try:
-        found, info = check_files(python, args.files, args.prompt_key, args.reward_fn_key, release,
+        found, info = check_files(python, files, args.prompt_key, args.reward_fn_key, release,
                                   args.custom_reward, args.examples, args.timeout)
     except NoPyarrow as exc:
         raise UsageError("--python %s cannot import pyarrow (%s); point --python at the verl environment (verl "
@@ -85,6 +87,11 @@ def run(args: argparse.Namespace) -> int:
     render.header(console, python, tinfo.get("version_string"), release, how)
     console.print("pyarrow %s; %s" % (info["pyarrow"], ", ".join(
         "%s: %s rows" % (os.path.basename(s["path"]), s.get("num_rows", "?")) for s in info["files"])), style="dim")
+    for d, inside in dirs:
+        console.print(Text("note: %s is a directory: checked its %d *.parquet file(s); verl's data.train_files / "
+                           "data.val_files take files, not a directory (0.9.1: ValueError 'Unsupported file format'), "
+                           "so list them: [%s]" % (d, len(inside), ",".join(inside[:3]) + (",..." if len(inside) > 3 else "")),
+                           style="yellow"))
     console.print()
     console.print(Text("Findings", style="bold cyan"))
     console.print(render.results_table(results))
@@ -95,13 +102,34 @@ def run(args: argparse.Namespace) -> int:
                     verl={"version": release, "chosen_by": how}, tool_version=_version(), matrix_version=mx.version,
                     started_at=t0, duration_s=time.time() - t0)
     if args.json:
-        doc = jsonreport.to_dict(report)
-        doc["data"] = {"pyarrow": info["pyarrow"], "files": info["files"]}
-        try:
-            render.write_json(doc, args.json)
-        except OSError as exc:
-            raise UsageError("--json %s: cannot write the report: %s" % (args.json, exc.strerror or exc))
+        jsonreport.write(report, args.json, {"data": {"pyarrow": info["pyarrow"], "files": info["files"]}})
     return report.exit_code
+
+
+def expand_files(paths: List[str]) -> Tuple[List[str], List[Tuple[str, List[str]]]]:
+    """(the files to read, [(directory, its *.parquet files)]): a directory stands for the
+    ``*.parquet`` files directly in it, sorted.
+
+    Raises UsageError naming a path that does not exist, or a directory with no parquet file.
+    """
+    files: List[str] = []
+    dirs: List[Tuple[str, List[str]]] = []
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise UsageError("%s: no such file; pass the parquet files of data.train_files / data.val_files" %
+                         ", ".join(missing))
+    for p in paths:
+        if os.path.isdir(p):
+            inside = sorted(os.path.join(p, f) for f in os.listdir(p)
+                            if f.endswith(".parquet") and os.path.isfile(os.path.join(p, f)))
+            if not inside:
+                raise UsageError("%s is a directory with no *.parquet file in it; pass the parquet files of "
+                                 "data.train_files / data.val_files" % p)
+            dirs.append((p, inside))
+            files.extend(f for f in inside if f not in files)
+        elif p not in files:
+            files.append(p)
+    return files, dirs
 
 
 def _version() -> str:

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .rules import Finding, load_rules, ruleset
 
-__all__ = ["NoPyarrow", "scan", "findings", "check_files", "PREPROCESS_HINT"]
+__all__ = ["NoPyarrow", "scan", "findings", "check_files", "custom_reward_findings", "PREPROCESS_HINT"]
 
 PREPROCESS_HINT = ("convert the data to verl's RL format first: verl's examples/data_preprocess/gsm8k.py writes "
                    "data_source, prompt (chat messages), ability, reward_model {style, ground_truth} and extra_info")
@@ -61,10 +61,14 @@ def findings(summaries: Sequence[Dict[str, Any]], release: Optional[str] = None,
     custom reward function path (then any data_source is fine)."""
     rs, _note = ruleset(release)
     rules_all = load_rules()["ruleset"]
+    out: List[Finding] = []
+    custom_ok = True
+    if custom_reward:
+        out.extend(custom_reward_findings(custom_reward, rs))
+        custom_ok = out[-1].status != "fail"
     known_rs = rs if rs.get("default_reward_sources") else next(
         (r for r in reversed(rules_all) if r.get("default_reward_sources")), rs)
     key = rs.get("custom_reward_key", "reward.custom_reward_function")
-    out: List[Finding] = []
     paths = [s["path"] for s in summaries]
     for s in summaries:
         lab = _label(s["path"], paths)
@@ -79,6 +83,13 @@ def findings(summaries: Sequence[Dict[str, Any]], release: Optional[str] = None,
                 "check the path (data.train_files / data.val_files) and that the file is parquet")
             continue
         n, scanned = s.get("num_rows", 0), s.get("scanned", 0)
+        if not n:
+            add("rows", "fail", "the file has no rows (columns: %s): verl cannot train or validate on an empty "
+                "dataset (its dataloader has no batch to give)" % (", ".join(sorted(s.get("columns") or {})) or
+                                                                   "none"),
+                "re-run the preprocessing that wrote it (check its input and filters), or drop it from "
+                "data.train_files / data.val_files", num_rows=n)
+            continue
         cols = ", ".join(sorted(s.get("columns") or {}))
         part = "" if scanned >= n else " (first %d scanned)" % scanned
         checks = s.get("checks") or {}
@@ -139,7 +150,10 @@ def findings(summaries: Sequence[Dict[str, Any]], release: Optional[str] = None,
         prefixes = tuple(known_rs.get("default_reward_prefixes") or [])
         unknown = {k: v for k, v in srcs.items() if k not in known and not (prefixes and k.startswith(prefixes))}
         label = known_rs.get("label")
-        if custom_reward:
+        if custom_reward and not custom_ok:
+            add("reward_function", "skip", "the custom reward function file %s is missing (see custom_reward)" %
+                custom_reward)
+        elif custom_reward:
             add("reward_function", "pass", "custom reward function %s is used for every data_source" % custom_reward)
         elif unknown:
             first = sorted(unknown)[0]
@@ -156,6 +170,29 @@ def findings(summaries: Sequence[Dict[str, Any]], release: Optional[str] = None,
         else:
             add("reward_function", "pass", "every data_source has a default reward function in verl %s" % label)
     return out
+
+
+def custom_reward_findings(path: str, rs: Dict[str, Any]) -> List[Finding]:
+    """A finding on the custom reward function file ``path`` (``pkg://`` module paths are not
+    looked up): verl loads it with importlib from the launch's working directory and raises
+    FileNotFoundError ('Custom module file not found') when it is absent."""
+    key = rs.get("custom_reward_key", "reward.custom_reward_function")
+    meta = dict(check="the custom reward function file must exist and be a Python file",
+                where="verl/utils/import_utils.py load_module (from verl/trainer/ppo/reward.py)")
+    if path.startswith("pkg://"):
+        return [Finding("data", "skip", "custom reward function %s is a module path, not looked up here" % path,
+                        item="custom_reward", **meta)]
+    file = path[len("file://"):] if path.startswith("file://") else path
+    full = os.path.abspath(os.path.expanduser(file))
+    if os.path.isfile(full):
+        return [Finding("data", "pass", "custom reward function file %s exists" % path, item="custom_reward",
+                        evidence={"path": full}, **meta)]
+    why = "is a directory, not a Python file" if os.path.isdir(full) else "does not exist"
+    return [Finding("data", "fail", "custom reward function file %s %s%s: verl stops with FileNotFoundError "
+                    "'Custom module file not found' when it builds the reward function" % (
+                        path, why, "" if full == path else " (%s)" % full),
+                    "set %s.path to the .py file that defines the function (relative paths are read from the "
+                    "directory the launch runs in)" % key, item="custom_reward", evidence={"path": full}, **meta)]
 
 
 def check_files(python: str, files: Sequence[str], prompt_key: str = "prompt", source_key: str = "data_source",
