@@ -1,7 +1,7 @@
 """Keeps secrets out of every report.
 
-A value is hidden when its key names a secret (token, password, secret, credential, auth,
-cookie, a name ending in key) or when the value itself looks like one (Hugging Face, OpenAI, GitHub, AWS,
+A value is hidden when its key names a secret (HF_TOKEN, DB_PASSWORD, WANDB_API_KEY,
+aws_secret_access_key; not data.prompt_key or ppo_max_token_len_per_gpu) or when the value itself looks like one (Hugging Face, OpenAI, GitHub, AWS,
 W&B tokens, URLs with user:password). Applied by the runner to every result before rendering.
 """
 
@@ -10,8 +10,15 @@ from typing import Any
 
 __all__ = ["redact", "is_secret_key"]
 
-_SECRET_PARTS = {"token", "secret", "password", "passwd", "pwd", "credential", "credentials", "auth",
-                 "cookie", "apikey", "passphrase"}
+# A name is a secret's when its last part is one of _SECRET_LAST (HF_TOKEN, DB_PASSWORD), when
+# it holds one of _SECRET_ANY anywhere (aws_secret_access_key), or when it ends in "key" right
+# after one of _KEY_QUALIFIERS (WANDB_API_KEY). Config names such as data.prompt_key,
+# reward_fn_key or ppo_max_token_len_per_gpu are not secrets.
+_SECRET_LAST = {"token", "secret", "password", "passwd", "pwd", "credential", "credentials", "auth", "cookie",
+                "apikey", "passphrase"}
+_SECRET_ANY = {"password", "passwd", "secret", "credentials", "apikey"}
+_KEY_QUALIFIERS = {"api", "access", "secret", "private", "auth", "signing", "encryption", "ssh", "license",
+                   "master", "service", "account"}
 _VALUE = [
     re.compile(r"\bhf_[A-Za-z0-9]{20,}"),
     re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),
@@ -29,11 +36,13 @@ MASK = "***"
 
 
 def is_secret_key(key: str) -> bool:
-    """True when a variable or field name says it holds a secret: one of its ``_``/``-``/``.``
-    separated parts is token, secret, password, auth... or its last part is ``key``
-    (``WANDB_API_KEY``). ``max_tokens`` or ``key_classes`` are not secrets."""
+    """True when a variable or field name says it holds a secret (see the rules above)."""
     parts = [p for p in re.split(r"[^a-z0-9]+", key.lower()) if p]
-    return bool(parts) and (bool(_SECRET_PARTS.intersection(parts)) or parts[-1] == "key")
+    if not parts:
+        return False
+    if parts[-1] in _SECRET_LAST or _SECRET_ANY.intersection(parts):
+        return True
+    return parts[-1] == "key" and len(parts) >= 2 and parts[-2] in _KEY_QUALIFIERS
 
 
 def _assign(m: "re.Match[str]") -> str:

@@ -4,9 +4,11 @@ from preflight.redact import MASK, is_secret_key, redact
 
 
 def test_keys():
-    for k in ("HF_TOKEN", "WANDB_API_KEY", "aws_secret_access_key", "DB_PASSWORD", "auth", "api.token"):
+    for k in ("HF_TOKEN", "WANDB_API_KEY", "aws_secret_access_key", "DB_PASSWORD", "auth", "api.token",
+              "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "proxy_password_file", "ssh_key"):
         assert is_secret_key(k), k
-    for k in ("max_tokens", "tokens_per_s", "key_classes", "NCCL_SOCKET_IFNAME", "keyboard"):
+    for k in ("max_tokens", "tokens_per_s", "key_classes", "NCCL_SOCKET_IFNAME", "keyboard", "data.prompt_key",
+              "reward_fn_key", "ppo_max_token_len_per_gpu", "image_key"):
         assert not is_secret_key(k), k
 
 
