@@ -84,7 +84,7 @@ def test_config_print_all_and_hydra_refusal(pyz, bare_python):
 
 @pytest.mark.parametrize("args,words", [
     (["config", "--file", "/no/such.yaml"], "--file /no/such.yaml: no such file"),
-    (["config", "--gpus", "0"], "must be > 0"),
+    (["config", "--gpus", "0"], "must be 1 or more"),
     (["config", "--verl", "0.99"], "--verl 0.99: not a verl release"),
     (["check", "--config", "/no/cfg.yaml"], "--config /no/cfg.yaml: no such file"),
     (["data", "/no/x.parquet"], "no such file"),

@@ -8,6 +8,7 @@ from typing import Optional
 
 from .. import __version__
 from ..errors import UsageError
+from .argtypes import positive_int, positive_seconds
 
 NAME = "check"
 HELP = "run the staged checks (the default command)"
@@ -33,26 +34,6 @@ def _stages_arg(text: str):
     return names
 
 
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a number of seconds" % text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return v
-
-
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a whole number" % text)
-    if v < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return v
-
-
 def register(p: argparse.ArgumentParser) -> None:
     """Add ``check``'s options to its parser."""
     p.add_argument("--python", metavar="PATH", default=None,
@@ -68,13 +49,13 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip", type=_stages_arg, action="append", default=None, metavar="NAMES",
                    help="leave out these stages")
     p.add_argument("--json", metavar="FILE", default=None, help="write the JSON report to FILE ('-' for stdout)")
-    p.add_argument("--timeout", type=_positive, default=120.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive_seconds, default=120.0, metavar="SECONDS",
                    help="limit for each subprocess check before its process group is killed (default 120)")
-    p.add_argument("--nccl-world-size", type=_count, default=None, metavar="N",
+    p.add_argument("--nccl-world-size", type=positive_int, default=None, metavar="N",
                    help="ranks for the nccl stage (default: every visible GPU)")
     p.add_argument("--nccl-backend", choices=("nccl", "gloo"), default="nccl",
                    help="collective backend of the nccl stage (gloo runs on CPU, for testing)")
-    p.add_argument("--vllm-tp", type=_count, default=1, metavar="N",
+    p.add_argument("--vllm-tp", type=positive_int, default=1, metavar="N",
                    help="tensor_parallel_size of the vllm stage's generation (default 1)")
     p.add_argument("--launch", metavar="COMMAND", default=None,
                    help="a verl launch command or its overrides, quoted, for the config stage")

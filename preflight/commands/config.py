@@ -11,6 +11,7 @@ import os
 import time
 
 from ..errors import UsageError
+from .argtypes import positive_int
 
 NAME = "config"
 HELP = "check a verl launch command or saved config before it starts"
@@ -27,25 +28,15 @@ exit codes: 0 the launch passes verl's rules (warnings allowed), 1 it would fail
 """
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a whole number" % text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return v
-
-
 def register(p: argparse.ArgumentParser) -> None:
     """Add ``config``'s options to its parser."""
     p.add_argument("--python", metavar="PATH", default=None,
                    help="interpreter of the verl environment (composes with its Hydra; default: the one running this)")
     p.add_argument("--verl", metavar="VERSION", default=None,
                    help="verl release whose defaults and rules apply when the target has no verl")
-    p.add_argument("--gpus", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--gpus", type=positive_int, default=None, metavar="N",
                    help="GPUs per node for the job (sets trainer.n_gpus_per_node)")
-    p.add_argument("--nnodes", type=_positive_int, default=None, metavar="M", help="nodes (sets trainer.nnodes)")
+    p.add_argument("--nnodes", type=positive_int, default=None, metavar="M", help="nodes (sets trainer.nnodes)")
     p.add_argument("--file", metavar="CONFIG", default=None,
                    help="a saved config (YAML or JSON) applied over the defaults, before the overrides")
     p.add_argument("--print", dest="print_all", action="store_true", help="print every config value, not only "

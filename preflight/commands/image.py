@@ -6,7 +6,6 @@ import argparse
 import os
 import shutil
 import subprocess
-import sys
 
 from ..errors import UsageError
 from .spec import add_stack_options, make_spec

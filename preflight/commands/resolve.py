@@ -73,10 +73,21 @@ def machine_facts(args: argparse.Namespace) -> Tuple[Dict[str, Any], List[str]]:
     return kw, how
 
 
+def resolve_args(mx, verl: str, args: argparse.Namespace):
+    """(Resolution, how the machine facts were obtained) for the machine options in ``args``;
+    a ResolveError (bad --driver, unknown GPU...) becomes a UsageError."""
+    from ..resolve import ResolveError, resolve
+
+    kw, how = machine_facts(args)
+    try:
+        return resolve(mx, verl, backend=args.backend, **kw), how
+    except ResolveError as exc:
+        raise UsageError(str(exc))
+
+
 def run(args: argparse.Namespace) -> int:
     """Resolve, print the report (and the JSON); 0 a stack works, 1 none does."""
     from .. import matrix as matrix_mod
-    from ..resolve import ResolveError, resolve
 
     mx = matrix_mod.load()
     verl = args.verl or mx.verl_versions()[-1]
@@ -86,11 +97,7 @@ def run(args: argparse.Namespace) -> int:
         folder = os.path.dirname(os.path.abspath(args.json))
         if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or os.path.isdir(args.json):
             raise UsageError("--json %s: cannot write there; pass a file path in a writable directory" % args.json)
-    kw, how = machine_facts(args)
-    try:
-        res = resolve(mx, verl, backend=args.backend, **kw)
-    except ResolveError as exc:
-        raise UsageError(str(exc))
+    res, how = resolve_args(mx, verl, args)
     if args.json != "-":
         from rich.console import Console
 

@@ -45,8 +45,7 @@ def resolve_stack(args: argparse.Namespace) -> Tuple[Any, Any, List[str], Any]:
     """(matrix, resolution, how the machine facts were obtained, SpecOptions) for the arguments."""
     from .. import matrix as matrix_mod
     from ..outputs.spec import SpecOptions
-    from ..resolve import ResolveError, resolve
-    from .resolve import machine_facts
+    from .resolve import resolve_args
 
     mx = matrix_mod.load()
     verl = args.verl or mx.verl_versions()[-1]
@@ -54,11 +53,7 @@ def resolve_stack(args: argparse.Namespace) -> Tuple[Any, Any, List[str], Any]:
         raise UsageError("--verl %s: not a verl release in the matrix (known: %s)" % (verl, ", ".join(mx.verl_versions())))
     if args.torch and mx.torch_series(args.torch) is None:
         raise UsageError("--torch %s: not a torch release in the matrix" % args.torch)
-    kw, how = machine_facts(args)
-    try:
-        res = resolve(mx, verl, backend=args.backend, **kw)
-    except ResolveError as exc:
-        raise UsageError(str(exc))
+    res, how = resolve_args(mx, verl, args)
     opts = SpecOptions(torch=args.torch, torch_index=args.torch_index, no_backend=args.no_backend)
     return mx, res, how, opts
 

@@ -12,7 +12,7 @@ loads the driver's libnvidia-ml into the process; a broken driver must not take 
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 from .process import MARKER, run_argv
 

@@ -5,7 +5,6 @@
 # Events: "step" {name} before each step (the checker reports the last one of a rank that hung),
 #         "init" {seconds}, "size" {bytes, seconds_per_op, ok, got, want}, "done" {}.
 import datetime
-import os
 import time
 
 
