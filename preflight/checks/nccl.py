@@ -93,7 +93,8 @@ def _free_port() -> int:
 
 
 def run_ranks(python: str, world: int, backend: str, sizes: List[int], warmup: int, iters: int, timeout: float,
-              inject: Optional[Dict[str, Any]] = None) -> Tuple[List[Any], bool, List[int], float]:
+              inject: Optional[Dict[str, Any]] = None, min_timed_s: float = 0.0,
+              max_iters: int = 1000) -> Tuple[List[Any], bool, List[int], float]:
     """Start ``world`` ranks of ``target/nccl_rank.py`` and wait for all of them (one shared
     deadline of ``timeout`` seconds). If any rank fails or the deadline passes, every rank's
     process group is killed. Returns (ProbeOutput per rank, timed out?, ranks still running when
@@ -104,7 +105,8 @@ def run_ranks(python: str, world: int, backend: str, sizes: List[int], warmup: i
     procs = []
     for rank in range(world):
         args = {"rank": rank, "world_size": world, "port": port, "backend": backend, "sizes": sizes,
-                "warmup": warmup, "iters": iters, "init_timeout_s": max(10.0, timeout * 0.8), "inject": inject}
+                "warmup": warmup, "iters": iters, "min_timed_s": min_timed_s, "max_iters": max_iters,
+                "init_timeout_s": max(10.0, timeout * 0.8), "inject": inject}
         procs.append(spawn_script(python, "nccl_rank", args, env=env, to_files=True))
     deadline = t0 + timeout
     timed_out = False
@@ -155,13 +157,15 @@ def allreduce(ctx):
         if free and min(free) > 0:
             sizes_mib = [s for s in sizes_mib if s <= min(free) / 4] or sizes_mib[:1]
         warmup, iters = int(m.get("warmup", 5)), int(m.get("iters", 20))
+        min_timed_s, max_iters = float(m.get("min_timed_ms", 0)) / 1000.0, int(m.get("max_iters", 1000))
     else:
+        min_timed_s, max_iters = 0.0, int(m.get("gloo_iters", 3))
         sizes_mib = list(m.get("gloo_sizes_mib", [1]))
         warmup, iters = int(m.get("gloo_warmup", 1)), int(m.get("gloo_iters", 3))
     sizes = [s * MIB for s in sizes_mib]
     ev["nccl_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
     outs, timed_out, alive, wall = run_ranks(ctx.options.python, world, backend, sizes, warmup, iters, ctx.options.timeout,
-                                      ctx.options.extra.get("nccl_inject"))
+                                             ctx.options.extra.get("nccl_inject"), min_timed_s, max_iters)
     ev["wall_s"] = round(wall, 2)
     steps = {i: (o.last("step") or {}).get("name") for i, o in enumerate(outs)}
     done = [o.last("done") is not None for o in outs]
@@ -194,7 +198,7 @@ def allreduce(ctx):
         t = max(e["seconds_per_op"] for e in per_rank)
         alg, bus = busbw(per_rank[0]["bytes"], t, world)
         row = {"size_mib": nbytes // MIB, "time_us": round(t * 1e6, 1), "algbw_gbps": round(alg, 2),
-               "busbw_gbps": round(bus, 2)}
+               "busbw_gbps": round(bus, 2), "iters": per_rank[0].get("iters")}
         table.append(row)
         for r, e in enumerate(per_rank):
             if not e["ok"]:

@@ -1,6 +1,7 @@
 # One rank of the nccl stage: init_process_group on a localhost TCP rendezvous, all_reduce over a
 # range of sizes with a check of the sum, a barrier, a clean destroy.
-# ARGS: {rank, world_size, port, backend ("nccl"|"gloo"), sizes (bytes), warmup, iters,
+# ARGS: {rank, world_size, port, backend ("nccl"|"gloo"), sizes (bytes), warmup, iters (at least),
+#        min_timed_s and max_iters (more iterations for fast sizes: at least min_timed_s of timed work),
 #        init_timeout_s, inject ({"rank", "fault": "hang_init"|"hang_allreduce"|"wrong_sum"} or null)}
 # Events: "step" {name} before each step (the checker reports the last one of a rank that hung),
 #         "init" {seconds}, "size" {bytes, seconds_per_op, ok, got, want}, "done" {}.
@@ -62,12 +63,25 @@ def main():
             while True:
                 time.sleep(1)
         buf = torch.empty(n, dtype=dtype, device=device)
-        for _ in range(int(ARGS.get("warmup", 3))):
-            buf.fill_(rank + 1)
+        buf.fill_(rank + 1)
+        warmup = max(1, int(ARGS.get("warmup", 3)))
+        if on_gpu:
+            torch.cuda.synchronize()
+        tw = time.perf_counter()
+        for _ in range(warmup):
             dist.all_reduce(buf)
         if on_gpu:
             torch.cuda.synchronize()
+        per_op = (time.perf_counter() - tw) / warmup
+        # enough timed ops for at least min_timed_s of work, so the ranks' start skew (tens of
+        # microseconds) does not swamp small, latency-bound sizes; every rank must run the same
+        # count, so they agree on the largest
         iters = int(ARGS.get("iters", 10))
+        want_iters = max(iters, min(int(ARGS.get("max_iters", 1000)),
+                                    int(float(ARGS.get("min_timed_s", 0.0)) / max(per_op, 1e-6)) + 1))
+        agree = torch.tensor([float(want_iters)], device=device)
+        dist.all_reduce(agree, op=dist.ReduceOp.MAX)
+        iters = int(agree.item())
         dist.barrier()
         if on_gpu:
             torch.cuda.synchronize()
