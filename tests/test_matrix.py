@@ -36,21 +36,6 @@ PINS = [
 ]
 
 
-@pytest.mark.parametrize("pkg,version,extra,dep,spec", PINS)
-def test_pins_from_metadata(matrix, pkg, version, extra, dep, spec):
-    got = extra_pin(matrix, pkg, version, extra, dep)
-    assert SpecifierSet(spec) in [SpecifierSet(g) for g in got], got
-
-
-@pytest.mark.parametrize("pkg,version,spec", [
-    ("verl", "0.9.1", ">=3.10,<3.13"), ("verl", "0.5.0", ">=3.10"), ("verl", "0.4.1", ">=3.8"),
-    ("vllm", "0.33.0", ">=3.11,<3.15"), ("vllm", "0.32.0", ">=3.11,<3.15"), ("vllm", "0.11.1", ">=3.10,<3.14"),
-    ("torch", "2.15.0", ">=3.11"),
-])
-def test_requires_python(matrix, pkg, version, spec):
-    assert SpecifierSet(matrix.meta(pkg, version)["requires_python"]) == SpecifierSet(spec)
-
-
 def test_every_pypi_verl_release_has_curated_and_generated_rows(matrix):
     expected = ["0.1", "0.2", "0.2.0.post1", "0.2.0.post2", "0.3.0.post0", "0.3.0.post1", "0.4.0", "0.4.1",
                 "0.5.0", "0.6.0", "0.6.1", "0.7.0", "0.7.1", "0.8.0", "0.9.0", "0.9.1"]
@@ -190,18 +175,24 @@ MORE_PINS = [
 ]
 
 
-@pytest.mark.parametrize("pkg,version,extra,dep,spec", MORE_PINS)
-def test_more_pins_from_metadata(matrix, pkg, version, extra, dep, spec):
+# (package, version, Requires-Python) as the index serves them
+REQUIRES_PYTHON = [
+    ("verl", "0.9.1", ">=3.10,<3.13"), ("verl", "0.5.0", ">=3.10"), ("verl", "0.4.1", ">=3.8"),
+    ("vllm", "0.33.0", ">=3.11,<3.15"), ("vllm", "0.32.0", ">=3.11,<3.15"), ("vllm", "0.11.1", ">=3.10,<3.14"),
+    ("torch", "2.15.0", ">=3.11"),
+    ("verl", "0.2", ">=3.8"), ("verl", "0.6.1", ">=3.10"), ("vllm", "0.8.3", ">=3.9"), ("vllm", "0.8.4", ">=3.9,<3.13"),
+    ("vllm", "0.10.2", ">=3.9,<3.14"), ("vllm", "0.20.0", ">=3.10,<3.15"), ("sglang", "0.5.22", ">=3.11"),
+    ("sglang", "0.5.1", ">=3.10"), ("torch", "2.9.0", ">=3.10"), ("torch", "2.6.0", ">=3.9.0")]
+
+
+@pytest.mark.parametrize("pkg,version,extra,dep,spec", PINS + MORE_PINS)
+def test_pins_from_metadata(matrix, pkg, version, extra, dep, spec):
     got = extra_pin(matrix, pkg, version, extra, dep)
     assert SpecifierSet(spec) in [SpecifierSet(g) for g in got], got
 
 
-@pytest.mark.parametrize("pkg,version,spec", [
-    ("verl", "0.2", ">=3.8"), ("verl", "0.6.1", ">=3.10"), ("vllm", "0.8.3", ">=3.9"), ("vllm", "0.8.4", ">=3.9,<3.13"),
-    ("vllm", "0.10.2", ">=3.9,<3.14"), ("vllm", "0.20.0", ">=3.10,<3.15"), ("sglang", "0.5.22", ">=3.11"),
-    ("sglang", "0.5.1", ">=3.10"), ("torch", "2.9.0", ">=3.10"), ("torch", "2.6.0", ">=3.9.0"),
-])
-def test_more_requires_python(matrix, pkg, version, spec):
+@pytest.mark.parametrize("pkg,version,spec", REQUIRES_PYTHON)
+def test_requires_python(matrix, pkg, version, spec):
     assert SpecifierSet(matrix.meta(pkg, version)["requires_python"]) == SpecifierSet(spec)
 
 

@@ -134,13 +134,5 @@ def run(args: argparse.Namespace) -> int:
                     duration_s=time.time() - t0)
     render(report, console, verbose=args.verbose)
     if args.json:
-        if to_stdout:
-            import json
-
-            sys.stdout.write(json.dumps(jsonreport.to_dict(report), indent=2, default=str) + "\n")
-        else:
-            try:
-                jsonreport.write(report, args.json)
-            except OSError as exc:
-                raise UsageError("--json %s: cannot write the report: %s" % (args.json, exc.strerror or exc))
+        jsonreport.write(report, args.json)  # '-' is stdout; write errors become a usage error
     return report.exit_code

@@ -55,6 +55,17 @@ def main():
     emit("init", seconds=round(time.time() - t0, 4), nccl=(".".join(str(x) for x in torch.cuda.nccl.version())
                                                            if on_gpu else None), torch=torch.__version__)
     want = world * (world + 1) / 2.0
+
+    def timed(count):
+        """Seconds per all_reduce of ``buf`` over ``count`` ops, the device synchronised around them."""
+        if on_gpu:
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(count):
+            dist.all_reduce(buf)
+        if on_gpu:
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t) / count
     for nbytes in ARGS.get("sizes", []):
         n = max(1, int(nbytes) // elem)
         label = "all_reduce %d MiB" % (nbytes >> 20) if nbytes >= (1 << 20) else "all_reduce %d B" % nbytes
@@ -65,14 +76,7 @@ def main():
         buf = torch.empty(n, dtype=dtype, device=device)
         buf.fill_(rank + 1)
         warmup = max(1, int(ARGS.get("warmup", 3)))
-        if on_gpu:
-            torch.cuda.synchronize()
-        tw = time.perf_counter()
-        for _ in range(warmup):
-            dist.all_reduce(buf)
-        if on_gpu:
-            torch.cuda.synchronize()
-        per_op = (time.perf_counter() - tw) / warmup
+        per_op = timed(warmup)
         # enough timed ops for at least min_timed_s of work, so the ranks' start skew (tens of
         # microseconds) does not swamp small, latency-bound sizes; every rank must run the same
         # count, so they agree on the largest
@@ -83,14 +87,7 @@ def main():
         dist.all_reduce(agree, op=dist.ReduceOp.MAX)
         iters = int(agree.item())
         dist.barrier()
-        if on_gpu:
-            torch.cuda.synchronize()
-        t1 = time.perf_counter()
-        for _ in range(iters):
-            dist.all_reduce(buf)
-        if on_gpu:
-            torch.cuda.synchronize()
-        dt = (time.perf_counter() - t1) / iters
+        dt = timed(iters)
         # correctness on a fresh buffer: every element must be 1 + 2 + ... + world
         buf.fill_(rank + 1)
         if faulty and inject.get("fault") == "wrong_sum":
