@@ -2,7 +2,8 @@
 
 The runner owns everything between a check function and a report row: gating (skip with the
 cause), timing, turning an exception inside a check into an ERROR row with its traceback (the
-run goes on), redaction of secrets, and progress callbacks for live rendering.
+run goes on), and progress callbacks for live rendering. Rows are not redacted here: the output
+boundary (:func:`preflight.report.render.redact_report`) does it once for every format.
 """
 
 import importlib
@@ -12,15 +13,14 @@ from typing import Callable, List, Optional, Sequence
 
 from .checks.base import REGISTRY, Check, Outcome
 from .context import Context
-from .redact import redact
 from .result import Result, Status
 from .stages import STAGES, Stage
 
 __all__ = ["run", "Progress"]
 
 Progress = Callable[[str, Optional[Result]], None]
-"""Callback ``(event, result)``: ``("start", None)`` with the check id in ``event`` as
-``"start:<id>"``, then ``("result", Result)`` for each row."""
+"""Callback ``(event, result)``: ``("start:<id>", None)`` before a check runs, ``("result",
+Result)`` for each row, and ``("end:<stage>", None)`` when a selected stage has ended."""
 
 _OK = (Status.PASS, Status.WARN)
 
@@ -35,8 +35,8 @@ def _to_result(c: Check, o: Outcome, duration: float) -> Result:
     status = o.status
     if status in (Status.WARN, Status.FAIL) and not fix:  # a check bug, not the user's problem
         fix = "(no fix recorded: please report this as a bug in verl-preflight)"
-    return Result(id=rid, stage=c.stage, status=status, message=redact(o.message),
-                  evidence=redact(o.evidence), fix=redact(fix) if fix else None,
+    return Result(id=rid, stage=c.stage, status=status, message=o.message,
+                  evidence=o.evidence, fix=fix or None,
                   caused_by=list(o.caused_by), duration_s=duration)
 
 
@@ -46,8 +46,8 @@ def _run_check(ctx: Context, c: Check) -> List[Result]:
         out = c.func(ctx)
     except Exception as exc:  # a bug in a check must not end the run
         tb = traceback.format_exc()
-        return [Result(c.id, c.stage, Status.ERROR, redact("check crashed: %s: %s" % (type(exc).__name__, exc)),
-                       redact({"traceback": tb[-3000:]}), duration_s=time.monotonic() - t0)]
+        return [Result(c.id, c.stage, Status.ERROR, "check crashed: %s: %s" % (type(exc).__name__, exc),
+                       {"traceback": tb[-3000:]}, duration_s=time.monotonic() - t0)]
     dt = time.monotonic() - t0
     outs = [] if out is None else (out if isinstance(out, list) else [out])
     return [_to_result(c, o, dt) for o in outs]
@@ -89,4 +89,6 @@ def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None
                 progress("start:%s" % c.id, None)
             for r in _run_check(ctx, c):
                 add(r)
+        if progress:
+            progress("end:%s" % s.name, None)
     return rows

@@ -69,3 +69,37 @@ def make_ctx(matrix, dists=(), python_version="3.11.7", nvml=None, host=None, ve
 @pytest.fixture
 def ctx_factory(matrix):
     return lambda **kw: make_ctx(matrix, **kw)
+
+
+_SKIP_DIRS = {"site-packages", "lib", "lib64", "bin", "include", "node_modules", ".git"}
+
+
+def _report_files(root):
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
+        for fn in filenames:
+            if fn.endswith(".json"):
+                yield os.path.join(dirpath, fn)
+
+
+@pytest.fixture(autouse=True)
+def _reports_validate_against_the_schema(request):
+    """After every test that has a tmp_path: each JSON report it left there (a document with
+    ``schema_version`` and ``results``) must validate against preflight/schema/report-1.json."""
+    if "tmp_path" not in request.fixturenames:
+        yield
+        return
+    root = str(request.getfixturevalue("tmp_path"))
+    yield
+    import json
+
+    from helpers import validate_report
+
+    for path in _report_files(root):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and "schema_version" in doc and "results" in doc:
+            validate_report(doc)

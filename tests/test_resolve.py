@@ -286,7 +286,7 @@ def test_command_json_stdout():
     (["--verl", "0.99"], "--verl 0.99: not a verl release"),
     (["--verl", "0.9.1", "--driver", "abc"], "--driver abc: not a full NVIDIA driver version"),
     (["--verl", "0.9.1", "--gpu", "Foo"], "--gpu Foo: unknown GPU name"),
-    (["--verl", "0.9.1", "--cc", "9.0", "--json", "/no/such/dir/r.json"], "--json /no/such/dir/r.json: cannot write"),
+    (["--verl", "0.9.1", "--cc", "9.0", "--json", "/no/such/dir/r.json"], "--json /no/such/dir/r.json: directory /no/such/dir does not exist"),
 ])
 def test_command_bad_input_exit_2(args, words):
     p = run_cli(*args)

@@ -120,7 +120,7 @@ def collect_entries(vendor_txt: str):
     for dirpath, dirnames, filenames in os.walk(pkg):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and d != "_matrices")
         for fn in filenames:
-            if fn.endswith(".py"):
+            if fn.endswith((".py", ".json")):  # .json: the published report schema (preflight/schema/)
                 full = os.path.join(dirpath, fn)
                 rel = os.path.relpath(full, ROOT).replace(os.sep, "/")
                 with open(full, "rb") as fh:

@@ -15,6 +15,9 @@ HELP = "run the staged checks (the default command)"
 EPILOG = """examples:
   python3 preflight.pyz                              check the interpreter running it
   python3 preflight.pyz check --python ~/venvs/verl/bin/python --json report.json
+  python3 preflight.pyz check --format junit --output preflight.xml      CI test report
+  python3 preflight.pyz check --format markdown --skip nccl,vllm         paste into an issue
+  python3 preflight.pyz check --status-dir /run/verl-preflight -q        per-stage files to wait on
   python3 preflight.pyz check --verl 0.9.1 --stage host,python,packages
   python3 preflight.pyz check --skip nccl,vllm --timeout 60
   python3 preflight.pyz check --stage config --launch "python3 -m verl.trainer.main_ppo data.train_batch_size=60"
@@ -48,7 +51,11 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="only these stages (comma-separated, repeatable)")
     p.add_argument("--skip", type=_stages_arg, action="append", default=None, metavar="NAMES",
                    help="leave out these stages")
-    p.add_argument("--json", metavar="FILE", default=None, help="write the JSON report to FILE ('-' for stdout)")
+    from ..report.render import add_output_options
+
+    add_output_options(p)
+    p.add_argument("--status-dir", metavar="DIR", default=None,
+                   help="write DIR/<stage> (ready, failed or skipped) as each stage ends, and DIR/verdict at the end")
     p.add_argument("--timeout", type=positive_seconds, default=120.0, metavar="SECONDS",
                    help="limit for each subprocess check before its process group is killed (default 120)")
     p.add_argument("--nccl-world-size", type=positive_int, default=None, metavar="N",
@@ -92,14 +99,16 @@ def run(args: argparse.Namespace) -> int:
 
     from .. import matrix as matrix_mod
     from ..context import Context, Options
-    from ..report import Report, jsonreport
-    from ..report.console import LiveProgress, render
+    from ..paths import check_output_dir
+    from ..report import Report
+    from ..report.console import LiveProgress
+    from ..report.render import check_outputs, console_stream, emit
     from ..runner import run
     from ..stages import STAGE_NAMES
 
-    from ..paths import check_output_file
-
-    check_output_file(args.json, "--json")
+    check_outputs(args)
+    if args.status_dir:
+        check_output_dir(args.status_dir, "--status-dir")
     python = _resolve_python(args.python)
     if args.config and not os.path.isfile(args.config):
         raise UsageError("--config %s: no such file; pass a saved verl config (YAML or JSON)" % args.config)
@@ -112,14 +121,23 @@ def run(args: argparse.Namespace) -> int:
     stages = [s for s in STAGE_NAMES if s in selected and s not in skipped]
     if not stages:
         raise UsageError("no stage left to run after --stage/--skip")
-    to_stdout = args.json == "-"
-    console = Console(stderr=to_stdout, highlight=False)
+    stream = console_stream(args)
     opts = Options(python=python, verl=args.verl, timeout=args.timeout, nccl_world_size=args.nccl_world_size,
                    backend=args.backend, vllm_tp=args.vllm_tp, extra={"nccl_backend": args.nccl_backend,
                                                                       "launch": args.launch, "config_file": args.config})
     ctx = Context(opts, mx)
+    status = None
+    if args.status_dir:
+        from ..report.status import StatusDir
+
+        status = StatusDir(args.status_dir)
     t0 = time.time()
-    with LiveProgress(console) as progress:
+    with LiveProgress(Console(file=stream, highlight=False) if stream is not None else None) as live:
+        def progress(event, result):
+            live(event, result)
+            if status is not None:
+                status.progress(event, result)
+
         results = run(ctx, stages, progress)
     info = ctx.target() or {}
     verl_v, how = ctx.verl_release()
@@ -131,8 +149,7 @@ def run(args: argparse.Namespace) -> int:
                             "executable": info.get("executable")},
                     verl={"version": verl_v, "chosen_by": how}, machine=machine,
                     tool_version=__version__, matrix_version=mx.version, started_at=t0,
-                    duration_s=time.time() - t0)
-    render(report, console, verbose=args.verbose)
-    if args.json:
-        jsonreport.write(report, args.json)  # '-' is stdout; write errors become a usage error
-    return report.exit_code
+                    duration_s=time.time() - t0, command=NAME)
+    if status is not None:
+        status.finish(report.ready)
+    return emit(report, args)

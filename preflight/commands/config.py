@@ -41,7 +41,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="a saved config (YAML or JSON) applied over the defaults, before the overrides")
     p.add_argument("--print", dest="print_all", action="store_true", help="print every config value, not only "
                    "the ones that matter")
-    p.add_argument("--json", metavar="FILE", default=None, help="write the findings as JSON to FILE ('-' for stdout)")
+    from ..report.render import add_output_options
+
+    add_output_options(p, "the findings")
     p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
                    help="limit for composing in the target interpreter (default 120)")
     p.add_argument("-v", "--verbose", action="store_true", help="show where verl checks each passing rule")
@@ -50,7 +52,6 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the launch; return 0 (passes), 1 (would fail)."""
-    from rich.console import Console
     from rich.text import Text
 
     from .. import matrix as matrix_mod
@@ -59,9 +60,11 @@ def run(args: argparse.Namespace) -> int:
     from ..launch import render
     from ..redact import redact
     from ..report import Report, jsonreport
+    from ..report.render import check_outputs, emit
     from ..runner import run as run_stages
     from .check import _resolve_python
 
+    check_outputs(args)
     python = _resolve_python(args.python)
     if args.file and not os.path.isfile(args.file):
         raise UsageError("--file %s: no such file; pass a saved verl config (YAML or JSON)" % args.file)
@@ -80,11 +83,6 @@ def run(args: argparse.Namespace) -> int:
     ctx = Context(opts, mx)
     t0 = time.time()
     results = run_stages(ctx, ["config"])
-    from ..paths import check_output_file
-
-    check_output_file(args.json, "--json")
-    to_stdout = args.json == "-"
-    console = Console(stderr=to_stdout, highlight=False)
     info = ctx.target() or {}
     verl_v, how = ctx.verl_release()
     facts = launch_facts(ctx) or {}
@@ -93,47 +91,51 @@ def run(args: argparse.Namespace) -> int:
     comp = facts.get("composed")
     hydra = comp is not None and comp.method == "hydra"
     release = comp.verl_version if hydra else verl_v
-    render.header(console, python, info.get("version_string"), release, "installed, Hydra in the target" if hydra
-                  else how)
     ev = None
-    if comp is not None:
-        console.print("config: %s from %s" % (comp.config_name, comp.source), style="dim", highlight=False)
-        for n in comp.notes:
-            console.print(Text("note: %s" % redact(n), style="yellow"))
-        console.print()
-        console.print(Text("Effective values" + (" (all)" if args.print_all else " that matter"), style="bold cyan"))
-        console.print(render.values_table(comp, args.print_all))
-        if comp.error is None and "config.batch" in ctx.results and ctx.results["config.batch"].status.value == "pass":
-            ev = evaluation(ctx)
+    if comp is not None and comp.error is None and "config.batch" in ctx.results and \
+            ctx.results["config.batch"].status.value == "pass":
+        ev = evaluation(ctx)
+
+    def view(rep: Report, console, verbose: bool) -> None:
+        render.header(console, python, info.get("version_string"), release, "installed, Hydra in the target" if hydra
+                      else how)
+        if comp is not None:
+            console.print("config: %s from %s" % (comp.config_name, comp.source), style="dim", highlight=False)
+            for n in comp.notes:
+                console.print(Text("note: %s" % redact(n), style="yellow"))
             console.print()
-            console.print(Text("Batch pipeline: %s" % ev["note"], style="bold cyan"))
-            console.print(render.plan_table(ev["plan"]))
-    console.print()
-    console.print(Text("Findings", style="bold cyan"))
-    # the batch row is the table above when it passed; any other outcome is a finding to show
-    shown = [r for r in results if not (r.id == "config.batch" and ev is not None)]
-    console.print(render.results_table(shown, args.verbose))
-    console.print()
-    console.print(render.verdict(results))
+            console.print(Text("Effective values" + (" (all)" if args.print_all else " that matter"), style="bold cyan"))
+            console.print(render.values_table(comp, args.print_all))
+            if ev is not None:
+                console.print()
+                console.print(Text("Batch pipeline: %s" % ev["note"], style="bold cyan"))
+                console.print(render.plan_table(ev["plan"]))
+        console.print()
+        console.print(Text("Findings", style="bold cyan"))
+        # the batch row is the table above when it passed; any other outcome is a finding to show
+        shown = [r for r in rep.results if not (r.id == "config.batch" and ev is not None)]
+        console.print(render.results_table(shown, verbose))
+        console.print()
+        console.print(render.verdict(rep.results))
+
+    spec = facts.get("spec")
+    launch = {
+        "spec": None if spec is None else {
+            "overrides": jsonreport.Redacted(comp.shown_overrides(spec.overrides)) if comp is not None
+            else spec.override_texts,
+            "config_name": spec.config_name, "config_path": spec.config_path, "entry": spec.entry,
+            "env": spec.env},
+        "config": jsonreport.Redacted(comp.to_dict(full=True)) if comp is not None else None,
+        "batch": ev["plan"].to_dict() if ev and ev.get("plan") else None,
+        "rules": ev["note"] if ev else None,
+    }
     report = Report(results=results, stages=["config"],
                     target={"python": python, "version": info.get("version_string"), "prefix": info.get("prefix"),
                             "executable": info.get("executable")},
                     verl={"version": release, "chosen_by": "installed" if hydra else how},
                     machine={}, tool_version=_tool_version(), matrix_version=mx.version, started_at=t0,
-                    duration_s=time.time() - t0)
-    if args.json:
-        spec = facts.get("spec")
-        jsonreport.write(report, args.json, {"launch": {
-            "spec": None if spec is None else {
-                "overrides": jsonreport.Redacted(comp.shown_overrides(spec.overrides)) if comp is not None
-                else spec.override_texts,
-                "config_name": spec.config_name, "config_path": spec.config_path, "entry": spec.entry,
-                "env": spec.env},
-            "config": jsonreport.Redacted(comp.to_dict(full=True)) if comp is not None else None,
-            "batch": ev["plan"].to_dict() if ev and ev.get("plan") else None,
-            "rules": ev["note"] if ev else None,
-        }})
-    return report.exit_code
+                    duration_s=time.time() - t0, command=NAME, sections={"launch": launch}, view=view)
+    return emit(report, args)
 
 
 def _tool_version() -> str:

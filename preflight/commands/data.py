@@ -38,13 +38,14 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--custom-reward", metavar="PATH", default=None,
                    help="the custom reward function file you will configure (then any data_source is fine)")
     p.add_argument("--examples", type=int, default=3, metavar="N", help="bad rows to show per column (default 3)")
-    p.add_argument("--json", metavar="FILE", default=None, help="write the findings as JSON to FILE ('-' for stdout)")
+    from ..report.render import add_output_options
+
+    add_output_options(p, "the findings")
     p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="limit for reading (default 300)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the files; return 0 (readable by verl) or 1."""
-    from rich.console import Console
     from rich.text import Text
 
     from .. import matrix as matrix_mod
@@ -53,13 +54,12 @@ def run(args: argparse.Namespace) -> int:
     from ..context import Context, Options
     from ..launch import render
     from ..launch.dataset import NoPyarrow, check_files
-    from ..report import Report, jsonreport
+    from ..report import Report
+    from ..report.render import check_outputs, emit
     from ..runner import _to_result
     from .check import _resolve_python
 
-    from ..paths import check_output_file
-
-    check_output_file(args.json, "--json")
+    check_outputs(args)
     python = _resolve_python(args.python)
     files, dirs = expand_files(args.files)
     if args.examples < 0 or args.timeout <= 0:
@@ -81,29 +81,30 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc))
     chk = Check("data.files", lambda c: None)
     results = [_to_result(chk, outcome_of(f, f.item), time.time() - t0) for f in found]
-    to_stdout = args.json == "-"
-    console = Console(stderr=to_stdout, highlight=False)
     tinfo = ctx.target() or {}
-    render.header(console, python, tinfo.get("version_string"), release, how)
-    console.print("pyarrow %s; %s" % (info["pyarrow"], ", ".join(
-        "%s: %s rows" % (os.path.basename(s["path"]), s.get("num_rows", "?")) for s in info["files"])), style="dim")
-    for d, inside in dirs:
-        console.print(Text("note: %s is a directory: checked its %d *.parquet file(s); verl's data.train_files / "
-                           "data.val_files take files, not a directory (0.9.1: ValueError 'Unsupported file format'), "
-                           "so list them: [%s]" % (d, len(inside), ",".join(inside[:3]) + (",..." if len(inside) > 3 else "")),
-                           style="yellow"))
-    console.print()
-    console.print(Text("Findings", style="bold cyan"))
-    console.print(render.results_table(results))
-    console.print()
-    console.print(render.verdict(results))
+
+    def view(rep: Report, console, verbose: bool) -> None:
+        render.header(console, python, tinfo.get("version_string"), release, how)
+        console.print("pyarrow %s; %s" % (info["pyarrow"], ", ".join(
+            "%s: %s rows" % (os.path.basename(s["path"]), s.get("num_rows", "?")) for s in info["files"])),
+            style="dim")
+        for d, inside in dirs:
+            console.print(Text("note: %s is a directory: checked its %d *.parquet file(s); verl's data.train_files / "
+                               "data.val_files take files, not a directory (0.9.1: ValueError 'Unsupported file "
+                               "format'), so list them: [%s]" % (d, len(inside), ",".join(inside[:3]) + (
+                                   ",..." if len(inside) > 3 else "")), style="yellow"))
+        console.print()
+        console.print(Text("Findings", style="bold cyan"))
+        console.print(render.results_table(rep.results))
+        console.print()
+        console.print(render.verdict(rep.results))
+
     report = Report(results=results, stages=["data"], target={"python": python,
                                                               "version": tinfo.get("version_string")},
                     verl={"version": release, "chosen_by": how}, tool_version=_version(), matrix_version=mx.version,
-                    started_at=t0, duration_s=time.time() - t0)
-    if args.json:
-        jsonreport.write(report, args.json, {"data": {"pyarrow": info["pyarrow"], "files": info["files"]}})
-    return report.exit_code
+                    started_at=t0, duration_s=time.time() - t0, command=NAME,
+                    sections={"data": {"pyarrow": info["pyarrow"], "files": info["files"]}}, view=view)
+    return emit(report, args)
 
 
 def expand_files(paths: List[str]) -> Tuple[List[str], List[Tuple[str, List[str]]]]:

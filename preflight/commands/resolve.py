@@ -2,7 +2,6 @@
 each choice with the matrix row it comes from; or why none does and the nearest fixes."""
 
 import argparse
-import json
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -33,8 +32,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", metavar="X.Y", default=None, help="CPython minor the stack must use, e.g. 3.12")
     p.add_argument("--no-probe", action="store_true",
                    help="do not read this machine (NVML); unknown facts are not checked")
-    p.add_argument("--json", metavar="FILE", default=None,
-                   help="also write the resolution as JSON to FILE ('-' for stdout only)")
+    from ..report.render import add_output_options
+
+    add_output_options(p, "the resolution")
 
 
 def machine_facts(args: argparse.Namespace) -> Tuple[Dict[str, Any], List[str]]:
@@ -85,32 +85,65 @@ def resolve_args(mx, verl: str, args: argparse.Namespace):
         raise UsageError(str(exc))
 
 
+def rows_of(res) -> List[Any]:
+    """The report rows of a :class:`preflight.resolve.Resolution` (stage ``resolve``): one pass
+    per cited choice (``resolve.<choice>``), one fail per problem and one warn per warning, whose
+    fix is the nearest option (or, for a warning alone, checking the cited rows)."""
+    import re
+
+    from ..result import Result, Status
+
+    rows: List[Result] = []
+    seen: Dict[str, int] = {}
+    for c in res.citations:
+        slug = re.sub(r"[^a-z0-9]+", "-", str(c.get("choice", "")).lower()).strip("-") or "choice"
+        seen[slug] = seen.get(slug, 0) + 1
+        rid = "resolve.%s" % slug + ("-%d" % seen[slug] if seen[slug] > 1 else "")
+        rows.append(Result(rid, "resolve", Status.PASS, "%s: %s (%s)" % (c.get("choice"), c.get("value"), c.get("row")),
+                           evidence=dict(c)))
+    fix = "; or ".join(res.options) if res.options else None
+    for i, p in enumerate(res.problems, 1):
+        rows.append(Result("resolve.problem-%d" % i, "resolve", Status.FAIL, p,
+                           fix=fix or "no stack in the matrix fits; see 'preflight matrix show' for the supported "
+                                      "combinations"))
+    for i, w in enumerate(res.warnings, 1):
+        rows.append(Result("resolve.warning-%d" % i, "resolve", Status.WARN, w,
+                           fix="check the cited matrix rows' sources before relying on it ('preflight resolve "
+                               "--format json' lists them)"))
+    return rows
+
+
 def run(args: argparse.Namespace) -> int:
     """Resolve, print the report (and the JSON); 0 a stack works, 1 none does."""
-    from .. import matrix as matrix_mod
+    import time
 
+    from .. import __version__
+    from .. import matrix as matrix_mod
+    from ..report import Report
+    from ..report.render import check_outputs, emit
+
+    check_outputs(args)
     mx = matrix_mod.load()
     verl = args.verl or mx.verl_versions()[-1]
-    if args.json and args.json != "-":
-        import os
-
-        folder = os.path.dirname(os.path.abspath(args.json))
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or os.path.isdir(args.json):
-            raise UsageError("--json %s: cannot write there; pass a file path in a writable directory" % args.json)
+    t0 = time.time()
     res, how = resolve_args(mx, verl, args)
-    if args.json != "-":
-        from rich.console import Console
 
-        render(res, Console(highlight=False), how, mx.version)
-    if args.json:
-        doc = {"matrix_version": mx.version, "inputs": how, "resolution": res.to_dict()}
-        text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
-        if args.json == "-":
-            sys.stdout.write(text)
-        else:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                fh.write(text)
-    return 0 if res.ok else 1
+    report = Report(results=rows_of(res), stages=["resolve"], verl={"version": res.verl, "chosen_by": "--verl" if
+                                                                   args.verl else "newest in the matrix"},
+                    tool_version=__version__, matrix_version=mx.version, started_at=t0, duration_s=time.time() - t0,
+                    command=NAME, sections={"inputs": how, "resolution": res.to_dict()}, view=_view)
+    return emit(report, args)
+
+
+def _view(rep, console, verbose: bool) -> None:
+    """The console view of a resolve report, drawn from its redacted ``resolution`` section."""
+    import dataclasses
+
+    from ..resolve import Resolution
+
+    names = {f.name for f in dataclasses.fields(Resolution)}
+    res = Resolution(**{k: v for k, v in rep.sections["resolution"].items() if k in names})
+    render(res, console, rep.sections["inputs"], rep.matrix_version)
 
 
 _GROUPS = (

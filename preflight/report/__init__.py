@@ -1,15 +1,18 @@
-"""Renderers: ``console`` (rich, for people) and ``jsonreport`` (versioned, for machines).
-
-Renderers only present a :class:`Report`; they never run checks.
+"""The report layer: every reporting command builds a :class:`Report` and hands it to
+:func:`preflight.report.render.render` (``render(report, fmt, output)``), which redacts it once and
+turns it into one of :data:`preflight.report.render.FORMATS`: ``console`` (rich, for people),
+``json`` (the versioned document of ``preflight/schema/``), ``markdown`` (short, for pasting into an
+issue), ``junit`` (one testcase per check, for CI) or ``prometheus`` (node_exporter's textfile
+collector). Renderers only present a Report; they never run checks.
 """
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from ..result import Result, Status
 
-__all__ = ["Report", "EXIT_READY", "EXIT_NOT_READY", "EXIT_USAGE"]
+__all__ = ["Report", "NextStep", "EXIT_READY", "EXIT_NOT_READY", "EXIT_USAGE"]
 
 EXIT_READY = 0      #: every selected check passed or warned
 EXIT_NOT_READY = 1  #: at least one check failed or errored
@@ -28,6 +31,13 @@ class Report:
         machine: host facts and the NVML summary (sizes in bytes, memory in MiB).
         tool_version, matrix_version: versions of the checker and its data.
         started_at: epoch seconds; duration_s: wall time of the run.
+        command: the subcommand that made the report (``check``, ``config``, ``data``,
+            ``resolve``, ``cluster``...).
+        sections: extra top-level sections of the JSON document, by name (``launch``, ``data``,
+            ``resolution``...); a part wrapped in :class:`preflight.report.jsonreport.Redacted`
+            was redacted by its owner and is kept as is.
+        view: the command's own console presentation ``view(report, console, verbose)``, given the
+            redacted report; None: the generic stage-by-stage table.
     """
 
     results: List[Result]
@@ -39,6 +49,9 @@ class Report:
     matrix_version: str = ""
     started_at: float = field(default_factory=time.time)
     duration_s: float = 0.0
+    command: str = "check"
+    sections: Dict[str, Any] = field(default_factory=dict)
+    view: Optional[Callable[["Report", Any, bool], None]] = None
 
     def counts(self) -> Dict[str, int]:
         """Number of rows per status value (every status present, zeros included)."""
@@ -57,9 +70,51 @@ class Report:
         """:data:`EXIT_READY` or :data:`EXIT_NOT_READY`."""
         return EXIT_READY if self.ready else EXIT_NOT_READY
 
+    @property
+    def verdict(self) -> str:
+        """``ready`` or ``not_ready`` (the JSON ``verdict``; commands word it for people)."""
+        return "ready" if self.ready else "not_ready"
+
+    def next_steps(self) -> List["NextStep"]:
+        """What to fix first when the run is not ready: one step per failing or erroring row
+        that nothing else caused (root causes, in pipeline order), then the ones caused by
+        another failing row; rows with the same fix are merged. Empty when ready."""
+        bad = [r for r in self.results if r.status.blocks]
+        ids = {r.id for r in bad}
+        roots = [r for r in bad if not any(c in ids for c in r.caused_by)]
+        after = [r for r in bad if r not in roots]
+        steps: List[NextStep] = []
+        for r in roots + after:
+            fix = r.fix or "rerun with -v and read the evidence of %s; if the checker crashed, report it" % r.id
+            same = [s for s in steps if s.fix == fix]
+            if same:
+                same[0].ids.append(r.id)
+                continue
+            blocked = [o.id for o in self.results if r.id in o.caused_by and o.id != r.id]
+            steps.append(NextStep(ids=[r.id], message=r.message, fix=fix, root=r in roots, blocks=blocked))
+        return steps
+
     def by_stage(self) -> Dict[str, List[Result]]:
         """Rows grouped by stage, in pipeline order."""
         out: Dict[str, List[Result]] = {s: [] for s in self.stages}
         for r in self.results:
             out.setdefault(r.stage, []).append(r)
         return out
+
+
+@dataclass
+class NextStep:
+    """One thing to fix: the rows it answers (``ids``), the first row's message, the ``fix`` (a
+    command or pin), whether it is a root cause (nothing failing caused it) and the rows it
+    skipped or failed downstream (``blocks``)."""
+
+    ids: List[str]
+    message: str
+    fix: str
+    root: bool = True
+    blocks: List[str] = field(default_factory=list)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The step as a JSON-ready dict (``next_steps[]`` in the JSON report)."""
+        return {"ids": list(self.ids), "message": self.message, "fix": self.fix, "root": self.root,
+                "blocks": list(self.blocks)}

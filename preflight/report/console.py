@@ -12,10 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from ..result import Result, Status
-from ..stages import STAGES
+from ..stages import stage
 from . import Report
 
-__all__ = ["render", "LiveProgress", "STYLE"]
+__all__ = ["render", "next_steps", "LiveProgress", "STYLE"]
 
 STYLE = {
     Status.PASS: ("PASS", "green"),
@@ -27,10 +27,10 @@ STYLE = {
 
 
 def _title(name: str) -> str:
-    for s in STAGES:
-        if s.name == name:
-            return s.title
-    return name
+    try:
+        return stage(name).title
+    except KeyError:
+        return name
 
 
 def render(report: Report, console: Console, verbose: bool = False) -> None:
@@ -73,16 +73,38 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         report.duration_s, report.exit_code), "dim")))
 
 
-class LiveProgress:
-    """A spinner naming the running check, for terminals; a no-op elsewhere."""
+def next_steps(report: Report, console: Console) -> None:
+    """When ``report`` is not ready: a numbered "Next steps" list, root causes first, each with
+    its fix and what it blocks. Prints nothing for a ready report."""
+    steps = report.next_steps()
+    if not steps:
+        return
+    console.print()
+    console.print(Text("Next steps", style="bold"))
+    for i, s in enumerate(steps, 1):
+        head = Text("%d. " % i)
+        head.append(", ".join(s.ids), style="bold")
+        head.append(": %s" % s.message)
+        if not s.root:
+            head.append("  (follows from an earlier failure)", style="dim")
+        console.print(head)
+        console.print(Text("   fix: ") + Text(s.fix))
+        if s.blocks:
+            console.print(Text("   blocks %d check(s): %s" % (
+                len(s.blocks), ", ".join(s.blocks[:6]) + (", ..." if len(s.blocks) > 6 else "")), style="dim"))
 
-    def __init__(self, console: Console) -> None:
+
+class LiveProgress:
+    """A spinner naming the running check, for terminals; a no-op elsewhere (and with no
+    console, e.g. ``-q``)."""
+
+    def __init__(self, console: Optional[Console]) -> None:
         self.console = console
         self.status = None
         self.done = 0
 
     def __enter__(self) -> "LiveProgress":
-        if self.console.is_terminal:
+        if self.console is not None and self.console.is_terminal:
             self.status = self.console.status("starting...", spinner="dots")
             self.status.__enter__()
         return self

@@ -1,32 +1,50 @@
-"""The machine-readable report: a versioned JSON document, written atomically.
+"""The machine-readable report: one versioned JSON envelope for every command.
 
-Every document written goes through :func:`preflight.redact.redact`, the report's own fields and any
-extra sections a command adds (``launch``, ``data``); :func:`write` is the one way to write it.
+The shape is published as a JSON Schema, ``preflight/schema/report-1.json`` (shipped in the
+zipapp and the package; every document carries its id in ``$schema``). Documents are built from a
+report that :func:`preflight.report.render.redact_report` has already redacted: the one
+redaction pass is at that boundary, not here.
 """
 
 import json
-import os
-import sys
-import tempfile
 import time
 from typing import Any, Dict, Optional
 
-from ..errors import UsageError
-from ..redact import is_secret_key, redact
 from . import Report
 
-__all__ = ["SCHEMA_VERSION", "Redacted", "to_dict", "document", "write"]
+__all__ = ["SCHEMA_VERSION", "SCHEMA_ID", "SCHEMA_RESOURCE", "Redacted", "to_dict", "dumps", "document", "write",
+           "load_schema"]
 
 #: Bump when a field is removed or changes meaning (adding fields keeps the version).
 SCHEMA_VERSION = 1
+#: The schema's ``$id`` (a URN: the schema is a file of this package, not a web page); every document
+#: names it in ``$schema``.
+SCHEMA_ID = "urn:verl-preflight:schema:report-%d" % SCHEMA_VERSION
+#: Where the schema file lives inside the package (``preflight/schema/report-1.json``).
+SCHEMA_RESOURCE = "schema/report-%d.json" % SCHEMA_VERSION
+
+
+class Redacted:
+    """A part of an extra section that its owner has already redacted, key by key, with knowledge
+    :func:`preflight.redact.redact` lacks: verl's own config keys such as ``data.prompt_key`` or
+    ``ppo_max_token_len_per_gpu`` only look like secret names (see
+    :func:`preflight.launch.compose.redact_config_value`). The boundary copies it as it is."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
 
 
 def to_dict(report: Report) -> Dict[str, Any]:
-    """The report as the JSON document (schema version :data:`SCHEMA_VERSION`)."""
-    return redact({
+    """The (already redacted) report as the JSON document of schema :data:`SCHEMA_VERSION`.
+
+    Sections are added at the top level by name; a :class:`Redacted` part is unwrapped.
+    """
+    doc: Dict[str, Any] = {
+        "$schema": SCHEMA_ID,
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "verl-preflight", "version": report.tool_version},
         "matrix_version": report.matrix_version,
+        "command": report.command,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(report.started_at)),
         "duration_s": round(report.duration_s, 3),
         "target": report.target,
@@ -35,74 +53,66 @@ def to_dict(report: Report) -> Dict[str, Any]:
         "stages": report.stages,
         "results": [r.to_dict() for r in report.results],
         "summary": report.counts(),
+        "verdict": report.verdict,
         "ready": report.ready,
         "exit_code": report.exit_code,
-    })
-
-
-class Redacted:
-    """A part of an extra section that its owner has already redacted, key by key, with knowledge
-    :func:`redact` lacks: verl's own config keys such as ``data.prompt_key`` or
-    ``ppo_max_token_len_per_gpu`` only look like secret names (see
-    :func:`preflight.launch.compose.redact_config_value`). :func:`document` copies it as it is."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-def _holds_redacted(value: Any) -> bool:
-    if isinstance(value, Redacted):
-        return True
-    if isinstance(value, dict):
-        return any(_holds_redacted(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_holds_redacted(v) for v in value)
-    return False
-
-
-def _redact_section(value: Any, key: str = "") -> Any:
-    if isinstance(value, Redacted):
-        return value.value
-    if not _holds_redacted(value) or (key and is_secret_key(key)):
-        return redact(value, key)
-    if isinstance(value, dict):
-        return {k: _redact_section(v, str(k)) for k, v in value.items()}
-    return [_redact_section(v) for v in value]
-
-
-def document(report: Report, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """The report as the JSON document plus ``extra`` top-level sections, all redacted (a
-    :class:`Redacted` part is kept as its owner redacted it)."""
-    doc = to_dict(report)
-    for name, section in (extra or {}).items():
-        doc[name] = _redact_section(section, name)
+        "next_steps": [s.to_dict() for s in report.next_steps()],
+    }
+    for name, section in report.sections.items():
+        if name not in doc:
+            doc[name] = _unwrap(section)
     return doc
 
 
-def write(report: Report, path: str, extra: Optional[Dict[str, Any]] = None, option: str = "--json") -> None:
-    """Write :func:`document` to ``path`` ('-' is stdout) atomically (a temp file beside it, then
-    rename).
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, Redacted):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _unwrap(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_unwrap(v) for v in value]
+    return value
 
-    Raises UsageError naming ``option`` when the file cannot be written.
+
+def dumps(report: Report) -> str:
+    """The JSON text of an already redacted report (2-space indent, one trailing newline)."""
+    return json.dumps(to_dict(report), indent=2, sort_keys=False, default=str) + "\n"
+
+
+def document(report: Report, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The report as the JSON document plus ``extra`` top-level sections, redacted at the
+    boundary (:func:`preflight.report.render.redact_report`)."""
+    from .render import redact_report
+
+    if extra:
+        report = _with_sections(report, extra)
+    return to_dict(redact_report(report))
+
+
+def write(report: Report, path: str, extra: Optional[Dict[str, Any]] = None, option: str = "--json") -> None:
+    """Write the JSON document to ``path`` ('-' is stdout) atomically; a shorthand for
+    ``render(report, "json", path)`` with ``extra`` sections added.
+
+    Raises OutputError (a UsageError) naming ``option`` when the file cannot be written.
     """
-    data = json.dumps(document(report, extra), indent=2, sort_keys=False, default=str) + "\n"
-    if path == "-":
-        sys.stdout.write(data)
-        return
-    try:
-        d = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".preflight-", suffix=".json", dir=d)
-    except OSError as exc:
-        raise UsageError("%s %s: cannot write the report: %s" % (option, path, exc.strerror or exc))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise UsageError("%s %s: cannot write the report: %s" % (option, path, exc.strerror or exc))
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from .render import render
+
+    if extra:
+        report = _with_sections(report, extra)
+    render(report, "json", path, option=option)
+
+
+def _with_sections(report: Report, extra: Dict[str, Any]) -> Report:
+    import dataclasses
+
+    return dataclasses.replace(report, sections=dict(report.sections, **extra))
+
+
+def load_schema() -> Dict[str, Any]:
+    """The published JSON Schema of the report (read from the package, zip-safe)."""
+    import pkgutil
+
+    data = pkgutil.get_data("preflight", SCHEMA_RESOURCE)
+    if data is None:  # pragma: no cover - a broken install
+        raise FileNotFoundError(SCHEMA_RESOURCE)
+    return json.loads(data.decode("utf-8"))

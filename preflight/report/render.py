@@ -1,0 +1,221 @@
+"""The output boundary: ``render(report, fmt, output)`` and the options every reporting command
+shares (``--format``, ``--output``, ``--json``, ``-q``).
+
+Everything a command shows or writes about a :class:`~preflight.report.Report` passes through
+here: the report is redacted once (:func:`redact_report`, with :func:`preflight.redact.redact`),
+then one renderer of :data:`FORMATS` turns it into text, which goes to a stream or, through the
+one atomic writer (:func:`preflight.atomic.write_atomic`), to a file.
+"""
+
+import argparse
+import dataclasses
+import io
+import sys
+from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
+
+from ..redact import is_secret_key, redact
+from ..result import Result
+from . import Report
+
+__all__ = ["FORMATS", "render", "redact_report", "to_text", "add_output_options", "outputs_of", "check_outputs",
+           "emit"]
+
+#: The output formats, for ``--format``.
+FORMATS = ("console", "json", "markdown", "junit", "prometheus")
+
+#: Width of the console view when it does not go to a terminal (CI logs, files, pipes): wide
+#: enough that rich never folds a fix command in the middle of a flag (``COLUMNS`` overrides it).
+PLAIN_WIDTH = 4000
+
+
+def _holds_redacted(value: Any) -> bool:
+    from .jsonreport import Redacted
+
+    if isinstance(value, Redacted):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_redacted(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_redacted(v) for v in value)
+    return False
+
+
+def _redact_section(value: Any, key: str = "") -> Any:
+    from .jsonreport import Redacted
+
+    if isinstance(value, Redacted):
+        return value.value
+    if not _holds_redacted(value) or (key and is_secret_key(key)):
+        return redact(value, key)
+    if isinstance(value, dict):
+        return {k: _redact_section(v, str(k)) for k, v in value.items()}
+    return [_redact_section(v) for v in value]
+
+
+def redact_report(report: Report) -> Report:
+    """A copy of ``report`` with every secret replaced by ``***`` (rows, target, machine facts,
+    sections; a :class:`~preflight.report.jsonreport.Redacted` part is kept as its owner
+    redacted it). The one redaction pass of the output layer."""
+    rows = [Result(id=r.id, stage=r.stage, status=r.status, message=redact(r.message), evidence=redact(r.evidence),
+                   fix=redact(r.fix) if r.fix else r.fix, caused_by=list(r.caused_by), duration_s=r.duration_s)
+            for r in report.results]
+    return dataclasses.replace(report, results=rows, target=redact(report.target), verl=redact(report.verl),
+                               machine=redact(report.machine),
+                               sections={k: _redact_section(v, k) for k, v in report.sections.items()})
+
+
+def _plain_width() -> int:
+    """:data:`PLAIN_WIDTH`, or ``COLUMNS`` when the user set it."""
+    import os
+
+    try:
+        return max(20, int(os.environ["COLUMNS"]))
+    except (KeyError, ValueError):
+        return PLAIN_WIDTH
+
+
+def _console_text(report: Report, verbose: bool) -> str:
+    from rich.console import Console
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=_plain_width(), highlight=False, no_color=True, force_terminal=False,
+                      soft_wrap=False)
+    show_console(report, console, verbose)
+    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
+
+
+def _formatters() -> Dict[str, Callable[[Report], str]]:
+    from . import junit, jsonreport, markdown, prometheus
+
+    return {"json": jsonreport.dumps, "markdown": markdown.render, "junit": junit.render,
+            "prometheus": prometheus.render}
+
+
+def to_text(report: Report, fmt: str, verbose: bool = False) -> str:
+    """The already redacted ``report`` as text in ``fmt`` (console: plain text, no colour)."""
+    if fmt == "console":
+        return _console_text(report, verbose)
+    try:
+        return _formatters()[fmt](report)
+    except KeyError:
+        raise ValueError("unknown format %r (formats: %s)" % (fmt, ", ".join(FORMATS)))
+
+
+def show_console(report: Report, console: Any, verbose: bool = False) -> None:
+    """Print the already redacted ``report`` on a rich ``console``: the command's own view (or
+    the generic stage table), then, when it is not ready, the Next steps."""
+    from . import console as generic
+
+    (report.view or generic.render)(report, console, verbose)
+    generic.next_steps(report, console)
+
+
+def _stream_console(stream: TextIO) -> Any:
+    from rich.console import Console
+
+    return Console(file=stream, highlight=False)
+
+
+def _emit(red: Report, fmt: str, output: Optional[str], verbose: bool, option: str,
+          stream: Optional[TextIO]) -> None:
+    from ..atomic import write_atomic
+
+    if output in (None, "-"):
+        out = stream or sys.stdout
+        if fmt == "console" and hasattr(out, "isatty") and out.isatty():
+            show_console(red, _stream_console(out), verbose)
+        else:  # not a terminal: plain text, never folded, no trailing padding
+            out.write(to_text(red, fmt, verbose))
+            out.flush()
+        return
+    write_atomic(output, to_text(red, fmt, verbose), option)
+
+
+def render(report: Report, fmt: str = "console", output: Optional[str] = None, *, verbose: bool = False,
+           option: str = "--output", stream: Optional[TextIO] = None) -> None:
+    """Redact ``report`` and present it in ``fmt`` (one of :data:`FORMATS`).
+
+    Args:
+        report: what a command found.
+        fmt: ``console`` (rich; colour on a terminal), ``json``, ``markdown``, ``junit`` or
+            ``prometheus``.
+        output: None or '-' for ``stream`` (default stdout); else a file, replaced atomically.
+        verbose: the console view shows evidence.
+        option: how the user named ``output`` (for the error message).
+        stream: where a '-' output goes (default ``sys.stdout``).
+
+    Raises:
+        OutputError (a UsageError) naming ``option`` when the file cannot be written;
+        ValueError for an unknown ``fmt``.
+    """
+    if fmt not in FORMATS:
+        raise ValueError("unknown format %r (formats: %s)" % (fmt, ", ".join(FORMATS)))
+    _emit(redact_report(report), fmt, output, verbose, option, stream)
+
+
+# ---- the options every reporting command shares ---------------------------------------------
+
+def add_output_options(p: argparse.ArgumentParser, what: str = "the report") -> None:
+    """Add ``--format``, ``--output``, ``--json`` and ``-q`` to a command's parser."""
+    p.add_argument("--format", choices=FORMATS, default="console",
+                   help="how to present %s: console (default), json, markdown (short, for an issue), junit "
+                        "(CI), prometheus (node_exporter textfile)" % what)
+    p.add_argument("--output", metavar="FILE", default=None,
+                   help="write the --format output to FILE (replaced atomically) instead of stdout; the console "
+                        "summary still shows")
+    p.add_argument("--json", metavar="FILE", default=None,
+                   help="also write %s as JSON to FILE ('-' for stdout); short for --format json --output FILE"
+                        % what)
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no console report; only the exit code and the files asked for")
+
+
+def outputs_of(args: argparse.Namespace) -> List[Tuple[str, str, str]]:
+    """The (format, path, option) outputs asked for; '-' is stdout.
+
+    Raises UsageError when two outputs would both go to stdout.
+    """
+    from ..errors import UsageError
+
+    outs: List[Tuple[str, str, str]] = []
+    fmt = getattr(args, "format", "console") or "console"
+    output = getattr(args, "output", None)
+    if fmt != "console":
+        outs.append((fmt, output or "-", "--output" if output else "--format %s" % fmt))
+    elif output:
+        outs.append(("console", output, "--output"))
+    if getattr(args, "json", None):
+        outs.append(("json", args.json, "--json"))
+    if sum(1 for _, path, _ in outs if path == "-") > 1:
+        raise UsageError("--json - and --format %s both write to stdout; give one of them a file (--output FILE or "
+                         "--json FILE)" % fmt)
+    return outs
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Check every output path before any work starts (see :mod:`preflight.paths`)."""
+    from ..paths import check_output_file
+
+    for _, path, option in outputs_of(args):
+        check_output_file(path, option.split()[0])
+
+
+def console_stream(args: argparse.Namespace) -> Optional[TextIO]:
+    """Where the console view goes: None with ``-q``; stderr when stdout carries a document."""
+    if getattr(args, "quiet", False):
+        return None
+    return sys.stderr if any(path == "-" for _, path, _ in outputs_of(args)) else sys.stdout
+
+
+def emit(report: Report, args: argparse.Namespace, verbose: Optional[bool] = None) -> int:
+    """Present ``report`` as the shared options in ``args`` ask (the console view unless ``-q``,
+    then every output of :func:`outputs_of`), redacting it once; return its exit code."""
+    red = redact_report(report)
+    if verbose is None:
+        verbose = bool(getattr(args, "verbose", False))
+    stream = console_stream(args)
+    if stream is not None:
+        _emit(red, "console", None, verbose, "", stream)
+    for fmt, path, option in outputs_of(args):
+        _emit(red, fmt, path, verbose, option.split()[0], sys.stdout)
+    return report.exit_code
