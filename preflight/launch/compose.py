@@ -31,7 +31,7 @@ from packaging.version import Version
 from ..errors import UsageError
 from ..matrix import _read, parse_version
 from ..redact import MASK as SECRET_MASK
-from ..redact import is_secret_key, redact
+from ..redact import add_secret, is_secret_key, redact
 from .overrides import ConfigError, LaunchSpec, Override, _element, _top_level_split
 
 __all__ = ["Composed", "ComposeUnsupported", "compose", "compose_stored", "stored_index", "load_stored",
@@ -487,8 +487,10 @@ def redact_config_value(key: str, value: Any, schema: Any) -> Any:
     parts = _parts(key)
     if key in schema:
         if parts and _plainly_secret(parts[-1]) and isinstance(value, str):
+            add_secret(value)  # hidden wherever it appears again (a value derived from it)
             return SECRET_MASK
     elif any(is_secret_key(p) for p in parts if not p.isdigit()):
+        redact(value, "secret")  # registers it (and its leaves), as above
         return SECRET_MASK
     return redact(value)
 
