@@ -47,19 +47,35 @@ def _normalise(argv: Sequence[str]) -> list:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the command line ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); return the exit code.
+
+    A closed stdout or stderr (``check | head -1``) changes neither the run nor its exit code
+    (see :mod:`preflight.pipes`).
+    """
+    from .pipes import guard
+
+    with guard():
+        return _main(argv)
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     from .matrix import MatrixError
 
     argv = _normalise(sys.argv[1:] if argv is None else argv)
     from .probes.process import kill_all
 
-    def on_term(signum, frame):  # a scheduler's SIGTERM: stop like Ctrl-C, probes included
+    def on_term(signum, frame):  # a scheduler's SIGTERM, an ssh drop's SIGHUP: stop like Ctrl-C, probes included
         raise KeyboardInterrupt
 
-    try:
-        old_term = signal.signal(signal.SIGTERM, on_term)
-    except ValueError:  # not the main thread (tests calling main() from a worker)
-        old_term = None
+    old_handlers = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is None:  # no SIGHUP on Windows
+            continue
+        try:
+            old_handlers[sig] = signal.signal(sig, on_term)
+        except ValueError:  # not the main thread (tests calling main() from a worker)
+            pass
     try:
         args = build_parser().parse_args(argv)
         if args.version:
@@ -87,5 +103,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     finally:
         kill_all()
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
+        for sig, old in old_handlers.items():
+            signal.signal(sig, old)

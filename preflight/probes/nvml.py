@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, Callable, Dict, List
 
-from .process import MARKER, run_argv
+from .process import EVENTS_ENV, MARKER, run_argv
 
 __all__ = ["collect", "snapshot", "classify_error"]
 
@@ -197,5 +197,11 @@ def _main() -> None:
     else:
         data = collect(pynvml)
     data["event"] = "nvml"
-    sys.stdout.write(MARKER + json.dumps(data, default=str) + "\n")
+    line = MARKER + json.dumps(data, default=str) + "\n"
+    path = os.environ.get(EVENTS_ENV)
+    if path:  # the probe's private events file (see probes/process.py)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+        return
+    sys.stdout.write(line)
     sys.stdout.flush()

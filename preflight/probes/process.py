@@ -1,25 +1,42 @@
 """The single way the checker runs code in another interpreter.
 
 Every probe that imports torch, verl, vllm, flash_attn or ray, or touches CUDA/NCCL, goes
-through :func:`run_script`: the script runs in a new session (its own process group) with a
-deadline; on timeout the whole group is killed with SIGKILL. A crash (segfault, abort), a hang
-or garbage output comes back as a :class:`ProbeOutput` describing what happened; nothing here
-raises for the child's misbehaviour.
+through :func:`run_script` (or :func:`run_argv` for other commands). A crash (segfault, abort),
+a hang or garbage output comes back as a :class:`ProbeOutput` describing what happened; nothing
+here raises for the child's misbehaviour, and nothing the probe starts outlives it:
+
+* Each probe runs under a small supervisor (``probes/_supervise.py``, the checker's own
+  interpreter with ``-I -S``) that starts it in a new session. On Linux the supervisor is a child
+  subreaper and gives the probe ``PR_SET_PDEATHSIG=SIGKILL``: when the probe ends, on its own or
+  at the deadline, every process it left (a ``setsid()`` daemon included) is killed and reaped.
+  The supervisor also ends the probe when its control pipe from the checker closes, which the
+  kernel does however the checker dies (SIGHUP, SIGKILL, a crash). Elsewhere the probe's process
+  group is killed.
+* The checker waits for the supervisor's pid, never for EOF of the pipes, so a daemon holding
+  them cannot make a finished probe look hung.
+* Output is read as it comes and only a tail is kept (:data:`KEEP_BYTES` per stream), so a
+  flooding probe costs bounded memory and no disk.
 
 Scripts live in ``preflight/target/`` and must run on the *target* interpreter with the
 standard library only (any CPython 3.6+), so they never import the checker's vendored code.
-They report through lines ``@@PREFLIGHT@@ {json}`` on stdout (see ``target/_prelude.py``);
-any other output is kept as evidence.
+They report JSON events (see ``target/_prelude.py``) as lines ``@@PREFLIGHT@@ {json}`` appended
+to a private file named by ``$PREFLIGHT_EVENTS``, apart from stdout, so banners printed without
+a newline cannot break them; such lines on stdout are still read for commands run without it.
+Any other output is kept as evidence.
 """
 
 import json
 import os
+import selectors
+import shutil
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 MARKER = "@@PREFLIGHT@@ "
 TAIL_CHARS = 4000
@@ -39,6 +56,8 @@ class ProbeOutput:
         duration_s: wall time in seconds.
         events: the JSON objects the script reported, in order.
         stdout_tail, stderr_tail: the last :data:`TAIL_CHARS` characters of other output.
+        stdout_bytes, stderr_bytes: how many bytes the process wrote to each (all of it counted,
+            only the tail kept).
         launch_error: set when the interpreter could not be started at all (OSError text).
     """
 
@@ -50,6 +69,8 @@ class ProbeOutput:
     stdout_tail: str = ""
     stderr_tail: str = ""
     launch_error: Optional[str] = None
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
 
     @property
     def ok(self) -> bool:
@@ -92,6 +113,8 @@ class ProbeOutput:
             ev["stderr_tail"] = self.stderr_tail.strip()[-1500:]
         if self.stdout_tail.strip():
             ev["stdout_tail"] = self.stdout_tail.strip()[-800:]
+        if max(self.stdout_bytes, self.stderr_bytes) > KEEP_BYTES:
+            ev["output_bytes"] = {"stdout": self.stdout_bytes, "stderr": self.stderr_bytes}
         return ev
 
 
@@ -127,100 +150,270 @@ def _child_env(extra: Optional[Mapping[str, str]]) -> Dict[str, str]:
     return env
 
 
-#: Probe processes started and not yet collected: killed by :func:`kill_all` when the checker is
-#: interrupted (each probe runs in its own session, so a terminal's Ctrl-C or a scheduler's
-#: SIGTERM to the checker does not reach it by itself).
+#: Bytes of each output stream kept while a probe runs (the rest is counted and dropped).
+KEEP_BYTES = 64 * 1024
+#: Most bytes of reported events read back from one probe.
+EVENTS_MAX_BYTES = 16 * 1024 * 1024
+#: Environment variable naming the file a target script appends its events to (see target/_prelude.py).
+EVENTS_ENV = "PREFLIGHT_EVENTS"
+
+
+class _Tail(threading.Thread):
+    """Reads a probe's stdout and stderr pipes as they come, keeping the last :data:`KEEP_BYTES`
+    of each and counting the rest, so a flooding probe costs the checker a bounded amount of
+    memory and never blocks on a full pipe. Stops at EOF of both or when told to."""
+
+    def __init__(self, fds: Sequence[int]) -> None:
+        super().__init__(daemon=True)
+        self.fds = list(fds)
+        self.bufs = {fd: bytearray() for fd in self.fds}
+        self.total = {fd: 0 for fd in self.fds}
+        self.halt = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        sel = selectors.DefaultSelector()
+        try:
+            for fd in self.fds:
+                os.set_blocking(fd, False)
+                sel.register(fd, selectors.EVENT_READ)
+            open_fds = set(self.fds)
+            while open_fds and not self.halt.is_set():
+                for key, _ in sel.select(timeout=0.1):
+                    try:
+                        data = os.read(key.fd, 65536)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        data = b""
+                    if not data:
+                        sel.unregister(key.fd)
+                        open_fds.discard(key.fd)
+                        continue
+                    buf = self.bufs[key.fd]
+                    buf += data
+                    self.total[key.fd] += len(data)
+                    if len(buf) > 2 * KEEP_BYTES:
+                        del buf[:-KEEP_BYTES]
+        finally:
+            sel.close()
+
+    def finish(self, grace: float) -> List[Tuple[str, int]]:
+        """Wait up to ``grace`` s for EOF, stop, close the pipes; (text tail, total bytes) per fd."""
+        self.join(grace)
+        self.halt.set()
+        self.join(1.0)
+        out = []
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            out.append((bytes(self.bufs[fd][-KEEP_BYTES:]).decode("utf-8", "replace"), self.total[fd]))
+        return out
+
+
+class _Probe:
+    """A running probe: the supervisor's Popen plus what is needed to stop and read it."""
+
+    def __init__(self, popen: "subprocess.Popen[bytes]", ctl_w: Optional[int], workdir: str, tail: _Tail,
+                 started: float) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.ctl_w = ctl_w
+        self.workdir = workdir
+        self.tail = tail
+        self.started = started
+
+    def poll(self) -> Optional[int]:
+        """The supervisor's exit code (the probe's, 128 + N for signal N) or None while it runs."""
+        return self.popen.poll()
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        """Wait for the supervisor (not for EOF of the pipes); raises subprocess.TimeoutExpired."""
+        return self.popen.wait(timeout)
+
+    def target_pid(self) -> Optional[int]:
+        """Pid of the probe itself (the supervisor's child) once it started, else None."""
+        try:
+            with open(os.path.join(self.workdir, "pid")) as fh:
+                return int(fh.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def stop(self) -> None:
+        """Ask the supervisor to kill the probe and everything under it (close the control pipe)."""
+        if self.ctl_w is not None:
+            try:
+                os.close(self.ctl_w)
+            except OSError:
+                pass
+            self.ctl_w = None
+
+    def kill_hard(self) -> None:
+        """Fallback when the supervisor does not answer: SIGKILL the probe's group and the supervisor's."""
+        tp = self.target_pid()
+        for pid in ([tp] if tp else []) + [self.pid]:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def end(self, wait_s: float = 5.0) -> None:
+        """Stop the probe if still running and wait (at most ``wait_s`` s, then SIGKILL) for the supervisor."""
+        self.stop()
+        try:
+            self.popen.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            self.kill_hard()
+            try:
+                self.popen.wait(2.0)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+#: Probes started and not yet collected: ended by :func:`kill_all` when the checker is interrupted
+#: (each probe runs in its own session, so a terminal's Ctrl-C or a scheduler's SIGTERM to the
+#: checker does not reach it by itself). If the checker dies without running it (SIGKILL), each
+#: probe's supervisor sees its control pipe close and does the same.
 _LIVE: "set" = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def _supervisor_code() -> str:
+    from .. import probes as _pkg
+
+    path = os.path.join(os.path.dirname(_pkg.__file__), "_supervise.py")
+    loader = getattr(_pkg, "__loader__", None)
+    if loader is not None and hasattr(loader, "get_data"):
+        return loader.get_data(path).decode("utf-8")
+    with open(path, encoding="utf-8") as fh:  # pragma: no cover
+        return fh.read()
+
+
+def _start(argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[str]) -> _Probe:
+    """Start ``argv`` under a supervisor (see ``probes/_supervise.py``); raises OSError when even
+    the supervisor cannot start."""
+    t0 = time.monotonic()
+    workdir = tempfile.mkdtemp(prefix="preflight-probe-")
+    child_env = _child_env(env)
+    child_env[EVENTS_ENV] = os.path.join(workdir, "events")
+    ctl_r, ctl_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    cfg = {"argv": list(argv), "cwd": cwd, "ctl_fd": ctl_r, "dir": workdir}
+    sup = [sys.executable or "python3", "-I", "-S", "-c", _supervisor_code(), json.dumps(cfg)]
+    try:
+        popen = subprocess.Popen(sup, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w, env=child_env,
+                                 pass_fds=(ctl_r,), start_new_session=True)
+    except BaseException:
+        for fd in (ctl_r, ctl_w, out_r, out_w, err_r, err_w):
+            os.close(fd)
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    for fd in (ctl_r, out_w, err_w):
+        os.close(fd)
+    probe = _Probe(popen, ctl_w, workdir, _Tail([out_r, err_r]), t0)
+    with _LIVE_LOCK:
+        _LIVE.add(probe)
+    return probe
 
 
 def spawn_script(python: str, name: str, args: Any = None, env: Optional[Mapping[str, str]] = None,
-                 cwd: Optional[str] = None, to_files: bool = False) -> "subprocess.Popen[str]":
-    """Start ``python -c <script NAME> <json args>`` in its own session; return the Popen.
+                 cwd: Optional[str] = None, to_files: bool = False) -> _Probe:
+    """Start ``python -c <script NAME> <json args>`` under a supervisor; return the running probe
+    (``poll()``/``wait()`` like a Popen). Use :func:`collect` to wait for it and read it.
 
-    ``to_files`` sends stdout and stderr to temporary files instead of pipes: for processes that
-    are polled rather than drained (NCCL ranks), so a chatty process (NCCL_DEBUG=INFO) cannot
-    block on a full pipe. Raises OSError if the interpreter cannot be executed. Use
-    :func:`collect` to wait.
+    Output is read as it comes into a bounded tail, so no probe blocks on a full pipe however
+    chatty it is (``to_files`` is accepted for callers of the older API and changes nothing).
+    Raises OSError if the supervisor cannot be started; an interpreter that cannot be executed
+    shows as ``launch_error`` in :func:`collect`'s result.
     """
     code = load_script(name)
     argv = [python, "-c", code, json.dumps(args if args is not None else {})]
-    files = None
-    if to_files:
-        files = (tempfile.TemporaryFile(mode="w+", errors="replace"), tempfile.TemporaryFile(mode="w+", errors="replace"))
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=files[0] if files else subprocess.PIPE,
-        stderr=files[1] if files else subprocess.PIPE, env=_child_env(env), cwd=cwd, start_new_session=True,
-        universal_newlines=True, errors="replace",
-    )
-    proc._pf_files = files  # type: ignore[attr-defined]
-    _LIVE.add(proc)
-    return proc
-
-
-def _kill_group(proc: "subprocess.Popen[str]") -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    return _start(argv, env, cwd)
 
 
 def kill_all() -> int:
-    """Kill the process group of every probe still running; returns how many there were."""
-    n = 0
-    for proc in list(_LIVE):
-        _kill_group(proc)
-        _LIVE.discard(proc)
-        n += 1
-    return n
+    """End every probe still running, with everything it started; returns how many there were."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+        _LIVE.clear()
+    for probe in live:
+        probe.stop()
+    for probe in live:
+        probe.end(3.0)
+    return len(live)
 
 
-def collect(proc: "subprocess.Popen[str]", timeout: float, argv_label: List[str],
-            started: Optional[float] = None) -> ProbeOutput:
-    """Wait up to ``timeout`` seconds for ``proc``; kill its process group on expiry.
+def _read_events(path: str) -> List[Dict[str, Any]]:
+    events: List[Dict[str, Any]] = []
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(EVENTS_MAX_BYTES)
+    except OSError:
+        return events
+    for line in data.decode("utf-8", "replace").splitlines():
+        ev = _parse_marker(line)
+        if ev is not None:
+            events.append(ev)
+    return events
 
-    Also kills the group after a normal exit, so no grandchild (a vLLM engine core, a Ray
-    worker) outlives the probe.
-    """
-    t0 = started if started is not None else time.monotonic()
+
+def _parse_marker(line: str) -> Optional[Dict[str, Any]]:
+    at = line.find(MARKER)
+    if at < 0:
+        return None
+    try:
+        ev = json.loads(line[at + len(MARKER):])
+    except ValueError:
+        return None
+    return ev if isinstance(ev, dict) else None
+
+
+def collect(proc: _Probe, timeout: float, argv_label: List[str], started: Optional[float] = None) -> ProbeOutput:
+    """Wait up to ``timeout`` seconds for ``proc`` to exit (its pid, not EOF of its pipes); stop it
+    on expiry. After it ends, in every case, nothing it started is left running. The events it
+    reported before a timeout are kept."""
+    t0 = started if started is not None else proc.started
     out = ProbeOutput(argv=argv_label)
     remaining = max(0.1, timeout - (time.monotonic() - t0))
-    files = getattr(proc, "_pf_files", None)
     try:
-        if files:
-            try:
-                proc.wait(timeout=remaining)
-            except subprocess.TimeoutExpired:
-                out.timed_out = True
-                _kill_group(proc)
-                proc.wait(timeout=10)
-            stdout, stderr = [(f.seek(0), f.read())[1] for f in files]
-            for f in files:
-                f.close()
-        else:
-            try:
-                stdout, stderr = proc.communicate(timeout=remaining)
-            except subprocess.TimeoutExpired:
-                out.timed_out = True
-                _kill_group(proc)
-                try:
-                    stdout, stderr = proc.communicate(timeout=10)
-                except subprocess.TimeoutExpired:  # pipes held open by an escaped grandchild
-                    stdout, stderr = "", ""
+        try:
+            proc.wait(remaining)
+        except subprocess.TimeoutExpired:
+            out.timed_out = True
+        proc.end(5.0)
+        out.duration_s = time.monotonic() - t0
+        (stdout, out.stdout_bytes), (stderr, out.stderr_bytes) = proc.tail.finish(1.0)
+        status = ""
+        try:
+            with open(os.path.join(proc.workdir, "status")) as fh:
+                status = fh.read().strip()
+        except OSError:
+            pass
+        if status.startswith("launch_error "):
+            out.launch_error = status[len("launch_error "):]
+        elif status == "killed":
+            out.timed_out = True
+        elif status.lstrip("-").isdigit():
+            out.returncode = int(status)
+            out.timed_out = False  # it ended on its own just as the deadline passed
+        elif not out.timed_out:
+            out.returncode = proc.popen.returncode  # the supervisor itself failed
+        out.events = _read_events(os.path.join(proc.workdir, "events"))
     finally:
-        _kill_group(proc)
-        _LIVE.discard(proc)
-    out.duration_s = time.monotonic() - t0
-    out.returncode = None if out.timed_out else proc.returncode
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
+        shutil.rmtree(proc.workdir, ignore_errors=True)
     plain = []
     for line in (stdout or "").splitlines():
-        if line.startswith(MARKER):
-            try:
-                ev = json.loads(line[len(MARKER):])
-                if isinstance(ev, dict):
-                    out.events.append(ev)
-                    continue
-            except ValueError:
-                pass
+        ev = _parse_marker(line)  # events printed on stdout (a command run without the events file)
+        if ev is not None:
+            out.events.append(ev)
+            line = line[:line.find(MARKER)]  # a banner printed without a newline before it
+            if not line:
+                continue
         plain.append(line)
     out.stdout_tail = "\n".join(plain)[-TAIL_CHARS:]
     out.stderr_tail = (stderr or "")[-TAIL_CHARS:]
@@ -252,10 +445,7 @@ def run_argv(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str
     """Run an arbitrary command with the same deadline and group-kill rules (e.g. nvidia-smi)."""
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=_child_env(env), start_new_session=True,
-                                universal_newlines=True, errors="replace")
+        proc = _start(argv, env, None)
     except OSError as exc:
         return ProbeOutput(argv=list(argv), launch_error=str(exc), duration_s=time.monotonic() - t0)
-    _LIVE.add(proc)
     return collect(proc, timeout, list(argv), started=t0)
