@@ -272,10 +272,10 @@ def test_mini_batch_fix_lists_several_divisors():
     _p, found, _ = run_case(["data.train_batch_size=60", "actor_rollout_ref.actor.ppo_mini_batch_size=64",
                              "actor_rollout_ref.rollout.n=1", "trainer.n_gpus_per_node=4"])
     f = found["mini_le_train.actor"]
-    assert f.status == "fail" and f.fix == "set actor_rollout_ref.actor.ppo_mini_batch_size to a divisor of " \
-        "data.train_batch_size 60: 12, 20 or 60"
+    assert f.status == "fail" and f.fix == "set actor_rollout_ref.actor.ppo_mini_batch_size to 12, 20 or 60 " \
+        "(a divisor of data.train_batch_size 60)"
     assert f.evidence["candidates"] == [12, 20, 60]
-    assert found["train_divisible_by_mini.actor"].fix.endswith("a divisor of 60: 12, 20 or 60")
+    assert found["train_divisible_by_mini.actor"].fix.endswith("to 12, 20 or 60 (a divisor of data.train_batch_size 60)")
 
 
 # ---- the model: Ulysses heads and context length ---------------------------------------------------

@@ -1,6 +1,14 @@
 """A model's ``config.json``, read from disk only: a local directory, or the local Hugging Face
 cache for a repo id. Never the network.
 
+Multimodal layouts keep the language model's numbers in a sub-config: ``text_config``
+(Qwen2-VL, Llava, Gemma 3), ``llm_config`` (InternVL chat models) or ``language_config``
+(DeepSeek-VL2); the first of these that is a mapping is read, the top level first. Beside
+``config.json`` the directory may hold ``tokenizer_config.json`` (``auto_map`` of a custom
+tokenizer, ``chat_template``), ``chat_template.jinja`` / ``chat_template.json`` (newer
+transformers and processors store the template there) and ``model.safetensors.index.json``
+(``weight_map``: every parameter name, so the module names).
+
 The cache is ``$HF_HUB_CACHE``, else ``$HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, else
 ``$XDG_CACHE_HOME/huggingface/hub``, else ``~/.cache/huggingface/hub`` (huggingface_hub's order);
 a repo ``org/name`` lives in ``models--org--name/snapshots/<revision>/`` with ``refs/main``
@@ -10,10 +18,13 @@ naming the revision.
 import json
 import os
 import re
-from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-__all__ = ["ModelFacts", "hf_cache_dir", "find_config", "read_model"]
+__all__ = ["ModelFacts", "hf_cache_dir", "find_config", "read_model", "SUBCONFIG_KEYS"]
+
+#: Keys under which multimodal configs keep the language model's config (transformers' names).
+SUBCONFIG_KEYS = ("text_config", "llm_config", "language_config")
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
@@ -28,7 +39,18 @@ class ModelFacts:
         max_position_embeddings: the context the model was built for (what verl compares with).
         params: parameter count: from model.safetensors.index.json's total_size and dtype when
             present, else estimated from the dimensions (``params_from`` says which).
-        model_type: ``qwen2``, ``llama``...
+        model_type: ``qwen2``, ``llama``... (the top level's; ``text_model_type`` is the
+            language model's when it sits in a sub-config).
+        text_key: the sub-config that holds the language model (``llm_config``...), or None.
+        auto_map: ``{file: {AutoClass: "module.Class"}}`` for config.json and
+            tokenizer_config.json when they map classes to Python files of the model (custom code:
+            transformers needs ``trust_remote_code=True``).
+        architectures: config.json ``architectures`` (e.g. ``["Qwen2ForCausalLM"]``).
+        weight_names: parameter names from model.safetensors.index.json ``weight_map`` (None when
+            there is no index), ``weights_from`` names the file.
+        chat_template: the tokenizer's Jinja chat template (a string; the ``default`` one when
+            several are named), ``template_from`` says which file; None when none is stored.
+        torch_dtype: config.json ``torch_dtype`` / ``dtype`` (``bfloat16``...).
     """
 
     path: str
@@ -39,6 +61,20 @@ class ModelFacts:
     params_from: str
     model_type: Optional[str]
     raw: Dict[str, Any]
+    text_key: Optional[str] = None
+    text_model_type: Optional[str] = None
+    auto_map: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    architectures: List[str] = field(default_factory=list)
+    weight_names: Optional[List[str]] = None
+    weights_from: str = ""
+    chat_template: Optional[str] = None
+    template_from: str = ""
+    torch_dtype: Optional[str] = None
+
+    @property
+    def directory(self) -> str:
+        """The directory that holds config.json."""
+        return os.path.dirname(self.path)
 
 
 def hf_cache_dir(env: Optional[Mapping[str, str]] = None) -> str:
@@ -105,6 +141,37 @@ def _estimate(c: Dict[str, Any]) -> Optional[int]:
     return layers * (attn + mlp + 2 * h) + emb + h
 
 
+def _json(path: str) -> Optional[Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _template(d: str) -> Tuple[Optional[str], str]:
+    """(the chat template stored in directory ``d``, the file it came from)."""
+    tok = _json(os.path.join(d, "tokenizer_config.json"))
+    cands: List[Tuple[Any, str]] = []
+    if isinstance(tok, dict):
+        cands.append((tok.get("chat_template"), "tokenizer_config.json"))
+    try:
+        with open(os.path.join(d, "chat_template.jinja"), encoding="utf-8") as fh:
+            cands.append((fh.read(), "chat_template.jinja"))
+    except OSError:
+        pass
+    proc = _json(os.path.join(d, "chat_template.json"))
+    if isinstance(proc, dict):
+        cands.append((proc.get("chat_template"), "chat_template.json"))
+    for t, src in cands:
+        if isinstance(t, list):  # [{"name": "default", "template": ...}, {"name": "tool_use", ...}]
+            named = {x.get("name"): x.get("template") for x in t if isinstance(x, dict)}
+            t = named.get("default") or next((v for v in named.values() if isinstance(v, str)), None)
+        if isinstance(t, str) and t.strip():
+            return t, src
+    return None, ""
+
+
 def read_model(model_path: Any, env: Optional[Mapping[str, str]] = None) -> Tuple[Optional[ModelFacts], str]:
     """(facts or None, how found / why not). A malformed config.json gives None and the reason."""
     cfg, how = find_config(model_path, env)
@@ -117,7 +184,8 @@ def read_model(model_path: Any, env: Optional[Mapping[str, str]] = None) -> Tupl
         return None, "%s could not be read: %s" % (cfg, exc)
     if not isinstance(raw, dict):
         return None, "%s is not a JSON object" % cfg
-    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}
+    text_key = next((k for k in SUBCONFIG_KEYS if isinstance(raw.get(k), dict)), None)
+    text: Dict[str, Any] = raw[text_key] if text_key else {}
 
     def pick(key: str) -> Optional[int]:
         v = raw.get(key, text.get(key))
@@ -125,18 +193,35 @@ def read_model(model_path: Any, env: Optional[Mapping[str, str]] = None) -> Tupl
 
     heads = pick("num_attention_heads")
     kv = pick("num_key_value_heads") or heads
+    d = os.path.dirname(cfg)
     params, src = None, "unknown"
-    idx = os.path.join(os.path.dirname(cfg), "model.safetensors.index.json")
-    dtype = str(raw.get("torch_dtype") or raw.get("dtype") or text.get("torch_dtype") or "")
-    try:
-        with open(idx, encoding="utf-8") as fh:
-            total = int(json.load(fh)["metadata"]["total_size"])
-        if dtype in _DTYPE_BYTES:
-            params, src = total // _DTYPE_BYTES[dtype], "model.safetensors.index.json total_size / %s" % dtype
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    dtype = str(raw.get("torch_dtype") or raw.get("dtype") or text.get("torch_dtype") or text.get("dtype") or "")
+    index = _json(os.path.join(d, "model.safetensors.index.json"))
+    names: Optional[List[str]] = None
+    if isinstance(index, dict):
+        try:
+            total = int(index["metadata"]["total_size"])
+            if dtype in _DTYPE_BYTES:
+                params, src = total // _DTYPE_BYTES[dtype], "model.safetensors.index.json total_size / %s" % dtype
+        except (KeyError, TypeError, ValueError):
+            pass
+        if isinstance(index.get("weight_map"), dict):
+            names = sorted(str(k) for k in index["weight_map"])
     if params is None:
-        est = _estimate(dict({k: v for k, v in raw.items() if k != "text_config"}, **text) if text else raw)
+        est = _estimate(dict({k: v for k, v in raw.items() if k not in SUBCONFIG_KEYS}, **text) if text else raw)
         if est:
             params, src = est, "estimated from config.json dimensions"
-    return ModelFacts(cfg, heads, kv, pick("max_position_embeddings"), params, src, raw.get("model_type"), raw), how
+    auto: Dict[str, Dict[str, Any]] = {}
+    if isinstance(raw.get("auto_map"), dict) and raw["auto_map"]:
+        auto["config.json"] = raw["auto_map"]
+    tok = _json(os.path.join(d, "tokenizer_config.json"))
+    if isinstance(tok, dict) and isinstance(tok.get("auto_map"), (dict, list)) and tok["auto_map"]:
+        am = tok["auto_map"]
+        auto["tokenizer_config.json"] = am if isinstance(am, dict) else {"AutoTokenizer": am}
+    tmpl, tmpl_from = _template(d)
+    arch = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+    return ModelFacts(cfg, heads, kv, pick("max_position_embeddings"), params, src, raw.get("model_type"), raw,
+                      text_key=text_key, text_model_type=text.get("model_type") if text_key else None,
+                      auto_map=auto, architectures=[str(a) for a in arch], weight_names=names,
+                      weights_from="model.safetensors.index.json" if names is not None else "",
+                      chat_template=tmpl, template_from=tmpl_from, torch_dtype=dtype or None), how

@@ -103,6 +103,12 @@ class Finding:
         stops: when and how verl stops (or what goes wrong silently).
         silent: True when verl would not stop but train wrongly or slowly.
         evidence: the numbers by name.
+        alts: the fix as overrides: each mapping (dotted key -> value) is one way to fix it that
+            the fix text offers; :func:`evaluate` re-runs every rule on each and keeps only those
+            that fix this finding without failing another rule (a mapping may then carry the
+            companion change that another rule needs).
+        fix_key, fix_tail: when set, the fix text is rebuilt from the surviving ``alts`` as
+            ``set <fix_key> to A or B<fix_tail>``.
     """
 
     rule: str
@@ -115,6 +121,9 @@ class Finding:
     stops: str = ""
     silent: bool = False
     evidence: Dict[str, Any] = field(default_factory=dict)
+    alts: List[Dict[str, Any]] = field(default_factory=list)
+    fix_key: Optional[str] = None
+    fix_tail: str = ""
 
     @property
     def id(self) -> str:
@@ -125,7 +134,7 @@ class Finding:
         """JSON-ready form."""
         return {"id": self.id, "rule": self.rule, "status": self.status, "message": self.message, "fix": self.fix,
                 "check": self.check, "where": self.where, "stops": self.stops, "silent": self.silent,
-                "evidence": self.evidence}
+                "evidence": self.evidence, "overrides": [override_line(a) for a in self.alts]}
 
 
 # ---- config values ---------------------------------------------------------------------------
@@ -175,6 +184,7 @@ class Values:
     mg_tp: int
     mg_pp: int
     mg_cp: int
+    mg_vpp: Optional[int]
     param_offload: bool
     optimizer_offload: bool
     model_path: Any
@@ -259,6 +269,7 @@ def values(get: Callable[[str, Any], Any]) -> Values:
         mg_tp=_size(get, a + "megatron.tensor_model_parallel_size"),
         mg_pp=_size(get, a + "megatron.pipeline_model_parallel_size"),
         mg_cp=_size(get, a + "megatron.context_parallel_size"),
+        mg_vpp=_int(get, a + "megatron.virtual_pipeline_model_parallel_size"),
         param_offload=_bool(get(a + "fsdp_config.param_offload", False)),
         optimizer_offload=_bool(get(a + "fsdp_config.optimizer_offload", False)),
         model_path=get("actor_rollout_ref.model.path", None))
@@ -321,8 +332,24 @@ def _near(cands: Sequence[int], value: int, k: int = 2) -> List[int]:
 
 
 def _or(xs: Sequence[Any]) -> str:
+    """``a, b or c``; ``""`` for no items (a fix text is only built for a finding that has one)."""
     xs = [str(x) for x in xs]
+    if not xs:
+        return ""
     return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " or " + xs[-1]
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if v is None:
+        return "null"
+    return str(v)
+
+
+def override_line(alt: Dict[str, Any]) -> str:
+    """Overrides as launch words: ``{"a.b": 8, "c": True}`` -> ``a.b=8 c=True``."""
+    return " ".join("%s=%s" % (k, _fmt(v)) for k, v in alt.items())
 
 
 def visible_gpus(nvml: Dict[str, Any], env: Dict[str, str]) -> Tuple[Optional[List[Dict[str, Any]]], str]:
@@ -359,30 +386,45 @@ class _Ctx:
         self.out: List[Finding] = []
 
     def add(self, rule: str, status: str, message: str, fix: Optional[str] = None, item: Optional[str] = None,
-            silent: bool = False, **evidence: Any) -> None:
+            silent: bool = False, alts: Optional[List[Dict[str, Any]]] = None, fix_key: Optional[str] = None,
+            fix_tail: str = "", **evidence: Any) -> Finding:
         meta = self.rules.get(rule, {})
-        self.out.append(Finding(rule, status, message, fix, item, meta.get("check", ""),
-                                (self.rs.get("where") or {}).get(rule, ""), meta.get("stops", ""), silent,
-                                {k: v for k, v in evidence.items() if v is not None}))
+        if fix is None and fix_key and alts:
+            fix = "set %s to %s%s" % (fix_key, _or([_fmt(a[fix_key]) for a in alts]), fix_tail)
+        f = Finding(rule, status, message, fix, item, meta.get("check", ""),
+                    (self.rs.get("where") or {}).get(rule, ""), meta.get("stops", ""), silent,
+                    {k: v for k, v in evidence.items() if v is not None}, list(alts or []), fix_key, fix_tail)
+        self.out.append(f)
+        return f
 
 
-def _suggest_micro(v: Values, role: str) -> str:
+def _suggest_micro(v: Values, role: str) -> Tuple[int, str]:
     """A micro-batch size that fits: a divisor of the per-GPU mini-batch (actor, critic) or of the
     per-GPU sequences (log-prob passes), at most 4 for training and 16 for log-probs."""
     sp = v.critic_sp if role == "critic" else v.sp
-    if sp <= 0 or v.world % sp:
-        return "4"
-    dp = v.world // sp
+    dp = _dp(v, role)
+    if dp is None:
+        return 4, "4"
     if role in ("actor", "critic"):
         mini = v.critic_mini if role == "critic" else v.mini
         total, cap = (mini or 0) * v.n, 4
     else:
         total, cap = v.B * v.n, 16
     if total <= 0 or total % dp:
-        return str(cap)
+        return cap, str(cap)
     per = total // dp
     ok = [d for d in divisors(per) if d <= cap]
-    return "%d (a divisor of the %d sequences per GPU)" % (ok[-1], per)
+    return ok[-1], "%d (a divisor of the %d sequences per GPU)" % (ok[-1], per)
+
+
+def _dp(v: Values, role: str = "actor") -> Optional[int]:
+    """The data-parallel size that splits a role's mini-batch: Megatron's world / (TP x PP x CP)
+    for a Megatron actor, else world / Ulysses size; None when that does not divide."""
+    if role in ("actor", "rollout", "ref") and v.strategy == "megatron":
+        mp = v.mg_tp * v.mg_pp * v.mg_cp
+        return v.world // mp if mp > 0 and v.world % mp == 0 else None
+    sp = v.critic_sp if role == "critic" else v.sp
+    return v.world // sp if sp > 0 and v.world % sp == 0 else None
 
 
 def _mandatory(x: _Ctx, missing: Sequence[str]) -> None:
@@ -406,20 +448,22 @@ def _micro_set(x: _Ctx, v: Values) -> None:
         x.add("micro_batch_set", "pass", "dynamic batch size: micro-batches are sized by tokens")
     for role, key, glob, per in roles:
         if glob is None and per is None:
+            num, text = _suggest_micro(v, role)
             x.add("micro_batch_set", "fail", "%s: neither %s nor %s_per_gpu is set" % (role, key, key),
-                  "set %s_per_gpu=%s" % (key, _suggest_micro(v, role)), item=role)
+                  "set %s_per_gpu=%s" % (key, text), item=role, alts=[{key + "_per_gpu": num}])
         elif glob is not None and per is not None:
             x.add("micro_batch_set", "fail", "%s: both %s=%d and %s_per_gpu=%d are set" % (role, key, glob, key, per),
-                  "remove %s (deprecated); keep %s_per_gpu" % (key, key), item=role)
+                  "remove %s (deprecated); keep %s_per_gpu" % (key, key), item=role, alts=[{key: None}])
         else:
             x.add("micro_batch_set", "pass", "%s: %s%s=%d" % (role, key, "" if glob is not None else "_per_gpu",
                                                             glob if glob is not None else per), item=role)
         if x.rs.get("per_gpu_required") and per is None and glob is not None and role in ("actor", "rollout"):
-            dp = v.world // v.sp if v.sp and v.world % v.sp == 0 else v.world
+            dp = _dp(v, role) or v.world
             x.add("per_gpu_required", "fail", "%s: only the deprecated %s=%d is set; verl %s's engine worker reads "
                   "only %s_per_gpu" % (role, key, glob, x.rs["label"], key),
                   "set %s_per_gpu=%d (that is %d / %d data-parallel ranks) and remove %s" % (
-                      key, max(1, glob // dp), glob, dp, key), item=role, global_micro=glob, dp=dp)
+                      key, max(1, glob // dp), glob, dp, key), item=role, global_micro=glob, dp=dp,
+                  alts=[{key + "_per_gpu": max(1, glob // dp), key: None}])
 
 
 def _train_divisible(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
@@ -450,17 +494,17 @@ def _train_divisible(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
         return
     opts = bm.multiples_near(v.B, minimal, v.n)
     x.add("train_batch_divisible", "fail", "data.train_batch_size x rollout.n = %d x %d = %d is not divisible by %s" % (
-        v.B, v.n, seqs, how), "set data.train_batch_size to %s" % _or(opts),
-        sequences=seqs, minimal_bsz=minimal, candidates=opts)
+        v.B, v.n, seqs, how), sequences=seqs, minimal_bsz=minimal, candidates=opts,
+        alts=[{"data.train_batch_size": o} for o in opts], fix_key="data.train_batch_size")
 
 
-def _mini_candidates(v: Values, current: int, k: int = 3) -> List[int]:
+def _mini_candidates(v: Values, current: int, k: int = 3, role: str = "actor") -> List[int]:
     """ppo_mini_batch_size values to suggest instead of ``current``, ascending: the (up to) ``k``
     largest below it and the next one above it; all divisors of data.train_batch_size
     whose sequences (x rollout.n) split evenly over the data-parallel ranks (plain divisors when
     none does)."""
     divs = divisors(v.B) if v.B > 0 else []
-    dp = v.world // v.sp if v.sp > 0 and v.world > 0 and v.world % v.sp == 0 else None
+    dp = _dp(v, role)
     good = [d for d in divs if dp and (d * v.n) % dp == 0] or divs
     below = [d for d in good if d < current][-k:] if k > 0 else []
     above = [d for d in good if d > current][:1]
@@ -475,9 +519,10 @@ def _mini_le_train(x: _Ctx, v: Values) -> None:
         if dyn or mini is None:
             continue
         if v.B < mini:
+            cands = _mini_candidates(v, mini, role=role)
             x.add("mini_le_train", "fail", "%s: data.train_batch_size %d < %s %d" % (role, v.B, key, mini),
-                  "set %s to a divisor of data.train_batch_size %d: %s" % (key, v.B, _or(_mini_candidates(v, mini))),
-                  item=role, train_batch_size=v.B, mini=mini, candidates=_mini_candidates(v, mini))
+                  item=role, train_batch_size=v.B, mini=mini, candidates=cands,
+                  alts=[{key: c} for c in cands], fix_key=key, fix_tail=" (a divisor of data.train_batch_size %d)" % v.B)
         else:
             x.add("mini_le_train", "pass", "%s: %s %d <= train_batch_size %d" % (role, key, mini, v.B), item=role)
 
@@ -512,7 +557,8 @@ def _sp(x: _Ctx, v: Values) -> None:
                 v.world, ", ".join(str(d) for d in divisors(v.world))), item=role)
         if not v.remove_padding:
             x.add("sp_remove_padding", "fail", "%s: Ulysses size %d with use_remove_padding=False" % (role, sp),
-                  "set actor_rollout_ref.model.use_remove_padding=True", item=role)
+                  "set actor_rollout_ref.model.use_remove_padding=True", item=role,
+                  alts=[{"actor_rollout_ref.model.use_remove_padding": True}])
         else:
             x.add("sp_remove_padding", "pass", "%s: Ulysses size %d with use_remove_padding=True" % (role, sp),
                   item=role)
@@ -521,35 +567,42 @@ def _sp(x: _Ctx, v: Values) -> None:
 def _val_temperature(x: _Ctx, v: Values) -> None:
     if v.val_do_sample and (v.temperature is None or v.temperature <= 0):
         x.add("val_temperature", "fail", "val_kwargs.do_sample=True with rollout.temperature=%s" % v.temperature,
-              "set actor_rollout_ref.rollout.temperature to a value > 0 (e.g. 1.0)")
+              "set actor_rollout_ref.rollout.temperature to a value > 0 (e.g. 1.0)",
+              alts=[{"actor_rollout_ref.rollout.temperature": 1.0}])
 
 
 def _mini_micro(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
     mode = x.rs["mini_normalisation"]
-    roles = [("actor", "actor_rollout_ref.actor", v.mini, v.micro_gpu, v.sp, v.dyn)]
+    roles = [("actor", "actor_rollout_ref.actor", v.mini, v.micro_gpu, v.dyn)]
     if v.use_critic:
-        roles.append(("critic", "critic", v.critic_mini, v.critic_micro_gpu, v.critic_sp, v.critic_dyn))
-    for role, pre, mini, micro, sp, dyn in roles:
-        if dyn or mini is None or mini <= 0 or sp <= 0 or v.world % sp:
+        roles.append(("critic", "critic", v.critic_mini, v.critic_micro_gpu, v.critic_dyn))
+    for role, pre, mini, micro, dyn in roles:
+        dp = _dp(v, role)
+        if dyn or mini is None or mini <= 0 or dp is None:
             continue
-        dp = v.world // sp
-        q, rem = bm.per_gpu_mini(mini, v.n, v.world, sp)
-        shown = "%d x %d / %d = %s" % (mini, v.n, dp, ("%d" % q) if not rem else "%.2f" % (mini * v.n / dp))
+        total = mini * v.n
+        q, rem = total // dp, total % dp
+        shown = "%d x %d / %d = %s" % (mini, v.n, dp, ("%d" % q) if not rem else "%.2f" % (total / dp))
+        if role == "actor" and v.strategy == "megatron":
+            shown += " (Megatron data-parallel size %d = %d GPUs / (TP %d x PP %d x CP %d))" % (
+                dp, v.world, v.mg_tp, v.mg_pp, v.mg_cp)
+        key = pre + ".ppo_mini_batch_size"
+        cands = _mini_candidates(v, mini, role=role)
         good = [m for m in divisors(v.B) if (m * v.n) % dp == 0]
-        fix_mini = "set %s.ppo_mini_batch_size to %s" % (pre, _or(_mini_candidates(v, mini))) if good else (
-            "raise data.train_batch_size x rollout.n to at least %d" % dp)
+        mini_fix = dict(alts=[{key: c} for c in cands], fix_key=key) if good else dict(
+            fix="raise data.train_batch_size x rollout.n to at least %d" % dp)
         if q == 0:
             x.add("mini_per_gpu", "fail", "%s: per-GPU mini-batch %s normalises to 0 (silent hang in releases without "
-                  "the assertion)" % (role, shown), fix_mini, item=role, silent=False, mini=mini, rollout_n=v.n,
-                  dp=dp, per_gpu=q)
+                  "the assertion)" % (role, shown), item=role, silent=False, mini=mini, rollout_n=v.n,
+                  dp=dp, per_gpu=q, **mini_fix)
             continue
         if rem and mode == "exact":
-            x.add("mini_per_gpu", "fail", "%s: per-GPU mini-batch %s is not whole" % (role, shown), fix_mini, item=role,
-                  mini=mini, rollout_n=v.n, dp=dp)
+            x.add("mini_per_gpu", "fail", "%s: per-GPU mini-batch %s is not whole" % (role, shown), item=role,
+                  mini=mini, rollout_n=v.n, dp=dp, **mini_fix)
             continue
         if rem:
             x.add("mini_per_gpu", "warn", "%s: per-GPU mini-batch %s is floored to %d; sequences are left over in "
-                  "each step's last mini-batch" % (role, shown, q), fix_mini, item=role, silent=True, per_gpu=q)
+                  "each step's last mini-batch" % (role, shown, q), item=role, silent=True, per_gpu=q, **mini_fix)
         else:
             x.add("mini_per_gpu", "pass", "%s: per-GPU mini-batch %s sequences" % (role, shown), item=role, per_gpu=q)
         seq_gpu = v.B * v.n // dp if (v.B * v.n) % dp == 0 else None
@@ -559,8 +612,8 @@ def _mini_micro(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
                 x.add("train_divisible_by_mini", "fail" if assert_ else "warn",
                       "%s: %d sequences per GPU do not split into mini-batches of %d (train_batch_size %d / "
                       "ppo_mini_batch_size %d = %.2f)" % (role, seq_gpu, q, v.B, mini, v.B / mini),
-                      "set %s.ppo_mini_batch_size to a divisor of %d: %s" % (pre, v.B, _or(_mini_candidates(v, mini))),
-                      item=role, silent=not assert_)
+                      item=role, silent=not assert_, alts=[{key: c} for c in cands], fix_key=key,
+                      fix_tail=" (a divisor of data.train_batch_size %d)" % v.B)
             else:
                 x.add("train_divisible_by_mini", "pass", "%s: %d mini-batches of %d sequences per GPU per step" % (
                     role, seq_gpu // q, q), item=role)
@@ -568,40 +621,101 @@ def _mini_micro(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
             continue
         silent = x.rs["micro_divisibility"] == "global_micro_only"
         okm = [d for d in divisors(q) if d <= micro] or [1]
-        fix_micro = "set %s.ppo_micro_batch_size_per_gpu to %d (a divisor of %d)" % (pre, okm[-1], q)
+        mkey = pre + ".ppo_micro_batch_size_per_gpu"
+        micro_fix = dict(alts=[{mkey: okm[-1]}], fix_key=mkey, fix_tail=" (a divisor of %d)" % q)
         if micro > q:
             x.add("micro_vs_mini", "fail", "%s: ppo_micro_batch_size_per_gpu %d > per-GPU mini-batch %d%s" % (
                 role, micro, q, " (silent: gradient accumulation %d // %d = 0, NaN loss)" % (q, micro) if silent else ""),
-                fix_micro, item=role, silent=silent, micro=micro, mini_per_gpu=q)
+                item=role, silent=silent, micro=micro, mini_per_gpu=q, **micro_fix)
         elif q % micro:
             x.add("micro_vs_mini", "warn" if silent else "fail", "%s: per-GPU mini-batch %d is not a multiple of "
                   "ppo_micro_batch_size_per_gpu %d%s" % (role, q, micro, " (silent: the loss is scaled by %d // %d)" % (
-                      q, micro) if silent else ""), fix_micro, item=role, silent=silent)
+                      q, micro) if silent else ""), item=role, silent=silent, **micro_fix)
         else:
             x.add("micro_vs_mini", "pass", "%s: %d / %d = %d micro-batches per mini-batch" % (role, q, micro, q // micro),
                   item=role)
+            if role == "actor" and v.strategy == "megatron" and v.mg_vpp and v.mg_vpp > 1:
+                _vpp(x, v, q, micro, cands, key, mkey)
 
 
-def _rollout(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
+def _vpp(x: _Ctx, v: Values, q: int, micro: int, cands: List[int], key: str, mkey: str) -> None:
+    """Megatron's interleaved (virtual) pipeline schedule needs at least PP micro-batches per
+    mini-batch on each data-parallel rank."""
+    m = q // micro
+    if m >= v.mg_pp:
+        x.add("megatron_vpp", "pass", "virtual pipeline %d: %d micro-batches per mini-batch >= PP %d" % (
+            v.mg_vpp, m, v.mg_pp))
+        return
+    dp = _dp(v, "actor") or 1
+    alts = [{mkey: d} for d in reversed(divisors(q)) if q // d >= v.mg_pp][:1]
+    alts += [{key: c} for c in cands if (c * v.n // dp) // micro >= v.mg_pp and (c * v.n) % dp == 0][:2]
+    x.add("megatron_vpp", "fail", "virtual pipeline size %d needs >= PP %d micro-batches per mini-batch, but each "
+          "data-parallel rank gets %d / %d = %d" % (v.mg_vpp, v.mg_pp, q, micro, m),
+          "set %s" % " or ".join(override_line(a) for a in alts) if alts else
+          "unset actor_rollout_ref.actor.megatron.virtual_pipeline_model_parallel_size (or raise "
+          "ppo_mini_batch_size)", alts=alts, vpp=v.mg_vpp, pp=v.mg_pp, micro_batches=m)
+
+
+def tp_fits_heads(tp: int, heads: Optional[int], kv_heads: Optional[int]) -> bool:
+    """True when vLLM can shard a model with ``heads`` attention and ``kv_heads`` key/value heads
+    over tensor parallel size ``tp``: heads divide by tp, and the KV heads divide by tp or (when
+    fewer than tp) divide tp, each KV head then being replicated (vLLM's ModelConfig
+    verify_with_parallel_config and QKVParallelLinear). Unknown counts pass."""
+    if heads and heads % tp:
+        return False
+    if kv_heads:
+        return kv_heads % tp == 0 if kv_heads >= tp else tp % kv_heads == 0
+    return True
+
+
+def _rollout(x: _Ctx, v: Values, p: bm.BatchPlan, model: Optional[ModelFacts] = None) -> None:
     size = v.tp * v.rdp * v.rpp
     pre = "actor_rollout_ref.rollout."
-    okt = [d for d in divisors(v.world) if d * v.rdp * v.rpp <= v.world and (v.world % (d * v.rdp * v.rpp)) == 0]
+    heads = model.heads if model else None
+    kvh = model.kv_heads if model else None
+    okt = [d for d in divisors(v.world) if d * v.rdp * v.rpp <= v.world and (v.world % (d * v.rdp * v.rpp)) == 0
+           and tp_fits_heads(d, heads, kvh)]
+    key = pre + "tensor_model_parallel_size"
     if size > v.world or v.world % size:
+        near = _near(okt, v.tp)
         x.add("rollout_tp_world", "fail", "rollout TP %d x DP %d x PP %d = %d GPUs per replica %s the world size %d" % (
             v.tp, v.rdp, v.rpp, size, "exceeds" if size > v.world else "does not divide", v.world),
-            "set %stensor_model_parallel_size to %s" % (pre, _or(_near(okt, v.tp))), tp=v.tp, world=v.world,
-            candidates=okt)
+            tp=v.tp, world=v.world, candidates=okt, alts=[{key: d} for d in near], fix_key=key,
+            fix_tail=" (divides the %d GPUs%s)" % (v.world, " and the model's %s attention / %s KV heads" % (
+                heads, kvh) if heads else ""))
     else:
         x.add("rollout_tp_world", "pass", "%d rollout groups of %d GPU(s) (TP %d x DP %d x PP %d)" % (
             v.world // size, size, v.tp, v.rdp, v.rpp))
+    if model is None or not heads:
+        x.add("rollout_tp_heads", "skip", "the model's attention heads are unknown (config.json not read)")
+    elif tp_fits_heads(v.tp, heads, kvh):
+        x.add("rollout_tp_heads", "pass", "rollout TP %d splits %d attention heads and %s KV heads" % (v.tp, heads, kvh))
+    else:
+        near = _near(okt, v.tp)
+        what = "%d attention heads are not divisible by TP %d" % (heads, v.tp) if heads % v.tp else \
+            "%s KV heads neither divide by TP %d nor divide it" % (kvh, v.tp)
+        x.add("rollout_tp_heads", "fail", "rollout tensor_model_parallel_size %d: the model's %s (%s)" % (
+            v.tp, what, model.path), heads=heads, kv_heads=kvh, tp=v.tp, candidates=okt,
+            alts=[{key: d} for d in near], fix_key=key,
+            fix_tail=" (divides the %d GPUs, the %d attention heads and the %s KV heads)" % (v.world, heads, kvh))
+    if v.strategy == "megatron" and heads and v.mg_tp > 1:
+        mkey = "actor_rollout_ref.actor.megatron.tensor_model_parallel_size"
+        if heads % v.mg_tp or (kvh and kvh % v.mg_tp):
+            okm = [d for d in divisors(v.world) if heads % d == 0 and (not kvh or kvh % d == 0)
+                   and v.world % (d * v.mg_pp * v.mg_cp) == 0]
+            x.add("megatron_tp_heads", "fail", "Megatron TP %d does not divide the model's %d attention heads and %s "
+                  "KV heads (query groups)" % (v.mg_tp, heads, kvh), alts=[{mkey: d} for d in _near(okm, v.mg_tp)],
+                  fix_key=mkey, heads=heads, kv_heads=kvh)
+        else:
+            x.add("megatron_tp_heads", "pass", "Megatron TP %d divides %d heads and %s KV heads" % (v.mg_tp, heads, kvh))
     if x.rs.get("rollout_sync_rejected") and v.rollout_mode == "sync":
         x.add("rollout_mode", "fail", "rollout.mode=sync", "remove the override (async is the only mode)")
     if v.ep > 1 and v.rollout_name != "trtllm" and v.ep != v.tp * v.rdp:
         x.add("rollout_ep", "fail", "rollout expert_parallel_size %d != TP %d x DP %d" % (v.ep, v.tp, v.rdp),
-              "set %sexpert_parallel_size=%d" % (pre, v.tp * v.rdp))
+              "set %sexpert_parallel_size=%d" % (pre, v.tp * v.rdp), alts=[{pre + "expert_parallel_size": v.tp * v.rdp}])
     if v.rpp > 1 and v.rollout_name in ("vllm", "sglang"):
         x.add("rollout_pp", "fail", "rollout pipeline_model_parallel_size %d with %s" % (v.rpp, v.rollout_name),
-              "set %spipeline_model_parallel_size=1" % pre)
+              "set %spipeline_model_parallel_size=1" % pre, alts=[{pre + "pipeline_model_parallel_size": 1}])
     if v.rollout_name == "vllm" and v.max_num_seqs and p.sequences_per_group is not None:
         per = p.sequences_per_group
         if per > v.max_num_seqs:
@@ -610,6 +724,7 @@ def _rollout(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
                   "generation runs in %d waves" % (per, v.max_num_seqs, waves),
                   "set %smax_num_seqs=%d if KV-cache memory allows, or lower tensor_model_parallel_size for more "
                   "groups" % (pre, int(math.ceil(per))), silent=True, sequences_per_group=per,
+                  alts=[{pre + "max_num_seqs": int(math.ceil(per))}],
                   max_num_seqs=v.max_num_seqs)
         else:
             x.add("max_num_seqs", "pass", "%s sequences per rollout group <= max_num_seqs %d" % (per, v.max_num_seqs))
@@ -635,10 +750,12 @@ def _model_rules(x: _Ctx, v: Values, model: Optional[ModelFacts], why: str) -> N
         ok = [d for d in divisors(model.heads) if v.world % d == 0 and (
             not x.rs.get("ulysses_kv_heads") or not model.kv_heads or model.kv_heads % d == 0 or d % model.kv_heads == 0)]
         if bad or kv_bad:
+            ukey = "critic.ulysses_sequence_parallel_size" if role == "critic" else \
+                "actor_rollout_ref.actor.ulysses_sequence_parallel_size"
             x.add("ulysses_heads", "fail", "%s: Ulysses size %d vs %d attention heads / %s KV heads (%s)" % (
                 role, sp, model.heads, model.kv_heads, model.path),
-                "set the Ulysses size (fsdp_config.ulysses_sequence_parallel_size) to %s" % _or(_near(ok, sp)),
-                item=role, heads=model.heads, kv_heads=model.kv_heads, sp=sp)
+                item=role, heads=model.heads, kv_heads=model.kv_heads, sp=sp,
+                alts=[{ukey: d} for d in _near(ok, sp)], fix_key=ukey)
         else:
             x.add("ulysses_heads", "pass", "%s: Ulysses size %d divides %d heads" % (role, sp, model.heads), item=role)
     mp = model.max_position_embeddings
@@ -648,7 +765,8 @@ def _model_rules(x: _Ctx, v: Values, model: Optional[ModelFacts], why: str) -> N
     total = v.prompt_length + v.response_length
     if v.max_model_len is not None and v.max_model_len > mp:
         x.add("max_position", "fail", "rollout.max_model_len %d > max_position_embeddings %d (%s)" % (
-            v.max_model_len, mp, model.path), "set actor_rollout_ref.rollout.max_model_len=%d or leave it null" % mp)
+            v.max_model_len, mp, model.path), "set actor_rollout_ref.rollout.max_model_len=%d or leave it null" % mp,
+            alts=[{"actor_rollout_ref.rollout.max_model_len": mp}])
         return
     limit = v.max_model_len or mp
     if total <= limit:
@@ -659,12 +777,13 @@ def _model_rules(x: _Ctx, v: Values, model: Optional[ModelFacts], why: str) -> N
             v.prompt_length, v.response_length, total, "max_model_len" if v.max_model_len else
             "max_position_embeddings", limit),
             "set data.max_response_length=%d (or shorten data.max_prompt_length)" % max(1, limit - v.prompt_length),
-            limit=limit)
+            limit=limit, alts=[{"data.max_response_length": max(1, limit - v.prompt_length)}]
+            if v.prompt_length < limit else [])
     else:
         x.add("max_position", "warn", "prompt %d + response %d = %d > %d: long prompts get their responses cut to "
               "what is left" % (v.prompt_length, v.response_length, total, limit),
               "set data.max_response_length=%d (or shorten data.max_prompt_length)" % (limit - v.prompt_length),
-              silent=True, limit=limit)
+              silent=True, limit=limit, alts=[{"data.max_response_length": limit - v.prompt_length}])
 
 
 def _machine(x: _Ctx, v: Values, machine: Dict[str, Any], model: Optional[ModelFacts]) -> None:
@@ -679,7 +798,8 @@ def _machine(x: _Ctx, v: Values, machine: Dict[str, Any], model: Optional[ModelF
             x.add("gpus_present", "fail", "trainer.n_gpus_per_node=%d but this node has %d usable GPU(s): %s" % (
                 v.gpn, len(gpus), how), "set trainer.n_gpus_per_node=%d%s" % (
                     len(gpus), " or widen CUDA_VISIBLE_DEVICES" if "CUDA_VISIBLE_DEVICES" in env else ""),
-                asked=v.gpn, present=len(gpus), nnodes=v.nnodes)
+                asked=v.gpn, present=len(gpus), nnodes=v.nnodes,
+                alts=[{"trainer.n_gpus_per_node": len(gpus)}] if gpus else [])
         else:
             x.add("gpus_present", "pass", "n_gpus_per_node %d of %d usable GPU(s) on this node (%s)%s" % (
                 v.gpn, len(gpus), how, "; %d more node(s) needed" % (v.nnodes - 1) if v.nnodes > 1 else ""))
@@ -702,7 +822,8 @@ def _machine(x: _Ctx, v: Values, machine: Dict[str, Any], model: Optional[ModelF
                       "short)" % (idx, (tot - usd) / 1024, v.gpu_mem_util, tot / 1024, need / 1024, len(short)),
                       "stop the other processes on GPU %s, or set actor_rollout_ref.rollout.gpu_memory_utilization=%.2f"
                       % (", ".join(str(s[0]) for s in short), max(0.05, fit)),
-                      gpus=[{"index": s[0], "total_mib": s[1], "used_mib": s[2], "need_mib": round(s[3])} for s in short])
+                      gpus=[{"index": s[0], "total_mib": s[1], "used_mib": s[2], "need_mib": round(s[3])} for s in short],
+                      alts=[{"actor_rollout_ref.rollout.gpu_memory_utilization": round(max(0.05, fit), 2)}])
             else:
                 x.add("gpu_memory", "pass", "gpu_memory_utilization %.2f fits the free memory of %d GPU(s)" % (
                     v.gpu_mem_util, len(used)))
@@ -781,7 +902,7 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
     _sp(x, v)
     _val_temperature(x, v)
     _mini_micro(x, v, p)
-    _rollout(x, v, p)
+    _rollout(x, v, p, model)
     _model_rules(x, v, model, model_why)
     if machine is not None:
         _machine(x, v, machine, model)
