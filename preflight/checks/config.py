@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 from packaging.version import Version
 
 from ..errors import UsageError
-from ..launch.compose import ComposeUnsupported, FileUnreadable, compose, flatten
+from ..launch.compose import ComposeUnsupported, FileUnreadable, compose, flatten, get_path
 from ..launch.overrides import ConfigError, parse_launch, parse_override
 from ..launch.rules import Finding, entry_point, evaluate, mandatory_keys, ruleset
 from ..matrix import parse_version
@@ -119,9 +119,12 @@ def evaluation(ctx: Any) -> Dict[str, Any]:
         env = dict(os.environ)
         env.update(comp.env)
         model, why = read_model(comp.get("actor_rollout_ref.model.path"), env)
-        machine = {"nvml": ctx.nvml(), "host": ctx.host(), "env": env}
+        machine = {"nvml": ctx.nvml(), "host": ctx.host(), "env": env, "launch_env": dict(comp.env)}
         missing = mandatory_keys(flatten(comp.resolved), comp.get)
-        plan, found, note = evaluate(comp.get, rules_release(ctx, comp), machine, model, why, missing)
+
+        def raw(key: str, default: Any = None) -> Any:
+            return get_path(comp.raw, key, default)
+        plan, found, note = evaluate(comp.get, rules_release(ctx, comp), machine, model, why, missing, raw=raw)
         return {"plan": plan, "findings": found, "note": note, "model": model, "model_why": why}
     return ctx._memo("launch_eval", build)
 
@@ -233,7 +236,13 @@ def data_check(ctx: Any) -> List[Outcome]:
     if why:
         return [skipped(why)]
     c = launch_facts(ctx)["composed"]
-    paths = _data_files(c.get("data.train_files")) + _data_files(c.get("data.val_files"))
+    paths: List[str] = []
+    seen = set()
+    for p in _data_files(c.get("data.train_files")) + _data_files(c.get("data.val_files")):
+        real = os.path.realpath(os.path.expanduser(p))
+        if real not in seen:  # train and val may name the same file: read and report it once
+            seen.add(real)
+            paths.append(p)
     local = [p for p in paths if os.path.isfile(os.path.expanduser(p))]
     dirs = [p for p in paths if os.path.isdir(os.path.expanduser(p))]
     out: List[Outcome] = []
@@ -269,7 +278,56 @@ def data_check(ctx: Any) -> List[Outcome]:
     except RuntimeError as exc:
         return [errored(str(exc))]
     out += [outcome_of(f, f.item) for f in found]
+    out += _smoke(ctx, c, local, found)
     missing = [p for p in paths if p not in local and p not in dirs]
     if missing:
         out.append(skipped("not on this machine, not read: %s" % ", ".join(missing), item="absent"))
     return out
+
+
+def _smoke(ctx: Any, c: Any, local: List[str], found: List[Finding]) -> List[Outcome]:
+    """The first rows through the model's chat template and the custom reward function
+    (:mod:`preflight.launch.smoke`), when the files were readable."""
+    from ..launch.smoke import reward_findings, run_smoke, template_findings
+
+    if any(f.status == "fail" and f.item and f.item.endswith((".file", ".rows", ".prompt")) for f in found):
+        return []  # the rows themselves are bad; the data rows above say so
+    model = evaluation(ctx).get("model")
+    rs, _note = ruleset(rules_release(ctx, c))
+    key = rs.get("custom_reward_key", "reward.custom_reward_function")
+    path = c.get(key + ".path") or c.get("custom_reward_function.path")
+    reward = None
+    if isinstance(path, str) and path and not path.startswith("pkg://"):
+        file = path[len("file://"):] if path.startswith("file://") else path
+        if os.path.isfile(os.path.abspath(os.path.expanduser(file))):
+            kw = c.get(key + ".reward_kwargs") or c.get("custom_reward_function.reward_kwargs") or {}
+            reward = {"path": os.path.abspath(os.path.expanduser(file)),
+                      "name": c.get(key + ".name") or c.get("custom_reward_function.name") or "compute_score",
+                      "kwargs": kw if isinstance(kw, dict) else {}, "budget_s": 1.0}
+    if (model is None or not model.chat_template) and reward is None:
+        return [outcome_of(f, "chat_template") for f in template_findings({"events": []}, model, "")]
+    prompt_key = str(c.get("data.prompt_key", "prompt") or "prompt")
+    res = run_smoke(ctx.options.python, [os.path.expanduser(p) for p in local], prompt_key,
+                    str(c.get("data.reward_fn_key", "data_source") or "data_source"), model, reward,
+                    timeout=min(ctx.options.timeout, 120))
+    out = [outcome_of(f, "chat_template") for f in template_findings(res, model, prompt_key)]
+    if reward is not None:
+        out += [outcome_of(f, "reward_function.smoke") for f in reward_findings(res, reward, key)]
+    return out
+
+
+@check("config.megatron", needs=("config.compose",))
+def megatron_check(ctx: Any) -> Outcome:
+    """strategy=megatron (actor or critic): megatron-core is installed in the target, at least the
+    release's documented version, and the modules verl's Megatron workers import load
+    (failure_cases #14, #15). FSDP launches are never asked for Megatron."""
+    from ..launch.megatron import megatron_outcome
+
+    why = not_ppo_reason(ctx, short=True)
+    if why:
+        return skipped(why)
+    facts = launch_facts(ctx) or {}
+    comp = facts.get("composed")
+    if comp is None or comp.error is not None:
+        return skipped("the launch did not compose")
+    return megatron_outcome(ctx, comp, rules_release(ctx, comp))

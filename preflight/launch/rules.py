@@ -344,6 +344,8 @@ def _fmt(v: Any) -> str:
         return "True" if v else "False"
     if v is None:
         return "null"
+    if isinstance(v, (list, tuple)):
+        return "[%s]" % ",".join(_fmt(i) for i in v)
     return str(v)
 
 
@@ -786,14 +788,19 @@ def _model_rules(x: _Ctx, v: Values, model: Optional[ModelFacts], why: str) -> N
               silent=True, limit=limit, alts=[{"data.max_response_length": limit - v.prompt_length}])
 
 
-def _machine(x: _Ctx, v: Values, machine: Dict[str, Any], model: Optional[ModelFacts]) -> None:
+def _machine(x: _Ctx, v: Values, machine: Dict[str, Any], model: Optional[ModelFacts],
+             get: Callable[[str, Any], Any]) -> None:
+    from . import model_rules as mr
+
     env = dict(machine.get("env") or {})
     gpus, how = visible_gpus(machine.get("nvml") or {}, env)
     if gpus is None or (not gpus and "CUDA_VISIBLE_DEVICES" not in env):
         reason = "no NVIDIA GPU on this machine (%s); run this on a training node to compare" % how
-        x.add("gpus_present", "skip", reason)
+        if not mr.launch_gpus(x, v, machine.get("launch_env") or {}):
+            x.add("gpus_present", "skip", reason)
         x.add("gpu_memory", "skip", reason)
     else:
+        mr.compute_capability(x, v, get, gpus[:v.gpn] if v.gpn > 0 else gpus)
         if v.gpn > len(gpus):
             x.add("gpus_present", "fail", "trainer.n_gpus_per_node=%d but this node has %d usable GPU(s): %s" % (
                 v.gpn, len(gpus), how), "set trainer.n_gpus_per_node=%d%s" % (
@@ -827,57 +834,66 @@ def _machine(x: _Ctx, v: Values, machine: Dict[str, Any], model: Optional[ModelF
             else:
                 x.add("gpu_memory", "pass", "gpu_memory_utilization %.2f fits the free memory of %d GPU(s)" % (
                     v.gpu_mem_util, len(used)))
-    _offload(x, v, machine, model)
-
-
-def _offload(x: _Ctx, v: Values, machine: Dict[str, Any], model: Optional[ModelFacts]) -> None:
-    if not (v.param_offload and v.optimizer_offload):
-        on = [k for k, f in (("param_offload", v.param_offload), ("optimizer_offload", v.optimizer_offload)) if f]
-        x.add("offload", "pass", "actor FSDP offload: %s" % (", ".join(on) if on else "off"))
-        return
-    est = load_rules().get("estimates", {})
-    mem = (machine.get("host") or {}).get("memory") or {}
-    total = mem.get("total")
-    if mem.get("cgroup_limit"):
-        total = min(total or mem["cgroup_limit"], mem["cgroup_limit"])
-    if model is None or not model.params or not total:
-        x.add("offload", "pass", "param_offload and optimizer_offload are on: host memory must hold the node's share "
-              "of fp32 parameters and Adam state (%d bytes per parameter); %s" % (
-                  est.get("param_bytes_fp32", 4) + est.get("adam_state_bytes", 8),
-                  "model size unknown" if model is None or not model.params else "host memory unknown"))
-        return
-    per_param = est.get("param_bytes_fp32", 4) + est.get("adam_state_bytes", 8)
-    share = model.params * per_param * v.gpn / max(1, v.world)
-    need = share + v.gpn * est.get("worker_base_gib", 4) * (1 << 30)
-    gib = 1 << 30
-    msg = "param_offload + optimizer_offload: about %.0f GiB of host memory on each node (%.2fB params x %d bytes x " \
-          "%d/%d GPUs + %d workers x %d GiB) vs %.0f GiB" % (
-              need / gib, model.params / 1e9, per_param, v.gpn, v.world, v.gpn, est.get("worker_base_gib", 4),
-              total / gib)
-    if need > total:
-        x.add("offload", "fail", msg, "turn off actor_rollout_ref.actor.fsdp_config.optimizer_offload (or use more "
-              "nodes, or a host with more memory)", silent=True, need_bytes=int(need), host_bytes=int(total))
-    elif need > 0.8 * total:
-        x.add("offload", "warn", msg, "leave headroom: turn off optimizer_offload or add host memory", silent=True,
-              need_bytes=int(need), host_bytes=int(total))
-    else:
-        x.add("offload", "pass", msg)
+    mr.host_memory(x, v, machine, model, load_rules().get("estimates", {}))
+    mr.ray_num_cpus(x, get, machine.get("host") or {})
 
 
 def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Optional[Dict[str, Any]] = None,
              model: Optional[ModelFacts] = None, model_why: str = "not looked up",
-             missing: Sequence[str] = ()) -> Tuple[Optional[bm.BatchPlan], List[Finding], str]:
+             missing: Sequence[str] = (), raw: Optional[Callable[[str, Any], Any]] = None,
+             module_names: Optional[Tuple[Optional[List[str]], str]] = None,
+             verify: bool = True) -> Tuple[Optional[bm.BatchPlan], List[Finding], str]:
     """Check a composed config against verl ``release``'s rules.
 
     Args:
         get: ``get(key, default)`` over the resolved config.
         release: verl version whose rules apply (None: the newest recorded).
-        machine: ``{"nvml", "host", "env"}`` facts of this machine (None: machine rules skipped).
+        machine: ``{"nvml", "host", "env", "launch_env"}`` facts of this machine (None: machine
+            rules skipped); ``launch_env`` holds the launch line's own VAR=value words.
         model: the actor model's facts (None: model rules skipped with ``model_why``).
         missing: keys left as ``???`` that verl will read (see :func:`mandatory_keys`).
+        raw: ``raw(key, default)`` over the unresolved config (interpolation strings), so a fix
+            to one key also reaches the keys that interpolate it.
+        module_names: the model's module names and their source when known otherwise (the
+            meta-device probe); default: from the safetensors index or header.
+        verify: re-check each fix against every rule, group findings that share a root cause
+            and add the ``fix_line`` finding (see :mod:`preflight.launch.fixes`).
     Returns:
         (the batch plan or None when a required number is missing, findings, ruleset note).
     """
+    from . import fixes
+
+    def run(g: Callable[[str, Any], Any]) -> List[Finding]:
+        return _evaluate(g, release, machine, model, model_why, missing, raw, module_names)[1]
+
+    plan, out, note = _evaluate(get, release, machine, model, model_why, missing, raw, module_names)
+    if not verify or plan is None:
+        return plan, out, note
+    fixes.verify(out, get, raw, run)
+    out = fixes.group(out)
+    res = fixes.fix_line(out, get, raw, run)
+    if res is not None:
+        line, fixed, left = res
+        rs, _n = ruleset(release)
+        x = _Ctx(rs, load_rules().get("rule", {}))
+        if fixed and not left:
+            x.add("fix_line", "fail", "one line fixes all %d failing rule(s): %s" % (len(fixed), ", ".join(fixed)),
+                  override_line(line), alts=[line], fixed=fixed)
+        elif fixed:
+            x.add("fix_line", "fail", "one line fixes %d failing rule(s) (%s); still failing, with no override fix: "
+                  "%s" % (len(fixed), ", ".join(fixed), ", ".join(left)), override_line(line), alts=[line],
+                  fixed=fixed, left=left)
+        out.extend(x.out)
+    return plan, out, note
+
+
+def _evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Optional[Dict[str, Any]],
+              model: Optional[ModelFacts], model_why: str, missing: Sequence[str],
+              raw: Optional[Callable[[str, Any], Any]],
+              module_names: Optional[Tuple[Optional[List[str]], str]]
+              ) -> Tuple[Optional[bm.BatchPlan], List[Finding], str]:
+    from . import model_rules as mr
+
     rs, note = ruleset(release)
     rules = load_rules().get("rule", {})
     x = _Ctx(rs, rules)
@@ -893,7 +909,10 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
               item=key.replace(".", "_"), key=key, value=val)
     if bad:
         return None, x.out, note
-    p = bm.plan(v.B, v.n, v.gpn, v.nnodes, v.tp, v.rdp, v.rpp, v.sp if v.world % max(v.sp, 1) == 0 else 1,
+    mp = v.mg_tp * v.mg_pp * v.mg_cp if v.strategy == "megatron" else 1
+    dp_div = mp if v.strategy == "megatron" and mp > 0 and v.world % mp == 0 else (
+        v.sp if v.world % max(v.sp, 1) == 0 else 1)
+    p = bm.plan(v.B, v.n, v.gpn, v.nnodes, v.tp, v.rdp, v.rpp, dp_div,
                 v.mini, v.micro_gpu, v.lp_micro_gpu, v.ref_lp_micro_gpu if v.use_ref else None, v.dyn)
     _micro_set(x, v)
     _train_divisible(x, v, p)
@@ -904,8 +923,11 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
     _mini_micro(x, v, p)
     _rollout(x, v, p, model)
     _model_rules(x, v, model, model_why)
+    mr.token_budgets(x, v, get, raw)
+    mr.trust_remote_code(x, v, get, model)
+    mr.lora_modules(x, v, get, model, module_names)
     if machine is not None:
-        _machine(x, v, machine, model)
+        _machine(x, v, machine, model, get)
     return p, x.out, note
 
 
