@@ -117,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
         console.print(render.results_table(shown, verbose))
         console.print()
         console.print(render.verdict(rep.results))
+        line = next((r for r in rep.results if r.id == "config.rules.fix_line"), None)
+        if line is not None and line.fix:  # every fix together, re-checked against every rule
+            console.print(Text("fix all at once: %s" % line.fix, style="bold"))
 
     spec = facts.get("spec")
     launch = {

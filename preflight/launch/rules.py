@@ -871,7 +871,7 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
         return plan, out, note
     fixes.verify(out, get, raw, run)
     out = fixes.group(out)
-    res = fixes.fix_line(out, get, raw, run)
+    res = fixes.fix_line(out, get, raw, run) if sum(1 for f in out if f.status == "fail") >= 2 else None
     if res is not None:
         line, fixed, left = res
         rs, _n = ruleset(release)
