@@ -7,3 +7,22 @@ the command line.
 """
 
 __version__ = "0.1.0"
+
+
+def _use_vendored() -> None:
+    """In the zipapp, the vendored libraries (rich, packaging, tomli, pynvml) live in
+    ``preflight/_vendor/`` (see tools/build_pyz.py): put that folder first on sys.path. In a
+    checkout or an installed package there is no such folder and the installed ones are used."""
+    import os
+    import sys
+
+    vendor = os.path.join(os.path.dirname(__file__), "_vendor")  # no abspath: zipimport on 3.8
+    try:
+        __loader__.get_data(os.path.join(vendor, "vendor.txt"))  # type: ignore[name-defined]
+    except (OSError, AttributeError, NameError):
+        return
+    if vendor not in sys.path:
+        sys.path.insert(0, vendor)
+
+
+_use_vendored()

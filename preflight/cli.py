@@ -29,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="preflight", description="Tells whether this machine can run verl, and why not.",
                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=COMMANDS[0].EPILOG)
     p.add_argument("--version", action="store_true", help="print the tool and matrix versions and exit")
+    p.add_argument("--completion", choices=("bash", "zsh"), default=None,
+                   help="print the shell completion script (generated when the zipapp is built) and exit")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     for mod in COMMANDS:
         sp = sub.add_parser(mod.NAME, help=mod.HELP, epilog=mod.EPILOG,
@@ -41,9 +43,24 @@ def build_parser() -> argparse.ArgumentParser:
 def _normalise(argv: Sequence[str]) -> list:
     argv = list(argv)
     names = {m.NAME for m in COMMANDS}
-    if not argv or (argv[0] not in names and argv[0] not in ("-h", "--help", "--version")):
+    if not argv or (argv[0] not in names and argv[0] not in ("-h", "--help", "--version", "--completion")):
         argv.insert(0, COMMANDS[0].NAME)
     return argv
+
+
+def _print_completion(shell: str) -> int:
+    import pkgutil
+
+    name = {"bash": "preflight.bash", "zsh": "_preflight"}[shell]
+    try:
+        data = pkgutil.get_data("preflight", "completion/" + name)
+    except OSError:
+        data = None
+    if data is None:
+        raise UsageError("--completion %s: this copy was not built with tools/build_pyz.py, which generates the "
+                         "completion scripts; run python3 tools/build_pyz.py and use dist/preflight.pyz" % shell)
+    sys.stdout.write(data.decode("utf-8"))
+    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -83,6 +100,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
 
             print("verl-preflight %s (matrix %s)" % (__version__, matrix_mod.load().version))
             return 0
+        if args.completion:
+            return _print_completion(args.completion)
         return args._run(args)
     except (UsageError, MatrixError) as exc:
         print("error: %s" % exc, file=sys.stderr)

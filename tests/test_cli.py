@@ -91,7 +91,8 @@ def test_pyz_contents(pyz):
         names = z.namelist()
     assert names == sorted(names)
     assert "__main__.py" in names and "preflight/_matrices/verl.toml" in names
-    assert "preflight/target/info.py" in names and "pynvml.py" in names
+    assert "preflight/target/info.py" in names and "preflight/_vendor/pynvml.py" in names
+    assert [n for n in names if not n.startswith("preflight/")] == ["__main__.py"]  # vendored libraries namespaced
     assert not [n for n in names if "__pycache__" in n or n.endswith((".so", ".pyc"))]
 
 

@@ -2,6 +2,11 @@
 """Build dist/preflight.pyz: the preflight package, matrices/ and the vendored pure-Python
 dependencies of tools/vendor.txt, as one zipapp that runs with ``python3 -I -S`` on CPython 3.8+.
 
+Vendored libraries go to ``preflight/_vendor/`` (with their METADATA and licences and a copy of
+vendor.txt), never to the archive's top level; only the import names listed in
+:data:`IMPORT_NAMES` are taken from each wheel (nvidia-ml-py's stray ``example.py`` is left out).
+``preflight/__init__.py`` puts that folder first on sys.path when it exists.
+
 Reproducible: the same commit and vendor.txt give the same bytes (entries sorted, timestamps
 fixed to SOURCE_DATE_EPOCH or 1980-01-01, fixed permissions, no __pycache__). Wheels are fetched
 once with pip (``--only-binary :all:`` for a pure ``py3-none-any`` wheel), checked against the
@@ -66,16 +71,18 @@ def sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def fetch(name: str, version: str, digest: str) -> str:
-    """Path of the cached wheel with ``digest``; downloads it with pip if missing."""
+def fetch(name: str, version: str, digest: str, for_py38: bool = True) -> str:
+    """Path of the cached wheel with ``digest``; downloads it with pip if missing (a wheel for
+    Python 3.8 when ``for_py38``, else for the Python running the build)."""
     d = cache_dir()
     for fn in os.listdir(d):
         if fn.endswith(".whl") and sha256(os.path.join(d, fn)) == digest:
             return os.path.join(d, fn)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-               "--platform", "any", "--python-version", "38", "--implementation", "py", "--abi", "none",
-               "-d", tmp, "%s==%s" % (name, version)]
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
+        if for_py38:
+            cmd += ["--platform", "any", "--python-version", "38", "--implementation", "py", "--abi", "none"]
+        cmd += ["-d", tmp, "%s==%s" % (name, version)]
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
         wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
         if proc.returncode != 0 or not wheels:
@@ -97,25 +104,69 @@ def _copy(src: str, dst: str) -> None:
     os.replace(dst + ".tmp", dst)
 
 
-def _keep_wheel_member(name: str) -> bool:
+#: What each vendored distribution contributes: its import names (a package folder or a module
+#: file). Anything else at a wheel's top level (examples, tests) stays out of the zipapp.
+IMPORT_NAMES = {
+    "rich": ("rich",),
+    "packaging": ("packaging",),
+    "tomli": ("tomli",),
+    "tomli-w": ("tomli_w",),
+    "nvidia-ml-py": ("pynvml.py",),
+}
+VENDOR_DIR = "preflight/_vendor/"
+
+
+def _keep_wheel_member(name: str, imports=None) -> bool:
     if name.endswith("/") or "__pycache__" in name or name.endswith((".pyc", ".pyi")):
         return False
     top = name.split("/", 1)[0]
     if top.endswith(".dist-info"):
         base = name.rsplit("/", 1)[-1]
         return base == "METADATA" or "LICENSE" in base.upper() or "/licenses/" in name
-    return not top.endswith(".data")
+    if top.endswith(".data"):
+        return False
+    return imports is None or top in imports
+
+
+#: Build-time tools (never in the zipapp): shtab (Apache-2.0) turns the argparse parser into bash
+#: and zsh completion scripts, so completion costs no runtime dependency.
+BUILD_TOOLS = {"shtab": ("1.8.0", "f0922a82174b4007e06ac0bac4f79abd826c5cca88e201bfd927f889803c571d")}
+COMPLETIONS = {"bash": "preflight/completion/preflight.bash", "zsh": "preflight/completion/_preflight"}
+
+
+def completions():
+    """{archive path: bytes} of the bash and zsh completion of ``preflight`` (shtab over
+    :func:`preflight.cli.build_parser`); empty, with a note, when the build's Python is older
+    than shtab supports (3.9)."""
+    if sys.version_info < (3, 9):
+        print("note: shell completion not generated (shtab needs Python >= 3.9 to run the build)", file=sys.stderr)
+        return {}
+    version, digest = BUILD_TOOLS["shtab"]
+    whl = fetch("shtab", version, digest, for_py38=False)
+    for path in (whl, ROOT):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    import shtab  # noqa: E402 - from the hash-checked wheel
+
+    from preflight.cli import build_parser
+
+    return {COMPLETIONS[sh]: shtab.complete(build_parser(), shell=sh).encode("utf-8") for sh in sorted(COMPLETIONS)}
 
 
 def collect_entries(vendor_txt: str):
     """{archive path: bytes} of everything that goes into the zipapp."""
     entries = {"__main__.py": MAIN}
+    with open(vendor_txt, "rb") as fh:
+        entries[VENDOR_DIR + "vendor.txt"] = fh.read()  # also the marker preflight/__init__.py looks for
     for name, version, digest in read_vendor(vendor_txt):
+        if name not in IMPORT_NAMES:
+            sys.exit("error: tools/vendor.txt: %s has no import names in tools/build_pyz.py IMPORT_NAMES; add "
+                     "them" % name)
         whl = fetch(name, version, digest)
         with zipfile.ZipFile(whl) as z:
             for member in z.namelist():
-                if _keep_wheel_member(member):
-                    entries[member] = z.read(member)
+                if _keep_wheel_member(member, IMPORT_NAMES[name]):
+                    entries[VENDOR_DIR + member] = z.read(member)
     pkg = os.path.join(ROOT, "preflight")
     for dirpath, dirnames, filenames in os.walk(pkg):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and d != "_matrices")
@@ -134,6 +185,7 @@ def collect_entries(vendor_txt: str):
                 rel = "preflight/_matrices/" + os.path.relpath(full, mdir).replace(os.sep, "/")
                 with open(full, "rb") as fh:
                     entries[rel] = fh.read()
+    entries.update(completions())
     return entries
 
 
