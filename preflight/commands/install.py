@@ -15,6 +15,7 @@ EPILOG = """examples:
   python3 preflight.pyz install --verl 0.9.1 --prefix ~/venvs/verl
   python3 preflight.pyz install --lock verl-spec/requirements.lock --python 3.12 --prefix /opt/verl
   python3 preflight.pyz install --verl 0.9.1 --prefix /opt/verl -- --stage python,packages,imports
+  python3 preflight.pyz install --wheelhouse wh.parts --prefix /opt/verl --system-site-packages   (offline)
 
 options after '--' go to the checks run at the end ('check' options).
 exit codes: 0 installed and ready, 1 installed but a check failed, 2 bad input or the install failed
@@ -27,6 +28,11 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", metavar="DIR", required=True, help="the virtual environment to create or reuse")
     p.add_argument("--lock", metavar="FILE", default=None,
                    help="install this requirements.lock instead of resolving (needs --python)")
+    p.add_argument("--wheelhouse", metavar="DIR",
+                   help="install offline from a 'preflight wheelhouse' directory or its parts (reassembled and "
+                        "verified first; no index is used)")
+    p.add_argument("--system-site-packages", action="store_true",
+                   help="the venv sees the base interpreter's packages (e.g. a node's preinstalled torch)")
     p.add_argument("--uv", action="store_true", default=None, help="require uv (default: uv when on PATH, else pip)")
     p.add_argument("--no-check", action="store_true", help="install only")
     p.add_argument("check_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -51,6 +57,21 @@ def run(args: argparse.Namespace) -> int:
                          "(nothing there was changed)" % prefix)
     if args.lock and not os.path.isfile(args.lock):
         raise UsageError("--lock %s: no such file; run 'preflight spec -o DIR' and pass DIR/requirements.lock" % args.lock)
+    pip_args = []
+    if args.wheelhouse:
+        from ..outputs.wheelhouse import SERVED_LOCK, find_links, open_wheelhouse
+
+        if args.lock:
+            raise UsageError("--wheelhouse brings its own lock; leave --lock out")
+        wh_dir, manifest = open_wheelhouse(args.wheelhouse, say)
+        args.lock = os.path.join(wh_dir, manifest.get("served_lock") or SERVED_LOCK)
+        if args.python and args.python != manifest["python"]:
+            raise UsageError("--python %s but the wheelhouse holds wheels for CPython %s; pass --python %s" % (
+                args.python, manifest["python"], manifest["python"]))
+        args.python = manifest["python"]
+        pip_args = find_links(wh_dir, manifest)
+        for o in manifest.get("omitted") or []:
+            say("note: %s==%s is not in the wheelhouse (%s)" % (o["name"], o["version"], o["reason"]))
     if args.lock:
         if not args.python:
             raise UsageError("--lock needs --python X.Y (the Python the lock was resolved for)")
@@ -71,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     if base is None:
         raise UsageError("no Python %s on this machine to create the venv with; install it (e.g. 'uv python "
                          "install %s', deadsnakes, or conda) and run again" % (python, python))
-    result = install(lock_path, prefix, base, say=say, use_uv=args.uv)
+    result = install(lock_path, prefix, base, say=say, use_uv=args.uv, pip_args=pip_args,
+                     system_site_packages=args.system_site_packages)
     say("%s: %s with %s (%s)" % (prefix, "installed" if result.changed else "already up to date, nothing changed",
                                  result.tool, result.python))
     if args.no_check:

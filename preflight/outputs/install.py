@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence
 
 from ..errors import UsageError
 
@@ -59,8 +59,15 @@ def _run(cmd: List[str], log: List[str], say: Callable[[str], None], timeout: fl
 
 
 def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], None] = lambda s: None,
-            timeout: float = 3600.0, use_uv: Optional[bool] = None) -> InstallResult:
+            timeout: float = 3600.0, use_uv: Optional[bool] = None, pip_args: Sequence[str] = (),
+            system_site_packages: bool = False) -> InstallResult:
     """Create (or reuse) the venv ``prefix`` with ``base_python`` and install ``lock_path`` into it.
+
+    ``pip_args`` go to the install command (a wheelhouse's ``--no-index --find-links ...``; with
+    uv, ``--offline`` is added when ``--no-index`` is among them). ``system_site_packages``: the
+    venv sees the base interpreter's packages (e.g. a GPU node's preinstalled torch); without
+    ensurepip (Debian/Ubuntu python3 without python3-venv) the venv is made ``--without-pip`` and
+    uses the base's pip.
 
     Raises UsageError when the lock is missing, the prefix is something other than a venv this
     tool made (never overwritten), or a step fails (the prefix is left marked incomplete).
@@ -96,16 +103,25 @@ def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], 
     if use_uv and not uv:
         raise UsageError("--uv given but uv is not on PATH; install uv or leave --uv out")
     log: List[str] = []
+    ssp = ["--system-site-packages"] if system_site_packages else []
     if uv:
         if not os.path.exists(py):
-            _run([uv, "venv", "--python", base_python, "--allow-existing", prefix], log, say, 600)
-        _run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-deps", "-r", lock_path], log, say, timeout)
+            _run([uv, "venv", "--python", base_python, "--allow-existing"] + ssp + [prefix], log, say, 600)
+        extra = list(pip_args) + (["--offline"] if "--no-index" in pip_args else [])
+        _run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-deps"] + extra + ["-r", lock_path],
+             log, say, timeout)
         tool = "uv"
     else:
         if not os.path.exists(py):
-            _run([base_python, "-m", "venv", prefix], log, say, 600)
-        _run([py, "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--require-hashes", "--no-deps",
-              "-r", lock_path], log, say, timeout)
+            try:
+                _run([base_python, "-m", "venv"] + ssp + [prefix], log, say, 600)
+            except UsageError:
+                if not ssp:
+                    raise
+                # no ensurepip: the venv takes pip from the base's site-packages it can see
+                _run([base_python, "-m", "venv", "--without-pip"] + ssp + [prefix], log, say, 600)
+        _run([py, "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--require-hashes", "--no-deps"]
+             + list(pip_args) + ["-r", lock_path], log, say, timeout)
         tool = "pip"
     with open(marker_ok, "w", encoding="utf-8") as fh:
         json.dump({"lock_sha256": digest, "lock": os.path.abspath(lock_path), "tool": tool}, fh, sort_keys=True)

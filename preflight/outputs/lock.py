@@ -68,7 +68,7 @@ def find_interpreter(minor: str) -> Optional[str]:
 
 def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[str] = None,
                  extra_index_urls: Sequence[str] = (), pip_python: Optional[str] = None,
-                 timeout: float = 900.0) -> LockResult:
+                 timeout: float = 900.0, cross: bool = False) -> LockResult:
     """Resolve ``requirements`` for Python ``python`` (``"3.12"``) through pip's resolver.
 
     Args:
@@ -77,10 +77,12 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
         index_url, extra_index_urls: indexes (None keeps pip's configured index).
         pip_python: interpreter to run pip with (default: one of ``python`` on this machine, else
             the current one in cross-resolution mode).
+        cross: resolve for Python ``python`` on manylinux x86_64 wheels whatever interpreters
+            this machine has (pip's ``--python-version``/``--platform``).
     Raises:
         UsageError: pip could not resolve (its last error line is in the message).
     """
-    interp = pip_python or find_interpreter(python)
+    interp = None if cross else (pip_python or find_interpreter(python))
     cross = interp is None
     if cross:
         interp = sys.executable

@@ -1,0 +1,180 @@
+"""preflight wheelhouse: a real lock (pip's resolver) for a small stack with one binary wheel,
+its wheelhouse downloaded by pip, split, reassembled, installed into a fresh venv with no index
+reachable; corrupt and missing files refused before anything is installed; completeness checked
+by pip offline and by the wheels' metadata, which must agree.
+
+Needs the package index once: the lock and the downloads are cached under
+~/.cache/verl-preflight (the lock text keyed by its inputs; pip download skips files present).
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from preflight.cli import main
+from preflight.errors import UsageError
+from preflight.outputs import wheelhouse as wh
+from preflight.outputs.lock import render_lock, resolve_lock
+
+pytestmark = pytest.mark.realenv
+
+PY = "%d.%d" % sys.version_info[:2]
+TOP = ["jinja2==3.1.4", "six==1.16.0"]  # jinja2 brings markupsafe: a binary (cp311 manylinux) wheel
+CACHE = os.path.join(os.path.expanduser("~"), ".cache", "verl-preflight", "test-wheelhouse")
+
+
+def _offline_env(monkeypatch):
+    """pip can reach no index: an unroutable index URL, no config file, no find-links."""
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    for var in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="module")
+def lock_file():
+    os.makedirs(CACHE, exist_ok=True)
+    path = os.path.join(CACHE, "small-%s.lock" % PY)
+    if not os.path.exists(path):
+        res = resolve_lock(TOP, PY, pip_python=sys.executable)
+        with open(path + ".tmp", "w") as fh:
+            fh.write(render_lock(res, ["test lock: %s" % " ".join(TOP)]))
+        os.replace(path + ".tmp", path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def built(lock_file, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("wh") / "wh")
+    m = wh.build(lock_file, out, PY, cache=os.path.join(CACHE, "dl"))
+    return out, m
+
+
+def _lock_hashes(path):
+    return {e.key: set(e.hashes) for e in wh.read_lock(path)}
+
+
+def test_build_matches_lock(built, lock_file):
+    out, m = built
+    hashes = _lock_hashes(lock_file)
+    assert {r["key"] for r in m["wheels"]} == set(hashes) == {"jinja2", "markupsafe", "six"}
+    for r in m["wheels"]:
+        path = os.path.join(out, r["file"])
+        with open(path, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+        assert digest == r["sha256"] and digest in hashes[r["key"]]  # pip's report is the independent truth
+        assert r["size"] == os.path.getsize(path) and r["file"].endswith(".whl")
+        assert r["lock_line"].startswith("%s==" % r["name"])
+        index = open(os.path.join(out, "simple", r["key"], "index.html")).read()
+        assert os.path.basename(r["file"]) in index and r["sha256"] in index
+    assert any("manylinux" in r["file"] for r in m["wheels"])  # the binary one
+    assert wh.verify(out)[1] == []
+
+
+def test_split_reassemble_install_offline(built, tmp_path, monkeypatch, lock_file):
+    out, m = built
+    parts = str(tmp_path / "parts")
+    doc = wh.split(out, parts, 64 * 1024)
+    assert len(doc["parts"]) >= 3 and all(p["size"] <= 64 * 1024 for p in doc["parts"])
+    assert sum(p["size"] for p in doc["parts"]) == doc["size"]
+    _offline_env(monkeypatch)
+    prefix = str(tmp_path / "venv")
+    rc = main(["install", "--wheelhouse", parts, "--prefix", prefix, "--no-check"])
+    assert rc == 0
+    py = os.path.join(prefix, "bin", "python")
+    got = subprocess.check_output([py, "-c", "import jinja2, markupsafe, six, json; print(json.dumps("
+                                   "[jinja2.__version__, markupsafe.__version__, six.__version__]))"],
+                                  universal_newlines=True)
+    want = {e.key: e.version for e in wh.read_lock(lock_file)}
+    assert json.loads(got) == [want["jinja2"], want["markupsafe"], want["six"]]
+    # the wheelhouse is complete for that venv: pip offline and the metadata agree
+    ans = wh.check_complete(parts, py)
+    assert ans["complete"] and ans["missing"] == [] and ans["would_install"] == []
+
+
+def test_corrupt_part_refused_nothing_installed(built, tmp_path, monkeypatch, capsys):
+    out, _ = built
+    parts = str(tmp_path / "parts")
+    doc = wh.split(out, parts, 64 * 1024)
+    victim = os.path.join(parts, doc["parts"][1]["file"])
+    with open(victim, "r+b") as fh:
+        fh.seek(100)
+        b = fh.read(1)
+        fh.seek(100)
+        fh.write(bytes([b[0] ^ 0xFF]))
+    _offline_env(monkeypatch)
+    prefix = str(tmp_path / "venv")
+    assert main(["install", "--wheelhouse", parts, "--prefix", prefix, "--no-check"]) == 2
+    err = capsys.readouterr().err
+    assert doc["parts"][1]["file"] in err and "corrupt" in err and "nothing was installed" in err
+    assert not os.path.exists(prefix)
+    os.remove(victim)
+    assert main(["wheelhouse", "verify", parts]) == 2
+    assert "%s is missing" % doc["parts"][1]["file"] in capsys.readouterr().err
+
+
+def test_missing_wheel_refused_nothing_installed(built, tmp_path, monkeypatch, capsys):
+    out, m = built
+    copy = str(tmp_path / "wh")
+    shutil.copytree(out, copy)
+    row = next(r for r in m["wheels"] if r["key"] == "markupsafe")
+    os.remove(os.path.join(copy, row["file"]))
+    _offline_env(monkeypatch)
+    prefix = str(tmp_path / "venv")
+    assert main(["install", "--wheelhouse", copy, "--prefix", prefix, "--no-check"]) == 2
+    err = capsys.readouterr().err
+    assert "MarkupSafe==%s" % row["version"] in err or "markupsafe==%s" % row["version"] in err.lower()
+    assert "missing" in err and not os.path.exists(prefix)
+
+
+def test_check_names_missing_and_requirer(lock_file, tmp_path):
+    out = str(tmp_path / "wh")
+    m = wh.build(lock_file, out, PY, omit=[("markupsafe", "test: left out")], cache=os.path.join(CACHE, "dl"))
+    assert [o["name"].lower() for o in m["omitted"]] == ["markupsafe"]
+    venv = str(tmp_path / "venv")
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    ans = wh.check_complete(out, os.path.join(venv, "bin", "python"))
+    assert not ans["complete"]
+    assert "markupsafe" in (ans["pip_error"] or "").lower()  # pip's own verdict names it
+    assert [r["name"] for r in ans["missing"]] == ["markupsafe"]  # the metadata walk agrees
+    assert ans["missing"][0]["required_by"][0].startswith("jinja2 ")
+    assert ans["missing"][0]["omitted"].endswith("test: left out")
+
+
+def test_sdist_only_named_before_download(tmp_path):
+    lock = tmp_path / "sdist.lock"
+    lock.write_text("six==1.16.0\nantlr4-python3-runtime==4.9.3\n")  # antlr4 4.9.3: a source distribution only
+    cache = str(tmp_path / "cache")
+    with pytest.raises(UsageError) as exc:
+        wh.build(str(lock), str(tmp_path / "wh"), PY, platforms=["manylinux_2_17_aarch64"], cache=cache)
+    assert "antlr4-python3-runtime==4.9.3" in str(exc.value) and "Nothing was downloaded" in str(exc.value)
+    assert os.listdir(os.path.join(cache, "files")) == []
+
+
+def test_wrong_hash_refused(tmp_path, lock_file):
+    text = open(lock_file).read()
+    entry = next(e for e in wh.read_lock(lock_file) if e.key == "six")
+    lock = tmp_path / "bad.lock"
+    lock.write_text(text.replace(entry.hashes[0], "0" * 64))
+    with pytest.raises(UsageError):
+        wh.build(str(lock), str(tmp_path / "wh"), PY, cache=os.path.join(CACHE, "dl"))
+
+
+def test_parse_size_and_bad_input(tmp_path):
+    assert wh.parse_size("64MiB") == 64 << 20 and wh.parse_size("60M") == 60 << 20
+    assert wh.parse_size("1GiB") == 1 << 30 and wh.parse_size("100MB") == 100 * 10 ** 6
+    for bad in ("lots", "10KiB", ""):
+        with pytest.raises(UsageError):
+            wh.parse_size(bad)
+    unpinned = tmp_path / "r.txt"
+    unpinned.write_text("six>=1\n")
+    with pytest.raises(UsageError) as exc:
+        wh.read_lock(str(unpinned))
+    assert "six>=1" in str(exc.value)
+    assert main(["wheelhouse", "verify", str(tmp_path / "nope")]) == 2
