@@ -9,6 +9,8 @@
 #   --backend NAME      vllm or sglang (default: vllm)
 #   --prefix DIR        virtual environment to create or reuse (default: /opt/verl)
 #   --install-args ARGS extra options for 'preflight install', e.g. "--torch 2.13.0 --torch-index none"
+#   --wheelhouse DIR    install offline from a 'preflight wheelhouse' directory or its parts (no index;
+#                       parts are reassembled and every wheel verified before anything is installed)
 #   --check-only        do not install; check --python PATH, else the environment at --prefix
 #   --python PATH       interpreter to check with --check-only
 #   --json FILE         write the JSON report there
@@ -29,6 +31,7 @@ VERL=""
 BACKEND="vllm"
 PREFIX="/opt/verl"
 INSTALL_ARGS=""
+WHEELHOUSE=""
 CHECK_ONLY=0
 TARGET=""
 JSON=""
@@ -36,7 +39,7 @@ LOG=""
 DRY=0
 
 usage() {
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 die() {
@@ -65,6 +68,7 @@ while [ $# -gt 0 ]; do
         --backend) need_arg "$1" $#; BACKEND=$2; shift 2 ;;
         --prefix) need_arg "$1" $#; PREFIX=$2; shift 2 ;;
         --install-args) need_arg "$1" $#; INSTALL_ARGS=$2; shift 2 ;;
+        --wheelhouse) need_arg "$1" $#; WHEELHOUSE=$2; shift 2 ;;
         --check-only) CHECK_ONLY=1; shift ;;
         --python) need_arg "$1" $#; TARGET=$2; shift 2 ;;
         --json) need_arg "$1" $#; JSON=$2; shift 2 ;;
@@ -118,7 +122,7 @@ say "bootstrap.sh: using $PY ($("$PY" -c 'import platform; print(platform.python
 
 # 1. the checker
 if [ -z "$PYZ" ]; then
-    for cand in "$here/preflight.pyz" "$here/dist/preflight.pyz"; do
+    for cand in "$here/preflight.pyz" "$here/dist/preflight.pyz" ${WHEELHOUSE:+"$WHEELHOUSE/preflight.pyz"}; do
         if [ -f "$cand" ]; then PYZ=$cand; break; fi
     done
     [ -n "$PYZ" ] || die 2 "no preflight.pyz beside this script; pass --pyz PATH or URL"
@@ -165,6 +169,10 @@ else
     verl_opt=""
     if [ -n "$VERL" ]; then
         verl_opt="--verl $VERL"
+    fi
+    if [ -n "$WHEELHOUSE" ]; then
+        [ -d "$WHEELHOUSE" ] || die 2 "--wheelhouse $WHEELHOUSE: no such directory"
+        verl_opt="$verl_opt --wheelhouse $WHEELHOUSE"
     fi
     # INSTALL_ARGS and verl_opt are word-split on purpose: they hold several options
     # shellcheck disable=SC2086

@@ -178,3 +178,18 @@ def test_parse_size_and_bad_input(tmp_path):
         wh.read_lock(str(unpinned))
     assert "six>=1" in str(exc.value)
     assert main(["wheelhouse", "verify", str(tmp_path / "nope")]) == 2
+
+
+def test_bootstrap_wheelhouse_offline(built, tmp_path, monkeypatch, pyz):
+    out, _ = built
+    parts = str(tmp_path / "parts")
+    wh.split(out, parts, 64 * 1024)
+    _offline_env(monkeypatch)
+    prefix = str(tmp_path / "venv")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run(["sh", os.path.join(root, "bootstrap.sh"), "--pyz", pyz, "--wheelhouse", parts, "--prefix",
+                           prefix, "--", "--stage", "python"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "--no-index" in proc.stdout and "ready" in proc.stdout
+    subprocess.run([os.path.join(prefix, "bin", "python"), "-c", "import jinja2, six"], check=True)
