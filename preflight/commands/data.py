@@ -20,6 +20,7 @@ EPILOG = """examples:
   python3 preflight.pyz data ~/data/gsm8k/train.parquet ~/data/gsm8k/test.parquet
   python3 preflight.pyz data --python ~/venvs/verl/bin/python --prompt-key question raw.parquet
   python3 preflight.pyz data --custom-reward my_reward.py --json data.json train.parquet
+  python3 preflight.pyz data --model ~/models/Qwen2.5-7B-Instruct --custom-reward my_reward.py train.parquet
 
 exit codes: 0 verl can read the files (warnings allowed), 1 it cannot, 2 usage error
 """
@@ -37,6 +38,12 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reward-fn-key", default="data_source", help="data.reward_fn_key (default data_source)")
     p.add_argument("--custom-reward", metavar="PATH", default=None,
                    help="the custom reward function file you will configure (then any data_source is fine)")
+    p.add_argument("--reward-name", default="compute_score", metavar="NAME",
+                   help="the function in --custom-reward (custom_reward_function.name; default compute_score); "
+                   "it is called on the first rows with their ground truth as the response")
+    p.add_argument("--model", metavar="PATH", default=None,
+                   help="actor_rollout_ref.model.path (a local directory or a cached Hugging Face repo): the first "
+                   "rows are rendered through its chat template")
     p.add_argument("--examples", type=int, default=3, metavar="N", help="bad rows to show per column (default 3)")
     from ..report.render import add_output_options
 
@@ -81,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc))
     chk = Check("data.files", lambda c: None)
     results = [_to_result(chk, outcome_of(f, f.item), time.time() - t0) for f in found]
+    results += [_to_result(Check("data.smoke", lambda c: None), o, time.time() - t0)
+                for o in _smoke(args, python, files, found, release)]
     tinfo = ctx.target() or {}
 
     def view(rep: Report, console, verbose: bool) -> None:
@@ -105,6 +114,35 @@ def run(args: argparse.Namespace) -> int:
                     started_at=t0, duration_s=time.time() - t0, command=NAME,
                     sections={"data": {"pyarrow": info["pyarrow"], "files": info["files"]}}, view=view)
     return emit(report, args)
+
+
+def _smoke(args: argparse.Namespace, python: str, files: List[str], found: list, release: str) -> list:
+    """Outcomes of the chat template (with --model) and custom reward (with --custom-reward) smoke."""
+    from ..checks.config import outcome_of
+    from ..launch.model import read_model
+    from ..launch.rules import ruleset
+    from ..launch.smoke import reward_findings, run_smoke, template_findings
+
+    if any(f.status == "fail" and f.item and f.item.endswith((".file", ".rows", ".prompt")) for f in found):
+        return []
+    model = None
+    if args.model:
+        model, why = read_model(args.model)
+        if model is None:
+            raise UsageError("--model %s: %s; pass a local model directory or a cached Hugging Face repo id" % (
+                args.model, why))
+    reward = None
+    if args.custom_reward and os.path.isfile(args.custom_reward):
+        reward = {"path": os.path.abspath(args.custom_reward), "name": args.reward_name, "kwargs": {},
+                  "budget_s": 1.0}
+    if model is None and reward is None:
+        return []
+    res = run_smoke(python, files, args.prompt_key, args.reward_fn_key, model, reward, timeout=min(args.timeout, 120))
+    out = [outcome_of(f, "chat_template") for f in template_findings(res, model, args.prompt_key)] if model else []
+    if reward is not None:
+        key = ruleset(release)[0].get("custom_reward_key", "reward.custom_reward_function")
+        out += [outcome_of(f, "reward_function") for f in reward_findings(res, reward, key)]
+    return out
 
 
 def expand_files(paths: List[str]) -> Tuple[List[str], List[Tuple[str, List[str]]]]:

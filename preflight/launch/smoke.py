@@ -122,7 +122,7 @@ def template_findings(res: Dict[str, Any], model: Optional[ModelFacts], prompt_k
 
 _KIND_TEXT = {"raises": "raises", "none": "returns None", "str": "returns a string", "not_finite": "returns NaN/inf",
               "dict_without_score": "returns a dict without 'score'", "other": "returns a non-number",
-              "too_slow": "is too slow"}
+              "too_slow": "is too slow", "hangs": "does not return"}
 
 
 def reward_findings(res: Dict[str, Any], reward: Dict[str, Any], key: str) -> List[Finding]:
@@ -171,7 +171,9 @@ def reward_findings(res: Dict[str, Any], reward: Dict[str, Any], key: str) -> Li
              "str": "return a float, not a string (e.g. float(score))",
              "not_finite": "return a finite float (guard divisions and logs)",
              "dict_without_score": "return {'score': float, ...}",
-             "other": "return a float", "too_slow": "make each call fast (precompile, cache, or move heavy work out "
+             "other": "return a float",
+             "hangs": "make every call return (no endless loops or blocking network calls; add a timeout)",
+             "too_slow": "make each call fast (precompile, cache, or move heavy work out "
                                                     "of the call); verl calls it for every response of every step"}
     return [_f("reward_function", "warn" if only_slow else "fail", "%s %s on %d of %d rows%s; %s" % (
         label, what, len(bad), len(calls), detail, timing), "; ".join(fixes[k] for k in sorted(kinds)),

@@ -74,7 +74,8 @@ def _templates(rows, pk):
                  structured=structured, stringified=False, chars=0)
             continue
         # a template that prints content with {{ }} turns a list of parts into its Python repr
-        stringified = structured and ("{'type':" in text or '{"type":' in text)
+        stringified = structured and ("'type': '" in text or '"type": "' in text or any(
+            repr(m.get("content")) in text for m in msgs if isinstance(m, dict) and isinstance(m.get("content"), list)))
         emit("template", row=i, ok=True, structured=structured, stringified=stringified, chars=len(text))
 
 
@@ -144,7 +145,7 @@ def _reward(rows, sk):
             kind, shown = _kind(value)
             ev.update(ok=kind == "number", kind=kind, value=shown)
         except _Slow:
-            ev.update(ok=False, kind="too_slow", error="still running after %.1f s" % (budget * 5))
+            ev.update(ok=False, kind="hangs", error="still running after %.1f s" % (budget * 5))
         except BaseException as exc:
             if use_alarm:
                 signal.setitimer(signal.ITIMER_REAL, 0)
