@@ -11,7 +11,7 @@ setup(
     packages=find_packages(include=["preflight", "preflight.*"]) + ["preflight._matrices", "preflight.schema"],
     package_dir={"preflight._matrices": "matrices"},
     package_data={
-        "preflight._matrices": ["*.toml", "*.md", "metadata/*.json", "verl_config/*.json", "verl_config/*/*.json"],
+        "preflight._matrices": ["*.toml", "*.md", "*.json", "metadata/*.json", "verl_config/*.json", "verl_config/*/*.json"],
         "preflight.schema": ["*.json"],
     },
     include_package_data=False,

@@ -404,3 +404,94 @@ def test_lora_target_modules_from_index_and_header(tmp_path):
     _c, found = run(["actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.target_modules=[gate_proj,up_proj]"], m2)
     assert found["lora_modules"].status == "pass" and "model.safetensors header" in found["lora_modules"].message
     assert lora_targets("q_proj, v_proj") == ["q_proj", "v_proj"] and lora_targets("all-linear") is None
+
+
+# ---- default reward functions per release, generated from the wheels --------------------------------------
+def test_default_reward_sources_from_the_wheels():
+    from preflight.launch.dataset import default_sources
+    from preflight.launch.rules import ruleset
+
+    got = default_sources("0.9.1")
+    # the 0.9.1 list in verl_rules.toml was read from the wheel by hand: the generated one agrees
+    rs = ruleset("0.9.1")[0]
+    assert got["exact"] and got["sources"] == set(rs["default_reward_sources"])
+    assert got["prefixes"] == rs["default_reward_prefixes"]
+    old = default_sources("0.1")
+    assert old["exact"] and old["sources"] == {"openai/gsm8k", "lighteval/MATH"}
+    assert "hiyouga/geometry3k" not in default_sources("0.2")["sources"]
+    assert "hiyouga/geometry3k" in default_sources("0.3.0.post1")["sources"]
+    near = default_sources("0.9.2")
+    assert near["label"] == "0.9.1" and not near["exact"]
+
+
+@pytest.mark.realenv
+def test_reward_sources_file_matches_the_wheels():
+    """The generator re-reads every release's PyPI wheel (cached) and must reproduce the stored file."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, os.path.join(root, "tools", "gen_reward_sources.py"), "--check"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr[-2000:]
+
+
+# ---- Megatron needs (cases 14, 15) ------------------------------------------------------------------
+def megatron_env(tmp_path, core_version=None, layout="core_0.4"):
+    """A venv (no pip) with a megatron-core of the given version laid out as that release is:
+    core 0.4.0 has megatron.core but no megatron.core.distributed / megatron.core.optimizer."""
+    import subprocess
+    import sys
+
+    from envs import _dist_info, _site
+
+    venv = str(tmp_path / "venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    site = _site(venv)
+    if core_version:
+        _dist_info(site, "megatron-core", core_version)
+        os.makedirs(os.path.join(site, "megatron", "core"))
+        open(os.path.join(site, "megatron", "__init__.py"), "w").close()
+        with open(os.path.join(site, "megatron", "core", "__init__.py"), "w") as fh:
+            fh.write("__version__ = %r\n" % core_version)
+        if layout == "core_0.11":
+            os.makedirs(os.path.join(site, "megatron", "core", "distributed"))
+            os.makedirs(os.path.join(site, "megatron", "core", "optimizer"))
+            with open(os.path.join(site, "megatron", "core", "distributed", "__init__.py"), "w") as fh:
+                fh.write("class DistributedDataParallelConfig:\n    pass\n")
+            open(os.path.join(site, "megatron", "core", "optimizer", "__init__.py"), "w").close()
+    return os.path.join(venv, "bin", "python")
+
+
+def megatron_result(py, release, strategy="megatron"):
+    from preflight import matrix as mx
+    from preflight.context import Context, Options
+    from preflight.launch.megatron import megatron_outcome
+
+    c = compose(["actor_rollout_ref.actor.strategy=%s" % strategy], config_name="ppo_megatron_trainer"
+                if strategy == "megatron" else None)
+    ctx = Context(Options(python=py, verl=release, timeout=60), mx.load())
+    return megatron_outcome(ctx, c, release)
+
+
+def test_fc15_megatron_core_too_old(tmp_path):
+    py = megatron_env(tmp_path, "0.4.0")
+    o = megatron_result(py, "0.3.0.post1")
+    assert o.status.value == "fail", o.message
+    assert "megatron-core 0.4.0 is older than 0.11.0" in o.message
+    assert "megatron.core.distributed" in o.message and "No module named" in o.message
+    assert "megatron-core>=0.11.0" in o.fix
+    assert megatron_result(py, "0.3.0.post1", strategy="fsdp").status.value == "pass"  # FSDP is never asked
+
+
+def test_fc14_megatron_lm_checkout_missing_and_new_core_passes(tmp_path):
+    py = megatron_env(tmp_path, "0.4.0")
+    o = megatron_result(py, "0.1")
+    assert o.status.value == "fail" and "megatron.optimizer" in o.message and "PYTHONPATH" in o.fix
+    good = megatron_env(tmp_path / "g", "0.11.0", layout="core_0.11")
+    assert megatron_result(good, "0.3.0.post1").status.value == "pass"
+    o = megatron_result(good, "0.9.1")  # 0.9.1's [megatron] extra also installs megatron-bridge
+    assert o.status.value == "fail" and "megatron-bridge is not installed" in o.message
+    none = megatron_env(tmp_path / "n", None)
+    o = megatron_result(none, "0.6.1")
+    assert o.status.value == "fail" and "megatron-core is not installed" in o.message

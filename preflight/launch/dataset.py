@@ -60,14 +60,12 @@ def findings(summaries: Sequence[Dict[str, Any]], release: Optional[str] = None,
     """Findings for the scanned files (see module doc). ``custom_reward`` is the configured
     custom reward function path (then any data_source is fine)."""
     rs, _note = ruleset(release)
-    rules_all = load_rules()["ruleset"]
     out: List[Finding] = []
     custom_ok = True
     if custom_reward:
         out.extend(custom_reward_findings(custom_reward, rs))
         custom_ok = out[-1].status != "fail"
-    known_rs = rs if rs.get("default_reward_sources") else next(
-        (r for r in reversed(rules_all) if r.get("default_reward_sources")), rs)
+    known = default_sources(release)
     key = rs.get("custom_reward_key", "reward.custom_reward_function")
     paths = [s["path"] for s in summaries]
     for s in summaries:
@@ -146,10 +144,10 @@ def findings(summaries: Sequence[Dict[str, Any]], release: Optional[str] = None,
         srcs = s.get("sources") or {}
         if not srcs:
             continue
-        known = set(known_rs.get("default_reward_sources") or [])
-        prefixes = tuple(known_rs.get("default_reward_prefixes") or [])
-        unknown = {k: v for k, v in srcs.items() if k not in known and not (prefixes and k.startswith(prefixes))}
-        label = known_rs.get("label")
+        prefixes = tuple(known["prefixes"])
+        unknown = {k: v for k, v in srcs.items() if k not in known["sources"] and not (
+            prefixes and k.startswith(prefixes))}
+        label = known["label"]
         if custom_reward and not custom_ok:
             add("reward_function", "skip", "the custom reward function file %s is missing (see custom_reward)" %
                 custom_reward)
@@ -157,7 +155,7 @@ def findings(summaries: Sequence[Dict[str, Any]], release: Optional[str] = None,
             add("reward_function", "pass", "custom reward function %s is used for every data_source" % custom_reward)
         elif unknown:
             first = sorted(unknown)[0]
-            exact = known_rs is rs
+            exact = known["exact"]
             add("reward_function", "fail" if exact else "warn",
                 "data_source %s: no default reward function in verl %s%s (NotImplementedError 'Reward function is "
                 "not implemented' at the first reward)" % (", ".join("%r (%d rows)" % (k, v) for k, v in
@@ -170,6 +168,44 @@ def findings(summaries: Sequence[Dict[str, Any]], release: Optional[str] = None,
         else:
             add("reward_function", "pass", "every data_source has a default reward function in verl %s" % label)
     return out
+
+
+def default_sources(release: Optional[str]) -> Dict[str, Any]:
+    """The data_source values verl ``release``'s default reward function knows:
+    ``{"sources": set, "prefixes": [...], "label": release, "exact": bool, "source": where from}``.
+
+    From matrices/verl_reward_sources.json (generated from each release's wheel by
+    tools/gen_reward_sources.py); a release not in it gets the nearest older recorded one
+    (``exact`` False), else the newest; the ruleset's ``default_reward_sources`` are the fallback
+    when the file is absent.
+    """
+    import json
+
+    from packaging.version import Version
+
+    from ..matrix import _read, parse_version
+
+    raw = _read("verl_reward_sources.json", None)
+    table = json.loads(raw.decode("utf-8"))["versions"] if raw else {}
+    table = {v: r for v, r in table.items() if r.get("sources") is not None}
+    if table:
+        pv = parse_version(release) if release else None
+        order = sorted(table, key=Version)
+        pick, exact = order[-1], False
+        if release in table:
+            pick, exact = release, True
+        elif pv is not None:
+            older = [v for v in order if Version(v) <= pv]
+            pick = older[-1] if older else order[0]
+        row = table[pick]
+        return {"sources": set(row["sources"]), "prefixes": list(row.get("prefixes") or []), "label": pick,
+                "exact": exact, "source": "%s %s in the verl %s wheel" % (row["file"], row["function"], pick)}
+    rs, _note = ruleset(release)
+    known_rs = rs if rs.get("default_reward_sources") else next(
+        (r for r in reversed(load_rules()["ruleset"]) if r.get("default_reward_sources")), rs)
+    return {"sources": set(known_rs.get("default_reward_sources") or []),
+            "prefixes": list(known_rs.get("default_reward_prefixes") or []), "label": known_rs.get("label"),
+            "exact": known_rs is rs, "source": "matrices/verl_rules.toml"}
 
 
 def custom_reward_findings(path: str, rs: Dict[str, Any]) -> List[Finding]:
