@@ -2,8 +2,11 @@
 """A bare all_reduce loop, the baseline the nccl stage's figures are compared with.
 
 One process per GPU (torch.multiprocessing.spawn), TCP rendezvous on 127.0.0.1, bf16, for each
-size: 5 warm-up ops, then 20 timed ops between two cuda.synchronize() calls; prints time per op,
-algbw and busbw (nccl-tests convention) for rank 0. No checks, no timeouts: a benchmark.
+size: 5 warm-up ops, then 20 timed ops three ways: host wall clock between two cuda.synchronize()
+calls, CUDA events around the eager loop, and CUDA events around one replay of a CUDA graph of the
+20 ops (no Python launch cost per op, nearest to nccl-tests' C loop); prints time per op, algbw and
+busbw (nccl-tests convention) for rank 0. No checks, no timeouts: a benchmark, and the anchor the
+nccl stage is compared with where nccl-tests cannot be built.
 
 Usage: python3 bench/allreduce_loop.py [--world N] [--sizes-mib 1,4,16,64,256,1024]
 """
@@ -15,7 +18,7 @@ import socket
 import time
 
 
-def worker(rank, world, port, sizes_mib):
+def worker(rank, world, port, sizes_mib, graphs=True):
     import torch
     import torch.distributed as dist
 
@@ -34,11 +37,34 @@ def worker(rank, world, port, sizes_mib):
         for _ in range(20):
             dist.all_reduce(buf)
         torch.cuda.synchronize()
-        dt = (time.perf_counter() - t0) / 20
+        figures = {"wall clock": (time.perf_counter() - t0) / 20}
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        dist.barrier()
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(20):
+            dist.all_reduce(buf)
+        end.record()
+        end.synchronize()
+        figures["cuda events"] = start.elapsed_time(end) / 1000.0 / 20
+        if graphs:
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                for _ in range(20):
+                    dist.all_reduce(buf)
+            g.replay()
+            dist.barrier()
+            torch.cuda.synchronize()
+            start.record()
+            g.replay()
+            end.record()
+            end.synchronize()
+            figures["cuda graph"] = start.elapsed_time(end) / 1000.0 / 20
         if rank == 0:
-            alg = (mib << 20) / dt / 1e9
-            print("bare loop: %5d MiB  %9.1f us  algbw %7.2f GB/s  busbw %7.2f GB/s" % (
-                mib, dt * 1e6, alg, alg * 2 * (world - 1) / world), flush=True)
+            for how, dt in figures.items():
+                alg = (mib << 20) / dt / 1e9
+                print("bare loop (%-11s): %5d MiB  %9.1f us  algbw %7.2f GB/s  busbw %7.2f GB/s" % (
+                    how, mib, dt * 1e6, alg, alg * 2 * (world - 1) / world), flush=True)
     dist.destroy_process_group()
 
 

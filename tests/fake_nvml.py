@@ -119,6 +119,20 @@ class FakeNvml:
             raise NVMLError(3)
         return 1
 
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, h, link):
+        """``nvlink_to``: "switch" (every link to an NVSwitch) or a list of peer GPU indices, one
+        per link; without it NVML answers 'not supported' (3), as old drivers do."""
+        to = self._g(h).get("nvlink_to")
+        if to is None:
+            raise NVMLError(3)
+        return 2 if to == "switch" else 0
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, h, link):
+        to = self._g(h).get("nvlink_to")
+        if not isinstance(to, list) or link >= len(to):
+            raise NVMLError(3)
+        return _Pci("00000000:%02x:00.0" % (to[link] + 0x18))
+
     def nvmlDeviceGetComputeRunningProcesses(self, h):
         return []
 

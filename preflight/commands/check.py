@@ -64,6 +64,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="collective backend of the nccl stage (gloo runs on CPU, for testing)")
     p.add_argument("--vllm-tp", type=positive_int, default=1, metavar="N",
                    help="tensor_parallel_size of the vllm stage's generation (default 1)")
+    p.add_argument("--vllm-compile", action="store_true",
+                   help="also run the generation on the compile path verl's rollout takes (CUDA graphs, "
+                        "torch.compile), reported as vllm.compile")
     p.add_argument("--launch", metavar="COMMAND", default=None,
                    help="a verl launch command or its overrides, quoted, for the config stage")
     p.add_argument("--config", metavar="FILE", default=None, help="a saved verl config (YAML/JSON) for the config stage")
@@ -123,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no stage left to run after --stage/--skip")
     stream = console_stream(args)
     opts = Options(python=python, verl=args.verl, timeout=args.timeout, nccl_world_size=args.nccl_world_size,
-                   backend=args.backend, vllm_tp=args.vllm_tp, extra={"nccl_backend": args.nccl_backend,
+                   backend=args.backend, vllm_tp=args.vllm_tp, extra={"nccl_backend": args.nccl_backend, "vllm_compile": args.vllm_compile,
                                                                       "launch": args.launch, "config_file": args.config})
     ctx = Context(opts, mx)
     status = None

@@ -12,11 +12,11 @@ loads the driver's libnvidia-ml into the process; a broken driver must not take 
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from .process import EVENTS_ENV, MARKER, run_argv
 
-__all__ = ["collect", "snapshot", "classify_error"]
+__all__ = ["collect", "snapshot", "classify_error", "bus_key", "nvlink_between"]
 
 # pynvml's NVML_ERROR_* codes (nvml.h); read from the provider when it defines them.
 _CODES = {
@@ -95,16 +95,61 @@ def _device(nvml: Any, i: int) -> Dict[str, Any]:
         "width_max": _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(h)),
     }
     links = 0
+    # where each active link goes (nvidia-smi topo -m's NV<n>): an NVSwitch, or another GPU (by its
+    # PCI bus id); NVML_NVLINK_DEVICE_TYPE_GPU = 0, _IBMNPU = 1, _SWITCH = 2
+    remote: Dict[str, Any] = {"switch": 0, "gpu": {}, "unknown": 0}
     for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
         st = _try(lambda: nvml.nvmlDeviceGetNvLinkState(h, link))
         if st is None:
             break
-        links += 1 if st else 0
+        if not st:
+            continue
+        links += 1
+        kind = _try(lambda: nvml.nvmlDeviceGetNvLinkRemoteDeviceType(h, link))
+        if kind == getattr(nvml, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 2):
+            remote["switch"] += 1
+            continue
+        rpci = _try(lambda: nvml.nvmlDeviceGetNvLinkRemotePciInfo(h, link)) if kind is not None else None
+        bus = bus_key(_s(getattr(rpci, "busId", None))) if rpci is not None else None
+        if bus:
+            remote["gpu"][bus] = remote["gpu"].get(bus, 0) + 1
+        else:
+            remote["unknown"] += 1
     d["nvlinks_active"] = links
+    d["nvlink_remote"] = remote if links else None
     procs = _try(lambda: nvml.nvmlDeviceGetComputeRunningProcesses(h)) or []
     d["processes"] = [{"pid": getattr(p, "pid", None),
                        "used_mib": (int(getattr(p, "usedGpuMemory", 0) or 0) // (1 << 20))} for p in procs]
     return d
+
+
+def bus_key(bus: Optional[str]) -> Optional[str]:
+    """A PCI bus id without its domain, lower case (``00000000:18:00.0`` -> ``18:00.0``), so ids
+    from nvmlDeviceGetPciInfo and nvmlDeviceGetNvLinkRemotePciInfo compare equal."""
+    if not bus:
+        return None
+    parts = str(bus).strip().lower().split(":")
+    return ":".join(parts[-2:]) if len(parts) >= 2 else parts[0]
+
+
+def nvlink_between(a: Dict[str, Any], b: Dict[str, Any]) -> Optional[str]:
+    """How two devices of a snapshot are joined by NVLink: ``"switch"`` (both reach NVSwitches:
+    every pair of such GPUs talks over NVLink, e.g. HGX 8-GPU boards), ``"direct:N"`` (N links
+    from ``a`` end at ``b``), ``None`` (no NVLink between them), or ``"unknown"`` (links are up
+    but NVML does not say where they go)."""
+    ra, rb = a.get("nvlink_remote"), b.get("nvlink_remote")
+    if not a.get("nvlinks_active") or not b.get("nvlinks_active"):
+        return None
+    if not ra or not rb:
+        return "unknown"
+    if ra.get("switch") and rb.get("switch"):
+        return "switch"
+    n = (ra.get("gpu") or {}).get(bus_key(b.get("pci_bus_id")) or "", 0)
+    if n:
+        return "direct:%d" % n
+    if ra.get("unknown") or rb.get("unknown"):
+        return "unknown"
+    return None
 
 
 def _pairs(nvml: Any, n: int) -> List[Dict[str, Any]]:
@@ -153,6 +198,10 @@ def collect(nvml: Any) -> Dict[str, Any]:
                                                    "message": "%s: %s" % (type(exc).__name__, exc)}})
         out["devices"] = devs
         out["pairs"] = _pairs(nvml, n) if n > 1 else []
+        by_index = {d.get("index"): d for d in devs if not d.get("error")}
+        for p in out["pairs"]:
+            if p["a"] in by_index and p["b"] in by_index:
+                p["nvlink"] = nvlink_between(by_index[p["a"]], by_index[p["b"]])
         return out
     except Exception as exc:
         return {"error": {"kind": classify_error(nvml, exc), "message": "%s: %s" % (type(exc).__name__, exc)}}

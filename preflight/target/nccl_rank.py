@@ -2,6 +2,7 @@
 # range of sizes with a check of the sum, a barrier, a clean destroy.
 # ARGS: {rank, world_size, port, backend ("nccl"|"gloo"), sizes (bytes), warmup, iters (at least),
 #        min_timed_s and max_iters (more iterations for fast sizes: at least min_timed_s of timed work),
+#        graph (default true: time a CUDA graph of the ops on GPUs),
 #        init_timeout_s, inject ({"rank", "fault": "hang_init"|"hang_allreduce"|"wrong_sum"} or null)}
 # Events: "step" {name} before each step (the checker reports the last one of a rank that hung),
 #         "init" {seconds}, "size" {bytes, seconds_per_op, ok, got, want}, "done" {}.
@@ -57,15 +58,48 @@ def main():
     want = world * (world + 1) / 2.0
 
     def timed(count):
-        """Seconds per all_reduce of ``buf`` over ``count`` ops, the device synchronised around them."""
-        if on_gpu:
-            torch.cuda.synchronize()
-        t = time.perf_counter()
+        """Seconds per all_reduce of ``buf`` over ``count`` eager ops: CUDA events on the rank's
+        stream on GPUs (device time, no host sync inside the window), wall time on CPU."""
+        if not on_gpu:
+            t = time.perf_counter()
+            for _ in range(count):
+                dist.all_reduce(buf)
+            return (time.perf_counter() - t) / count
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
         for _ in range(count):
             dist.all_reduce(buf)
-        if on_gpu:
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0 / count
+
+    def capture(count):
+        """A CUDA graph of ``count`` all_reduces of ``buf`` (no collective runs while capturing),
+        or None when this torch/NCCL cannot capture them. Replaying it times NCCL's kernels
+        without the Python launch cost of each op, as nccl-tests' C loop does."""
+        if not on_gpu or not ARGS.get("graph", True) or not hasattr(torch.cuda, "CUDAGraph"):
+            return None
+        try:
             torch.cuda.synchronize()
-        return (time.perf_counter() - t) / count
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(count):
+                    dist.all_reduce(buf)
+            return graph
+        except Exception as exc:  # noqa: BLE001 - any capture failure means: time eagerly
+            emit("graph_unavailable", error="%s: %s" % (type(exc).__name__, str(exc)[:300]))
+            return None
+
+    def replay(graph, count):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0 / count
+
     for nbytes in ARGS.get("sizes", []):
         n = max(1, int(nbytes) // elem)
         label = "all_reduce %d MiB" % (nbytes >> 20) if nbytes >= (1 << 20) else "all_reduce %d B" % nbytes
@@ -86,8 +120,22 @@ def main():
         agree = torch.tensor([float(want_iters)], device=device)
         dist.all_reduce(agree, op=dist.ReduceOp.MAX)
         iters = int(agree.item())
-        dist.barrier()
-        dt = timed(iters)
+        # the ranks agree on graph timing (a rank whose capture failed would leave the others'
+        # replayed all_reduces without a partner), then replay once to warm, once timed
+        graph = capture(iters)
+        ok_graph = torch.tensor([1.0 if graph is not None else 0.0], device=device)
+        dist.all_reduce(ok_graph, op=dist.ReduceOp.MIN)
+        method = "cuda events" if on_gpu else "wall clock"
+        if graph is not None and ok_graph.item() == 1.0:
+            dist.barrier()
+            replay(graph, iters)
+            dist.barrier()
+            dt = replay(graph, iters)
+            method = "cuda graph + cuda events"
+        else:
+            dist.barrier()
+            dt = timed(iters)
+        del graph
         # correctness on a fresh buffer: every element must be 1 + 2 + ... + world
         buf.fill_(rank + 1)
         if faulty and inject.get("fault") == "wrong_sum":
@@ -96,7 +144,7 @@ def main():
         lo = float(buf.min().item())
         hi = float(buf.max().item())
         ok = lo == want and hi == want
-        emit("size", bytes=n * elem, seconds_per_op=dt, ok=ok, got=[lo, hi], want=want, iters=iters)
+        emit("size", bytes=n * elem, seconds_per_op=dt, ok=ok, got=[lo, hi], want=want, iters=iters, timing=method)
         del buf
     emit("step", name="barrier")
     dist.barrier()

@@ -1,7 +1,8 @@
 # A tiny offline generation with vLLM (or SGLang) in the target interpreter.
 #
 # ARGS: {"engine": "vllm"|"sglang", "workdir": DIR, "tp": int, "prompts": [[token ids]...],
-#        "max_tokens": int, "gpu_budget_gib": float, "gpu_min_gib": float, "seed": int}
+#        "max_tokens": int, "gpu_budget_gib": float, "gpu_min_gib": float, "seed": int,
+#        "mode": "fast"|"compile", "inproc": bool (engine core in this process; default true)}
 # Writes DIR/model/config.json (a tiny Llama: hidden 128, 2 layers, 2 heads, 1 KV head, head_dim 64,
 # vocab 512; no weights: load_format="dummy"; no tokenizer), sends every log line of this process and
 # of the engine processes it starts to DIR/engine.log (the checker reads it, even after a kill), and
@@ -9,6 +10,9 @@
 #   phase {name}                  entering import / device / engine / generate / shutdown
 #   imported {engine, version, torch, platform, seconds}
 #   device {gpus: [{index, name, capability, free_bytes, total_bytes}], gpu_memory_utilization}
+#   settings {mode, kwargs, env, notes}  what the engine was started with ("fast": compiles nothing,
+#                                 see _fast_settings; "compile": the rollout's default path)
+#   settings_rejected {error}     this vLLM refused a fast setting; the plain eager engine was started
 #   engine {seconds, dtype, tensor_parallel_size}
 #   attention {backends, source}
 #   generated {seconds, prompts, max_tokens, counts, tokens, deterministic, sample, tokens_per_s}
@@ -155,6 +159,90 @@ def _generate(engine, llm, prompts, max_tokens):
     return _token_lists(llm.generate(input_ids=[list(p) for p in prompts], sampling_params=params), engine)
 
 
+#: KV cache the fast path asks for per GPU: the 4 prompts x (6 + 16) tokens of the tiny model
+#: take 2 layers x 1 KV head x 64 x 2 (K, V) x 2 bytes = 512 bytes per token; 32 MiB is 64k tokens.
+KV_CACHE_BYTES = 32 << 20
+#: Blocks asked for where vLLM has no kv_cache_memory_bytes (num_gpu_blocks_override): 64 x 16 tokens.
+KV_BLOCKS = 64
+
+
+def _fields(cls):
+    import dataclasses
+
+    try:
+        return set(f.name for f in dataclasses.fields(cls))
+    except TypeError:
+        return set()
+
+
+def _fast_settings(tp, gpus, n_prompts):
+    """(LLM kwargs, environment, notes) that make the engine compile nothing for the tiny model,
+    spelled for the installed vLLM: the names are read from its own EngineArgs/CompilationConfig
+    fields (the keys changed across 0.8-0.33), never assumed from the version number.
+
+    - enforce_eager: no CUDA graphs (and, from about 0.11, no torch.compile either);
+    - compilation_config: mode NONE (0.11.2+) or level 0 (before), cudagraph_mode NONE (0.10.2+);
+    - attention: FLASH_ATTN on compute capability 8.x/9.x (prebuilt FlashAttention 2/3 kernels in
+      the vllm wheel: nothing to JIT), via attention_backend / attention_config where EngineArgs
+      has them, else VLLM_ATTENTION_BACKEND (read by releases before about 0.14);
+    - no FlashInfer sampler (VLLM_USE_FLASHINFER_SAMPLER=0: its kernels are JIT-compiled);
+    - the smallest KV cache (kv_cache_memory_bytes, else num_gpu_blocks_override) and batch;
+    - the engine core in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0): no second process that
+      imports vLLM and torch again.
+    """
+    try:
+        from vllm.engine.arg_utils import EngineArgs
+
+        ea = _fields(EngineArgs)
+    except Exception:  # a build without it: only the environment settings apply
+        ea = set()
+    kw, env, notes = {"enforce_eager": True}, {}, []
+    try:
+        from vllm.config import CompilationConfig
+
+        cf = _fields(CompilationConfig)
+    except Exception:
+        cf = set()
+    cc = {}
+    if "mode" in cf:
+        cc["mode"] = 0  # CompilationMode.NONE
+    elif "level" in cf:
+        cc["level"] = 0  # CompilationLevel.NO_COMPILATION
+    if "cudagraph_mode" in cf:
+        try:
+            from vllm.config import CUDAGraphMode
+
+            cc["cudagraph_mode"] = CUDAGraphMode.NONE
+        except Exception:
+            pass
+    if cc and "compilation_config" in ea:
+        kw["compilation_config"] = cc
+    caps = [tuple(int(x) for x in g["capability"].split(".")) for g in gpus]
+    if caps and all(8 <= c[0] <= 9 for c in caps):
+        if "attention_backend" in ea:
+            kw["attention_backend"] = "FLASH_ATTN"
+        elif "attention_config" in ea:
+            kw["attention_config"] = {"backend": "FLASH_ATTN"}
+        else:
+            env["VLLM_ATTENTION_BACKEND"] = "FLASH_ATTN"
+    elif gpus:
+        notes.append("attention backend left to vLLM on compute capability %s" % ", ".join(
+            "%d.%d" % c for c in sorted(set(caps))))
+    env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
+    if gpus:
+        if "kv_cache_memory_bytes" in ea:
+            kw["kv_cache_memory_bytes"] = KV_CACHE_BYTES
+        elif "num_gpu_blocks_override" in ea:
+            kw["num_gpu_blocks_override"] = KV_BLOCKS
+    if "max_num_seqs" in ea:
+        kw["max_num_seqs"] = max(1, n_prompts)
+    if "max_num_batched_tokens" in ea:
+        kw["max_num_batched_tokens"] = 2 * MAX_MODEL_LEN
+    if ARGS.get("inproc", True):
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    return kw, env, notes
+
+
 def _start_vllm(model, tp, seed, gpus, util, dtype):
     from vllm import LLM
 
@@ -162,7 +250,30 @@ def _start_vllm(model, tp, seed, gpus, util, dtype):
                   max_model_len=MAX_MODEL_LEN, dtype=dtype, seed=seed, tensor_parallel_size=tp)
     if gpus:
         kwargs["gpu_memory_utilization"] = util
-    return LLM(**kwargs)
+    mode = ARGS.get("mode", "fast")
+    if mode == "compile":
+        # the path verl's rollout takes by default: CUDA graphs and torch.compile on, vLLM's own
+        # attention backend, sampler and engine process
+        kwargs["enforce_eager"] = False
+        emit("settings", mode=mode, kwargs=dict((k, str(v)) for k, v in kwargs.items() if k != "model"), env={})
+        return LLM(**kwargs)
+    fast, env, notes = _fast_settings(tp, gpus, len(ARGS.get("prompts") or [0] * 4))
+    for k, v in env.items():
+        os.environ.setdefault(k, v)  # a value the user set wins
+    emit("settings", mode=mode, kwargs=dict((k, str(v)) for k, v in fast.items()),
+         env=dict((k, os.environ.get(k)) for k in env), notes=notes)
+    try:
+        return LLM(**dict(kwargs, **fast))
+    except Exception as exc:
+        # a release that rejects one of the fast keys: say which, then start the plain eager engine
+        text = str(exc)
+        keys = [k for k in fast if k != "enforce_eager" and k in text]
+        if "compilation_config" in fast and "CompilationConfig" in text and "compilation_config" not in keys:
+            keys.append("compilation_config")
+        if not keys or isinstance(exc, MemoryError):
+            raise
+        emit("settings_rejected", keys=keys, error_type=type(exc).__name__, error=text[:500])
+        return LLM(**kwargs)
 
 
 def _start_sglang(model, tp, seed, gpus, util, dtype):
