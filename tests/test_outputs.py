@@ -137,8 +137,10 @@ def test_h200_image_for_verl_091(pyz, tmp_path):
     from preflight import matrix
 
     row = [r for r in matrix.load().curated["base_images"]["base"] if r["variant"] == "cu130"][0]
-    assert "FROM %s\n" % row["image"] in df
-    assert "--require-hashes" in df and "python3.12 -m venv" in df and "HEALTHCHECK" in df
+    from preflight.outputs.dockerfile import base_reference
+
+    assert "FROM %s\n" % base_reference(row) in df and "@sha256:" in df
+    assert "--require-hashes" in df and "python3.12 -m venv" in df and "HEALTHCHECK" not in df
     pins = parse_lock(open(os.path.join(out, "requirements.lock")).read())
     assert pins["torch"] == "2.11.0" and pins["vllm"] == "0.24.0" and pins["verl"] == "0.9.1"
     assert os.path.exists(os.path.join(out, "preflight.pyz"))

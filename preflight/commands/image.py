@@ -53,6 +53,35 @@ def find_builder():
     return None, "; ".join(tried) or "no docker, podman or buildah on PATH"
 
 
+def prefer_base_python(args: argparse.Namespace, say) -> None:
+    """Without --python: use the base image's own Python (its distribution's, e.g. 3.12 on Ubuntu
+    24.04) when the stack runs on it, rather than adding a third-party archive for another one.
+    Sets ``args.python``; leaves it unset when the stack needs another Python."""
+    if args.python is not None:
+        return
+    import copy
+
+    from ..outputs.dockerfile import base_image_for
+    from .spec import resolve_stack
+
+    mx, res, _, _ = resolve_stack(args)
+    if not res.ok:
+        return
+    variant = "cpu" if args.torch_index == "none" and (args.torch or "").endswith("cpu") else res.variant
+    try:
+        own = base_image_for(mx, variant or "cpu").get("python")
+    except UsageError:
+        return
+    if not own or own == res.python:
+        return
+    trial = copy.copy(args)
+    trial.python = own
+    _, alt, _, _ = resolve_stack(trial)
+    if alt.ok:
+        args.python = own
+        say("Python %s: the base image's own (the stack runs on it; %s was only a preference)" % (own, res.python))
+
+
 def run(args: argparse.Namespace) -> int:
     """Write the build context; with --build, build it or print the exact command."""
     from rich.console import Console
@@ -66,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from ..paths import check_output_dir
 
     check_output_dir(out, "-o")
+    prefer_base_python(args, say)
     mx, res, spec, paths = make_spec(args, out, say)
     if spec is None:
         say("no stack works for verl %s here: %s" % (res.verl, "; ".join(res.problems[:2])))
