@@ -3,7 +3,9 @@
 # ARGS: {rank, world_size, port, backend ("nccl"|"gloo"), sizes (bytes), warmup, iters (at least),
 #        min_timed_s and max_iters (more iterations for fast sizes: at least min_timed_s of timed work),
 #        graph (default true: time a CUDA graph of the ops on GPUs),
-#        init_timeout_s, inject ({"rank", "fault": "hang_init"|"hang_allreduce"|"wrong_sum"} or null)}
+#        init_timeout_s, inject ({"rank", "fault": "hang_init"|"hang_allreduce"|"wrong_sum"} or null),
+#        master_addr (rendezvous host, default 127.0.0.1), device (CUDA index, default the rank; 0 in a Ray
+#        actor, whose CUDA_VISIBLE_DEVICES holds its one GPU)}
 # Events: "step" {name} before each step (the checker reports the last one of a rank that hung),
 #         "init" {seconds}, "size" {bytes, seconds_per_op, ok, got, want}, "done" {}.
 import datetime
@@ -23,9 +25,10 @@ def main():
     on_gpu = backend == "nccl"
     if on_gpu:
         emit("step", name="set device")
-        torch.cuda.set_device(rank)
+        index = int(ARGS.get("device", rank))
+        torch.cuda.set_device(index)
         dtype = torch.bfloat16
-        device = torch.device("cuda", rank)
+        device = torch.device("cuda", index)
     else:
         dtype = torch.float32
         device = torch.device("cpu")
@@ -44,7 +47,8 @@ def main():
                 kwargs["device_id"] = device
         except (TypeError, ValueError):
             pass
-    dist.init_process_group(backend=backend, init_method="tcp://127.0.0.1:%d" % int(ARGS["port"]), rank=rank,
+    master = ARGS.get("master_addr") or "127.0.0.1"
+    dist.init_process_group(backend=backend, init_method="tcp://%s:%d" % (master, int(ARGS["port"])), rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=float(ARGS.get("init_timeout_s", 60))),
                             **kwargs)
     # the first collective creates the NCCL communicator: count it in init
