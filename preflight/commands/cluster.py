@@ -158,7 +158,8 @@ def _launch(args: argparse.Namespace, python: str, mx) -> Tuple[Optional[Dict[st
     info = {"nnodes": nn, "n_gpus_per_node": per, "num_cpus": comp.get(key), "num_cpus_key": key,
             "composed_by": comp.method, "verl_version": comp.verl_version}
     return info, [passed("launch: trainer.nnodes=%d x trainer.n_gpus_per_node=%d = %d GPUs, %s=%s (composed by %s, "
-                         "verl %s)" % (nn, per, nn * per, key, comp.get(key), comp.method, comp.verl_version), info)]
+                         "verl %s)" % (nn, per, nn * per, key, "null" if comp.get(key) is None else comp.get(key),
+                                       comp.method, comp.verl_version), info)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -221,10 +222,27 @@ def run(args: argparse.Namespace) -> int:
         with console.status("checking the Ray cluster...") if console.is_terminal else _Nothing():
             out = run_script(python, "ray_cluster", targs, timeout=budget)
     report, extra = build_report(out, launch, launch_rows, pools, node_timeout, args.timeout, python, mx, t0)
-    render(report, console, verbose=args.verbose)
+    view = console_view(report, args.verbose)
+    render(view, console, verbose=args.verbose)
+    hidden = len(report.results) - len(view.results)
+    if hidden:
+        console.print("(%d passing rows of the nodes' own reports not shown, nor counted above: -v shows them, --json "
+                      "has them)" % hidden, style="dim", highlight=False)
     if args.json:
         jsonreport.write(report, args.json, extra)
     return report.exit_code
+
+
+def console_view(report, verbose: bool):
+    """The report as printed: every cluster row, and a node's own rows only when they are not
+    PASS (all of them with ``verbose``); the JSON report keeps every row."""
+    import copy
+
+    from ..result import Status
+
+    view = copy.copy(report)
+    view.results = [r for r in report.results if verbose or r.stage == "cluster" or r.status != Status.PASS]
+    return view
 
 
 class _Nothing:

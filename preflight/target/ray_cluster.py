@@ -425,10 +425,13 @@ def main():
         emit("done", attached=False)
         return
     try:
-        ctx = ray.get_runtime_context()
+        try:
+            ctx = ray.get_runtime_context()
+            gcs, driver_node = getattr(ctx, "gcs_address", None), ctx.get_node_id()
+        except Exception:  # Ray Client: no local node
+            gcs, driver_node = None, None
         emit("attached", ray_version=ray.__version__, python="%d.%d.%d" % sys.version_info[:3],
-             gcs_address=getattr(ctx, "gcs_address", None), driver_node_id=ctx.get_node_id(),
-             seconds=round(time.time() - T0, 2))
+             gcs_address=gcs, driver_node_id=driver_node, seconds=round(time.time() - T0, 2))
         nodes = _node_rows(ray)
         emit("nodes", nodes=nodes)
         emit("resources", cluster=ray.cluster_resources(), available=ray.available_resources(),

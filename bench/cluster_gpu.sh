@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Cross-node NCCL through `preflight cluster` on a 2-GPU machine without a package index.
+# Installs Ray 2.60.0 from carried wheels (bench/cluster_gpu_wheels.txt lists them with sha256;
+# the Ray wheel comes in two parts, each under 64 MiB) into a venv that sees the machine's
+# torch (--system-site-packages), then runs bench/cluster_gpu.py: two Ray nodes on 127.0.0.1 with
+# one GPU each, `preflight cluster --collective nccl`, busbw printed, both nodes stopped.
+#
+# Wheels are looked for in .wh/ray/part1, .wh/ray/part2 and /tmp/pf-wh (copy part1 there in a
+# first call when it cannot travel with part2). Output: $OUT/cluster_gpu.json (or ./).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0
+PY="${PYTHON:-python3}"
+OUT="${OUT:-.}"
+ENV=/tmp/pf-rayenv
+WH="$(mktemp -d /tmp/pf-wheels-XXXX)"
+trap 'rm -rf "$WH"' EXIT
+if ! "$ENV/bin/python" -c "import ray" 2>/dev/null; then
+  for d in .wh/ray/part1 .wh/ray/part2 /tmp/pf-wh; do
+    if [ -d "$d" ]; then cp "$d"/* "$WH"/; fi
+  done
+  (cd "$WH" && cat ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl.part-* > ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl \
+     && grep -F -f <(ls *.whl) SHA256SUMS | sha256sum -c -)
+  "$PY" -m venv --system-site-packages "$ENV"
+  "$ENV/bin/python" -m pip install -q --no-index --find-links "$WH" ray==2.60.0
+fi
+"$ENV/bin/python" -c "import ray, torch; print('ray', ray.__version__, 'torch', torch.__version__, 'GPUs', torch.cuda.device_count())"
+nvidia-smi -L || true
+exec "$PY" bench/cluster_gpu.py "$ENV/bin/python" "$OUT"

@@ -1,0 +1,264 @@
+"""preflight cluster against a real Ray cluster on this machine (several raylets on 127.0.0.1),
+through the built zipapp: every node reported, drift from a node started in another venv, a
+launch's GPUs against Ray's own numbers, gloo standing in for NCCL across the nodes, a node
+killed mid-check, and the attach failures (a dead RAY_ADDRESS, a stale state file, no cluster,
+CPUs limited by affinity)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from envs import real_env
+from raycluster import RayCluster, ray_env
+
+RAY = ["ray==2.60.0", "torch==2.13.0"]
+pytestmark = pytest.mark.realenv
+
+
+@pytest.fixture(scope="module")
+def ray_py():
+    return real_env("ray-cluster", RAY)
+
+
+@pytest.fixture(scope="module")
+def drift_py():
+    # the same Ray and Python, one distribution at another version
+    return real_env("ray-cluster-drift", RAY + ["filelock==3.16.1"])
+
+
+def dist_version(python, name):
+    """The installed version of ``name`` in ``python``, read by that interpreter itself."""
+    return subprocess.check_output([python, "-c", "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))",
+                                    name], universal_newlines=True).strip()
+
+
+def ray_truth(python, env, address):
+    """Ray's own view of the cluster from a separate driver: resources and the alive nodes."""
+    code = ("import json, ray; ray.init(address=%r, logging_level='ERROR'); "
+            "print(json.dumps({'cluster': ray.cluster_resources(), 'available': ray.available_resources(), "
+            "'nodes': [n['NodeID'] for n in ray.nodes() if n['Alive']]}))" % address)
+    out = subprocess.check_output([python, "-c", code], env=env, universal_newlines=True, timeout=120)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def cluster_cmd(pyz, python, env, *args, timeout=400):
+    """Run ``preflight cluster`` from the zipapp; returns (exit code, JSON document, seconds)."""
+    out = os.path.join(env["RAY_TMPDIR"], "report-%d.json" % time.monotonic_ns())
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, pyz, "cluster", "--python", python, "--json", out] + list(args),
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=timeout)
+    dt = time.monotonic() - t0
+    assert os.path.exists(out), proc.stdout[-3000:]
+    with open(out) as fh:
+        return proc.returncode, json.load(fh), dt, proc.stdout
+
+
+def rows(doc):
+    return {r["id"]: r for r in doc["results"]}
+
+
+@pytest.fixture(scope="module")
+def cluster(ray_py, drift_py):
+    c = RayCluster()
+    try:
+        c.add(ray_py, num_cpus=1, num_gpus=2, resources={"pf_head": 1})
+        c.add(ray_py, num_cpus=1, num_gpus=1)
+        c.add(drift_py, num_cpus=1, num_gpus=1)
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def big_launch(pyz, ray_py, cluster):
+    """One full run: node checks, gloo across the nodes, a launch asking for 3 nodes x 2 GPUs."""
+    return cluster_cmd(pyz, ray_py, cluster.env, "--collective", "gloo", "--stage", "host,python,packages",
+                       "--backend", "none", "--timeout", "60", "--", "trainer.nnodes=3", "trainer.n_gpus_per_node=2")
+
+
+def test_every_node_reported(big_launch, cluster, ray_py):
+    rc, doc, _dt, text = big_launch
+    truth = ray_truth(ray_py, cluster.env, cluster.address)
+    r = rows(doc)
+    assert r["cluster.attach"]["status"] == "pass", text[-2000:]
+    assert r["cluster.attach"]["evidence"]["source"] == "state file"  # as verl's ray.init() finds it
+    assert doc["cluster"]["address"]["resolved"] == cluster.address
+    nodes = doc["cluster"]["nodes"]
+    assert sorted(n["node_id"] for n in nodes if n["alive"]) == sorted(truth["nodes"])
+    pythons = {n["node_id"]: None for n in nodes}
+    for n in nodes:
+        row = r["cluster.nodes.%s" % n["label"]]
+        assert row["evidence"]["node_id"] == n["node_id"]
+        pythons[n["node_id"]] = row["evidence"]["python"]
+        # each node's own rows are in the report, under its label
+        assert "%s.host.os" % n["label"] in r and "%s.packages.consistency" % n["label"] in r
+    assert sorted(pythons.values()) == sorted(n["python"] for _p, n in cluster.nodes)  # each ran in its own Python
+    assert rc == 1
+
+
+def test_drift_names_nodes_and_values(big_launch, cluster, ray_py, drift_py):
+    _rc, doc, _dt, _text = big_launch
+    r = rows(doc)
+    row = r["cluster.drift.filelock"]
+    assert row["status"] == "fail"
+    labels = {n["node_id"]: n["label"] for n in doc["cluster"]["nodes"]}
+    drift_label = labels[[i for _p, i in cluster.nodes if i["python"] == drift_py][0]["node_id"]]
+    want_drift, want_main = dist_version(drift_py, "filelock"), dist_version(ray_py, "filelock")
+    assert want_drift != want_main
+    assert row["evidence"]["values"][want_drift] == [drift_label]
+    assert len(row["evidence"]["values"][want_main]) == 2
+    assert want_drift in row["message"] and want_main in row["message"] and drift_label in row["message"]
+    # what is the same everywhere is not reported
+    assert "cluster.drift.ray" not in r and "cluster.drift.torch" not in r and "cluster.drift.python" not in r
+
+
+def test_launch_larger_than_cluster_fails_with_rays_numbers(big_launch, cluster, ray_py):
+    _rc, doc, _dt, _text = big_launch
+    truth = ray_truth(ray_py, cluster.env, cluster.address)
+    r = rows(doc)
+    gpus = truth["available"]["GPU"]
+    assert gpus == 4.0  # 2 + 1 + 1 fake GPUs
+    row = r["cluster.resources.gpus"]
+    assert row["status"] == "fail"
+    assert "Total available GPUs %g is less than total desired GPUs 6" % gpus in row["message"]
+    assert "trainer.nnodes=2" in row["fix"]  # 2 x 2 = 4 fits Ray's count
+    nodes_row = r["cluster.resources.nodes"]
+    assert nodes_row["status"] == "fail" and "1 node(s) offer trainer.n_gpus_per_node=2" in nodes_row["message"]
+    assert "trainer.n_gpus_per_node=1" in nodes_row["fix"]
+    assert r["cluster.resources.pool"]["status"] == "fail"
+
+
+def test_gloo_across_nodes(big_launch, cluster, ray_py):
+    _rc, doc, _dt, _text = big_launch
+    truth = ray_truth(ray_py, cluster.env, cluster.address)
+    row = rows(doc)["cluster.collective"]
+    assert row["status"] == "pass", (row["message"], row["evidence"].get("failed_ranks"))
+    ev = row["evidence"]
+    assert ev["backend"] == "gloo" and ev["world_size"] == 3
+    ids = {n["label"]: n["node_id"] for n in doc["cluster"]["nodes"]}
+    assert sorted(ids[x["node"]] for x in ev["ranks"]) == sorted(truth["nodes"])  # one rank per node (SPREAD)
+    assert all(x["ip"] == "127.0.0.1" for x in ev["ranks"])
+    assert ev["sizes"] and all(s["busbw_gbps"] > 0 and s["time_us"] > 0 for s in ev["sizes"])
+
+
+def test_fitting_launch_and_verl_attach(pyz, ray_py, cluster, tmp_path):
+    env = dict(cluster.env, RAY_TMPDIR=str(tmp_path))  # no state file: verl's ray.init() finds no cluster
+    rc, doc, _dt, text = cluster_cmd(pyz, ray_py, env, "--address", cluster.address, "--collective", "none",
+                                     "--stage", "host", "--timeout", "60", "--",
+                                     "trainer.nnodes=2", "trainer.n_gpus_per_node=1")
+    r = rows(doc)
+    assert r["cluster.attach"]["status"] == "pass", text[-2000:]
+    assert r["cluster.attach.verl"]["status"] == "fail"
+    assert "start a new local Ray instance" in r["cluster.attach.verl"]["message"]
+    assert r["cluster.attach.verl"]["fix"] == "export RAY_ADDRESS=%s in the job's environment before launching verl" % (
+        cluster.address)
+    for item in ("gpus", "nodes", "pool"):
+        assert r["cluster.resources.%s" % item]["status"] == "pass", r["cluster.resources.%s" % item]
+    assert "cluster.collective" not in r
+    assert rc == 1
+
+
+def test_node_killed_mid_check(pyz, ray_py, cluster):
+    victim = cluster.add(ray_py, num_cpus=1, num_gpus=0)
+    out = os.path.join(cluster.tmpdir, "killed.json")
+    log = open(os.path.join(cluster.tmpdir, "killed.log"), "w+")
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, pyz, "cluster", "--python", ray_py, "--json", out, "--collective", "none",
+                             "--stage", "host,python,packages", "--backend", "none", "--timeout", "60",
+                             "--node-timeout", "90"], env=cluster.env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        # the victim's task has started its check: a zipapp process whose parent is a Ray worker (in
+        # a process group of its own) started by the victim's raylet (in the node's group)
+        while time.monotonic() - t0 < 120:
+            ps = subprocess.run(["ps", "-ww", "-eo", "pid=,ppid=,pgid=,args="], stdout=subprocess.PIPE,
+                                universal_newlines=True).stdout
+            table = [l.split(None, 3) for l in ps.splitlines() if len(l.split(None, 3)) == 4]
+            parent = {pid: pp for pid, pp, _g, _a in table}
+            pgid = {pid: g for pid, _pp, g, _a in table}
+            if any("preflight.pyz check" in a and pgid.get(parent.get(pp)) == str(victim["pid"])
+                   for _p, pp, _g, a in table):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the victim's check never started")
+        cluster.kill(victim)
+        proc.wait(timeout=200)
+        log.seek(0)
+        text = log.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    dt = time.monotonic() - t0
+    with open(out) as fh:
+        doc = json.load(fh)
+    label = [n["label"] for n in doc["cluster"]["nodes"] if n["node_id"] == victim["node_id"]][0]
+    row = rows(doc)["cluster.nodes.%s" % label]
+    assert row["status"] == "fail", text[-2000:]
+    assert "failed during its check" in row["message"] or "did not answer" in row["message"]
+    assert dt < 90 + 60  # reported within the node timeout, not waited on forever
+    assert proc.returncode == 1
+    # the other nodes still answered
+    others = [n for n in doc["cluster"]["nodes"] if n["alive"] and n["node_id"] != victim["node_id"]]
+    assert all("%s.host.os" % n["label"] in rows(doc) for n in others)
+
+
+def _closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_dead_ray_address(pyz, ray_py, tmp_path):
+    env = dict(ray_env(str(tmp_path)), RAY_ADDRESS="127.0.0.1:%d" % _closed_port())
+    rc, doc, dt, _text = cluster_cmd(pyz, ray_py, env)
+    row = rows(doc)["cluster.attach"]
+    assert rc == 1 and row["status"] == "fail"
+    assert "not reachable" in row["message"] and "RAY_ADDRESS" in row["message"]
+    assert "unset RAY_ADDRESS" in row["fix"]
+    assert dt < 60
+
+
+def test_stale_state_file(pyz, ray_py, tmp_path):
+    env = ray_env(str(tmp_path))
+    os.makedirs(str(tmp_path / "ray"))
+    dead = "127.0.0.1:%d" % _closed_port()
+    (tmp_path / "ray" / "ray_current_cluster").write_text(dead)
+    rc, doc, _dt, _text = cluster_cmd(pyz, ray_py, env)
+    row = rows(doc)["cluster.attach"]
+    assert rc == 1 and row["status"] == "fail"
+    assert dead in row["message"] and "state file" in row["message"]
+    assert "ray stop" in row["fix"] and str(tmp_path / "ray" / "ray_current_cluster") in row["fix"]
+
+
+def test_no_cluster_and_cpus_limited_by_affinity(pyz, ray_py, tmp_path):
+    # verl#523: Ray counts the machine's CPUs, the affinity mask allows one
+    env = ray_env(str(tmp_path))
+    out = str(tmp_path / "r.json")
+    proc = subprocess.run(["taskset", "-c", "0", sys.executable, pyz, "cluster", "--python", ray_py, "--json", out,
+                           "--", "ray_kwargs.ray_init.num_cpus=null"], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+    with open(out) as fh:
+        r = rows(json.load(fh))
+    assert proc.returncode == 1
+    assert "new local Ray instance" in r["cluster.attach"]["message"]
+    ray_cpus = int(subprocess.check_output([ray_py, "-c", "from ray._private.utils import get_num_cpus; "
+                                            "print(get_num_cpus())"], universal_newlines=True))
+    row = r["cluster.cpus.local"]
+    if ray_cpus > 1:
+        assert row["status"] == "fail" and row["fix"] == "ray_kwargs.ray_init.num_cpus=1"
+        assert "advertise %d CPUs but only 1 are usable" % ray_cpus in row["message"]
+    else:
+        assert row["status"] == "pass"
+
+
+def test_bad_address_is_a_usage_error(pyz):
+    proc = subprocess.run([sys.executable, pyz, "cluster", "--address", "not an address"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "HOST:PORT" in proc.stderr
