@@ -495,3 +495,24 @@ def test_fc14_megatron_lm_checkout_missing_and_new_core_passes(tmp_path):
     none = megatron_env(tmp_path / "n", None)
     o = megatron_result(none, "0.6.1")
     assert o.status.value == "fail" and "megatron-core is not installed" in o.message
+
+
+def test_values_table_after_a_failed_composition_shows_defaults():
+    """Review finding (case 33): when an override fails, Hydra applies none, so no value is labelled
+    as an override."""
+    from rich.console import Console
+
+    from preflight.launch.render import values_table
+
+    c = compose_stored(parse_launch(["python3", "-m", "verl.trainer.main_ppo", "data.train_batch_size=32",
+                                     "actor_rollout_ref.actor.fsdp_config.grad_offload=False",
+                                     "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.n=4"]),
+                       None, "0.9.1", env={})
+    assert c.error is not None
+    con = Console(record=True, width=200)
+    con.print(values_table(c))
+    text = con.export_text()
+    rows = {ln.split()[0]: ln for ln in text.splitlines() if ln.strip()}
+    assert "1024" in rows["train_batch_size"] and "default (override not" in rows["train_batch_size"]
+    assert "???" in rows["name"] and "default (override not" in rows["name"]
+    assert not [ln for ln in text.splitlines() if ln.rstrip().endswith(" override")]

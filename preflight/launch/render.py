@@ -4,7 +4,7 @@ Tables fit 80 columns (rich folds long keys and values); nothing here runs a che
 """
 
 import json
-from typing import Any, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -74,6 +74,17 @@ def values_table(c: Composed, full: bool = False) -> Table:
     Values are redacted (:meth:`Composed.shown`): a secret shows as ``***``."""
     keys = shown_keys(c, full)
     safe = c.shown_values(keys)
+    failed = c.error is not None
+    shown_defaults: Dict[str, Any] = {}
+    if failed and c.defaults:
+        from .compose import get_path, redact_config_value
+
+        schema = c.schema()
+        missing = object()
+        for k in keys:
+            d = get_path(c.defaults, k, missing)
+            if d is not missing:
+                shown_defaults[k] = redact_config_value(k, d, schema)
     sections: List[str] = []
     for k in keys:
         if _section(k) not in sections:
@@ -87,8 +98,13 @@ def values_table(c: Composed, full: bool = False) -> Table:
         t.add_row(Text(sec, style="cyan"), "", "")
         for k in [k for k in keys if _section(k) == sec]:
             src = c.source_of(k)
+            val = safe[k]
+            if failed and not src.startswith("default"):
+                # Hydra applies no override when one of them fails: show verl's default, say so
+                val = shown_defaults.get(k, val) if k in shown_defaults else val
+                src = "default (%s not applied: composition failed)" % src.split(" via ")[0]
             style = "" if src.startswith("default") else "bold"
-            t.add_row(Text("  " + k[len(sec) + 1:], style=style), Text(_short(safe[k], 200 if full else 48)),
+            t.add_row(Text("  " + k[len(sec) + 1:], style=style), Text(_short(val, 200 if full else 48)),
                       src.replace(" via ", " via\n") if len(src) > 30 else src)
     return t
 
