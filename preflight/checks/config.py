@@ -113,6 +113,7 @@ def rules_release(ctx: Any, comp: Any) -> Optional[str]:
 def evaluation(ctx: Any) -> Dict[str, Any]:
     """The rules run on the composed launch (memoised): ``{plan, findings, note, model, model_why}``."""
     from ..launch.model import read_model
+    from ..launch.model_rules import meta_module_names, needs_meta_probe
 
     def build() -> Dict[str, Any]:
         comp = launch_facts(ctx)["composed"]
@@ -124,7 +125,12 @@ def evaluation(ctx: Any) -> Dict[str, Any]:
 
         def raw(key: str, default: Any = None) -> Any:
             return get_path(comp.raw, key, default)
-        plan, found, note = evaluate(comp.get, rules_release(ctx, comp), machine, model, why, missing, raw=raw)
+        names = None
+        if needs_meta_probe(comp.get, model):  # LoRA targets and no weight names on disk: build it on meta
+            names = meta_module_names(ctx.options.python, model, bool(comp.get(
+                "actor_rollout_ref.model.trust_remote_code", False)), timeout=min(ctx.options.timeout, 120))
+        plan, found, note = evaluate(comp.get, rules_release(ctx, comp), machine, model, why, missing, raw=raw,
+                                     module_names=names)
         return {"plan": plan, "findings": found, "note": note, "model": model, "model_why": why}
     return ctx._memo("launch_eval", build)
 

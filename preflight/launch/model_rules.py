@@ -22,7 +22,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from .model import ModelFacts
 
 __all__ = ["token_budgets", "trust_remote_code", "compute_capability", "lora_modules", "host_memory",
-           "launch_gpus", "ray_num_cpus", "module_names", "safetensors_names", "lora_targets"]
+           "launch_gpus", "ray_num_cpus", "module_names", "safetensors_names", "lora_targets", "meta_module_names",
+           "needs_meta_probe"]
 
 Get = Callable[[str, Any], Any]
 _MISSING = object()
@@ -246,6 +247,27 @@ def module_names(model: ModelFacts) -> Tuple[Optional[List[str]], str]:
     return sorted({n.rsplit(".", 1)[0] for n in names if "." in n}), src
 
 
+def meta_module_names(python: str, model: ModelFacts, trust_remote_code: bool = False,
+                      timeout: float = 120.0) -> Tuple[Optional[List[str]], str]:
+    """(module names, source) from the architecture built on the meta device in the target
+    (``preflight/target/model_modules.py``: transformers' AutoModelForCausalLM.from_config under
+    ``torch.device("meta")``, offline); (None, why) when torch/transformers are missing or it fails."""
+    from ..probes.process import run_script
+
+    out = run_script(python, "model_modules", {"path": model.directory, "trust_remote_code": trust_remote_code},
+                     timeout=timeout)
+    got = out.last("modules")
+    if got is not None:
+        return list(got.get("names") or []), "%s built on the meta device" % got.get("cls")
+    miss = out.last("missing")
+    if miss is not None:
+        return None, "the target cannot import torch/transformers (%s)" % miss.get("error")
+    err = out.last("error")
+    if err is not None:
+        return None, "building the architecture failed: %s: %s" % (err.get("error_type"), err.get("error"))
+    return None, "the module probe did not finish: %s" % out.describe()
+
+
 def lora_targets(value: Any) -> Optional[List[str]]:
     """target_modules as a list of names (a comma-separated string is split); None for
     ``all-linear`` (every linear layer) or an unset value."""
@@ -274,10 +296,12 @@ def lora_modules(x: Any, v: Any, get: Get, model: Optional[ModelFacts],
     if model is None:
         x.add("lora_modules", "skip", "LoRA target_modules not checked: model config not read")
         return
-    mods, src = names if names is not None else module_names(model)
+    mods, src = module_names(model)
+    if not mods and names is not None:
+        mods, src = names
     if not mods:
-        x.add("lora_modules", "skip", "LoRA target_modules not checked: no safetensors index or header in %s" %
-              model.directory)
+        x.add("lora_modules", "skip", "LoRA target_modules not checked: no safetensors index or header in %s%s" % (
+            model.directory, "; %s" % src if src else ""))
         return
     leaves = sorted({m.rsplit(".", 1)[-1] for m in mods})
     missing = [t for t in targets if not any(m == t or m.endswith("." + t) for m in mods)]
@@ -292,6 +316,15 @@ def lora_modules(x: Any, v: Any, get: Get, model: Optional[ModelFacts],
           "set %s=[%s], or all-linear" % (key, ",".join(fix_list)) if fix_list else "set %s=all-linear" % key,
           alts=[{key: list(fix_list)}] if fix_list else [{key: "all-linear"}],
           missing=missing, modules_from=src)
+
+
+def needs_meta_probe(get: Get, model: Optional[ModelFacts]) -> bool:
+    """True when LoRA names target modules and the model's files list no weight names (so only
+    building the architecture can tell which modules exist)."""
+    rank = _i(get("actor_rollout_ref.model.lora_rank", 0)) or 0
+    if rank <= 0 or model is None or lora_targets(get("actor_rollout_ref.model.target_modules", None)) is None:
+        return False
+    return not module_names(model)[0]
 
 
 # ---- host memory (case 22) -------------------------------------------------------------------
