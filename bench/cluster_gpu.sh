@@ -21,8 +21,13 @@ if ! "$ENV/bin/python" -c "import ray" 2>/dev/null; then
   done
   (cd "$WH" && cat ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl.part-* > ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl \
      && grep -F -f <(ls *.whl) SHA256SUMS | sha256sum -c -)
-  "$PY" -m venv --system-site-packages "$ENV"
-  "$ENV/bin/python" -m pip install -q --no-index --find-links "$WH" ray==2.60.0
+  if "$PY" -m venv --system-site-packages "$ENV" 2>/dev/null && "$ENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    "$ENV/bin/python" -m pip install -q --no-index --find-links "$WH" ray==2.60.0
+  else  # no ensurepip: a venv without pip, filled by the machine's pip
+    rm -rf "$ENV"
+    "$PY" -m venv --without-pip --system-site-packages "$ENV"
+    "$PY" -m pip --python "$ENV/bin/python" install -q --no-index --find-links "$WH" ray==2.60.0
+  fi
 fi
 "$ENV/bin/python" -c "import ray, torch; print('ray', ray.__version__, 'torch', torch.__version__, 'GPUs', torch.cuda.device_count())"
 nvidia-smi -L || true

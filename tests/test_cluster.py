@@ -262,3 +262,76 @@ def test_bad_address_is_a_usage_error(pyz):
     proc = subprocess.run([sys.executable, pyz, "cluster", "--address", "not an address"], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, universal_newlines=True)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "HOST:PORT" in proc.stderr
+
+
+def test_dead_node_is_named(pyz, ray_py, cluster):
+    # runs after test_node_killed_mid_check: Ray keeps the killed node in its table, not alive
+    rc, doc, _dt, text = cluster_cmd(pyz, ray_py, cluster.env, "--collective", "none", "--stage", "host")
+    dead = [n for n in doc["cluster"]["nodes"] if not n["alive"]]
+    assert dead, text[-2000:]
+    r = rows(doc)
+    for n in dead:
+        row = r["cluster.nodes.%s" % n["label"]]
+        assert row["status"] == "warn" and "not alive" in row["message"]
+    alive = [n for n in doc["cluster"]["nodes"] if n["alive"]]
+    assert len(alive) == len(ray_truth(ray_py, cluster.env, cluster.address)["nodes"])
+
+
+@pytest.fixture(scope="module")
+def ray312():
+    return real_env("ray-py312", ["ray==2.60.0"], python_minor="3.12")
+
+
+def test_version_mismatch(pyz, ray312, ray_py, cluster):
+    # the cluster runs Python 3.11, this driver's Ray runs on 3.12: Ray refuses to connect
+    rc, doc, _dt, text = cluster_cmd(pyz, ray312, cluster.env, "--address", cluster.address, "--collective", "none")
+    row = rows(doc)["cluster.attach"]
+    assert rc == 1 and row["status"] == "fail", text[-2000:]
+    assert row["evidence"]["kind"] == "version_mismatch"
+    cluster_py = subprocess.check_output([ray_py, "-c", "import platform; print(platform.python_version())"],
+                                         universal_newlines=True).strip()
+    mine = subprocess.check_output([ray312, "-c", "import platform; print(platform.python_version())"],
+                                   universal_newlines=True).strip()
+    assert "Python %s" % cluster_py in row["message"] and "Python %s" % mine in row["message"]
+    assert "use Python %s in the target" % cluster_py in row["fix"]
+
+
+def test_drift_names_heterogeneous_gpus():
+    # the comparison itself, on two node results as the node tasks return them (NVML in their reports)
+    from preflight.cluster import drift_outcomes, label_nodes
+
+    def res(gpu, driver):
+        return {"ok": True, "result": {"python_version": "3.12.3", "dists": {"torch": "2.11.0"},
+                                       "report": {"machine": {"nvml": {"driver": driver, "devices": [
+                                           {"name": gpu}, {"name": gpu}]}}, "results": []}}}
+    nodes = label_nodes([{"node_id": "a", "ip": "10.0.0.1", "alive": True, "head": True},
+                         {"node_id": "b", "ip": "10.0.0.2", "alive": True}])
+    out = {o.item: o for o in drift_outcomes(nodes, {"a": res("NVIDIA H100 80GB HBM3", "580.95.05"),
+                                                      "b": res("NVIDIA A100-SXM4-80GB", "580.95.05")})}
+    assert set(out) == {"gpus"}
+    assert "2x NVIDIA H100 80GB HBM3 on n0" in out["gpus"].message
+    assert "2x NVIDIA A100-SXM4-80GB on n1" in out["gpus"].message
+
+
+def test_collective_hang_names_node_and_rank(ray_py, cluster, matrix):
+    # a rank that hangs in all_reduce (the rank script's fault injection) is killed and named
+    from preflight.cluster import collective_outcome, label_nodes
+    from preflight.probes.process import load_script, run_script
+
+    m = matrix.curated["nccl"]["measure"]
+    gloo = {"sizes": [s << 20 for s in m["gloo_sizes_mib"]], "warmup": 1, "iters": 2, "min_timed_s": 0.0,
+            "max_iters": 2}
+    args = {"address": cluster.address, "connect_timeout_s": 30, "pyz": None, "pools": [], "pg_timeout_s": 20,
+            "ray_init": {}, "collective": {"backend": "gloo", "world": 2, "rank_script": load_script("nccl_rank"),
+                                           "timeout_s": 20, "inject": {"rank": 1, "fault": "hang_allreduce"},
+                                           "gloo": gloo}}
+    t0 = time.monotonic()
+    out = run_script(ray_py, "ray_cluster", args, timeout=150, env=cluster.env)
+    assert time.monotonic() - t0 < 120
+    ev = {e["event"]: e for e in out.events}
+    assert "done" in ev, out.describe() + out.stderr_tail
+    o = collective_outcome(ev["collective"], label_nodes(ev["nodes"]["nodes"]), 20)
+    assert o.status.value == "fail"
+    where = ev["collective"]["where"][1]
+    label = [n["label"] for n in label_nodes(ev["nodes"]["nodes"]) if n["node_id"] == where["node_id"]][0]
+    assert "rank 1 on %s (127.0.0.1" % label in o.message and "all_reduce 1 MiB" in o.message
