@@ -516,3 +516,54 @@ def test_values_table_after_a_failed_composition_shows_defaults():
     assert "1024" in rows["train_batch_size"] and "default (override not" in rows["train_batch_size"]
     assert "???" in rows["name"] and "default (override not" in rows["name"]
     assert not [ln for ln in text.splitlines() if ln.rstrip().endswith(" override")]
+
+
+def test_fc11_check_with_a_launch_fails_on_v100(ctx_factory, tmp_path):
+    """case 11 through the check pipeline (check --launch): the config stage sees NVML's V100s."""
+    from helpers import rows
+
+    snap = nvml(4, cc=(7, 0), name="Tesla V100-SXM2-32GB", total_mib=32768)
+    ctx = ctx_factory(nvml=snap, host={"cpu": {"logical": 8, "usable": 8}, "memory": {"total": 256 << 30}},
+                      verl="0.9.1")
+    ctx.options.extra.update({"launch": ["python3", "-m", "verl.trainer.main_ppo"] + BASE + [
+        "trainer.n_gpus_per_node=4", "actor_rollout_ref.model.use_remove_padding=True"]})
+    got = rows(ctx, ["config"])
+    r = got["config.rules.compute_capability"]
+    assert r.status.value == "fail" and "compute capability 7.0" in r.message and "use_remove_padding=False" in r.fix
+
+
+# A small Llama (the architecture of Llama-3.1-8B with fewer, narrower layers): transformers builds
+# LlamaForCausalLM from it on the meta device; nothing is downloaded.
+TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,
+              "vocab_size": 1000, "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.realenv
+def test_lora_target_modules_from_the_meta_device(tmp_path):
+    """No weights on disk: the module names come from transformers building the architecture on the meta
+    device in the target (real torch and transformers)."""
+    import subprocess
+    import sys
+
+    from envs import real_env
+    from preflight.launch.model_rules import meta_module_names
+
+    py = real_env("torch-transformers", ["torch==2.13.0", "transformers==5.9.0"])
+    d = model_dir(tmp_path, TINY_LLAMA)
+    model, _ = read_model(d)
+    names, src = meta_module_names(py, model, timeout=300)
+    assert "model.layers.1.self_attn.q_proj" in names and "LlamaForCausalLM built on the meta device" == src
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-m", "preflight", "config", "--python", py, "--verl", "0.9.1", "--json", "-",
+                          "--"] + BASE + ["actor_rollout_ref.model.path=%s" % d, "actor_rollout_ref.model.lora_rank=8",
+                                          "actor_rollout_ref.model.target_modules=[q_proj,qkv_proj]"],
+                         capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=root))
+    res = {r["id"]: r for r in json.loads(out.stdout)["results"]}
+    r = res["config.rules.lora_modules"]
+    assert r["status"] == "fail" and "qkv_proj" in r["message"] and "meta device" in r["message"], r
+    assert "[q_proj]" in r["fix"]
+    # without torch/transformers in the target the rule says why it could not check
+    bare = real_env("data-jinja", ["pyarrow==19.0.1", "jinja2==3.1.6"])
+    names, why = meta_module_names(bare, model, timeout=120)
+    assert names is None and "cannot import torch/transformers" in why
