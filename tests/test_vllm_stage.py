@@ -283,6 +283,11 @@ class cuda:
 FAKE_CUDA_VLLM = """
 import json, os
 __version__ = '0.24.0'
+if os.environ.get('FAKE_VLLM_IMPORTS'):
+    with open(os.environ['FAKE_VLLM_IMPORTS'], 'a') as fh:
+        fh.write('%d\\n' % os.getpid())
+if os.environ.get('FAKE_VLLM_IMPORT_ERROR'):
+    raise ImportError(os.environ['FAKE_VLLM_IMPORT_ERROR'])
 class SamplingParams:
     def __init__(self, **kw):
         self.max_tokens = kw['max_tokens']
@@ -564,3 +569,45 @@ def test_vllm_compile_row_only_when_asked(pyz, tmp_path, monkeypatch):
         kw = json.load(fh)
     assert kw["enforce_eager"] is False and "compilation_config" not in kw
     assert "VLLM_USE_FLASHINFER_SAMPLER" not in kw["_env"] and r["evidence"]["engine_settings"]["mode"] == "compile"
+
+
+def _tiny_extension(folder, name):
+    """A real compiled extension module ``name`` (an empty module) in ``folder``, built with cc."""
+    import shutil
+    import sysconfig
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler to build a tiny extension module")
+    src = os.path.join(folder, "%s.c" % name)
+    with open(src, "w") as fh:
+        fh.write("#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, \"%s\", 0, -1, 0};\n"
+                 "PyMODINIT_FUNC PyInit_%s(void) { return PyModule_Create(&m); }\n" % (name, name))
+    subprocess.run([cc, "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"], "-o",
+                    os.path.join(folder, "%s.abi3.so" % name), src], check=True)
+
+
+def test_vllm_imported_once_for_both_stages(pyz, tmp_path, monkeypatch):
+    py = fake_cuda_env(tmp_path)
+    site = _site(os.path.dirname(os.path.dirname(py)))
+    _tiny_extension(os.path.join(site, "vllm"), "_C")
+    imports_log = str(tmp_path / "imports.log")
+    monkeypatch.setenv("FAKE_VLLM_KWARGS", str(tmp_path / "kwargs.json"))
+    monkeypatch.setenv("FAKE_VLLM_IMPORTS", imports_log)
+    proc, data, res, _ = check_json(pyz, py, tmp_path, "--timeout", "60", "--stage", "imports,vllm")
+    imp, gen = res["imports.vllm"], res["vllm.generate"]
+    assert imp["status"] == "pass" and "import vllm OK (0.24.0)" in imp["message"], imp
+    assert "compiled extensions load (_C)" in imp["message"] and "one_process" in imp["evidence"]
+    assert gen["status"] == "pass" and "one_process" in gen["evidence"], gen
+    with open(imports_log) as fh:
+        pids = fh.read().split()
+    assert len(pids) == 1  # one process imported vLLM and generated
+    # an import error: the imports row classifies it from that process, the vllm stage is gated
+    os.remove(imports_log)
+    monkeypatch.setenv("FAKE_VLLM_IMPORT_ERROR", "libcudart.so.13: cannot open shared object file")
+    proc, data, res, _ = check_json(pyz, py, tmp_path, "--timeout", "60", "--stage", "imports,vllm")
+    imp, gen = res["imports.vllm"], res["vllm.generate"]
+    assert imp["status"] == "fail" and "libcudart.so.13" in imp["message"] + json.dumps(imp["evidence"]), imp
+    assert gen["status"] == "skip" and gen["caused_by"] == ["imports.vllm"]
+    with open(imports_log) as fh:
+        assert len(fh.read().split()) == 1

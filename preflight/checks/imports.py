@@ -49,7 +49,14 @@ def import_items(ctx) -> List[Dict[str, Any]]:
 
 
 def _results(ctx) -> Dict[str, Any]:
-    return ctx.imports(import_items(ctx))
+    from .vllm import start_session
+
+    items = import_items(ctx)
+    if start_session(ctx) is not None:
+        # one target process imports vLLM for this row and then runs the vllm stage's generation
+        # (started first, so its import overlaps this probe's)
+        items = [i for i in items if i["id"] not in ("vllm", "vllm._C")]
+    return ctx.imports(items)
 
 
 def _verl_extra_for(ctx, dist: str) -> Optional[str]:
@@ -173,8 +180,13 @@ def vllm(ctx):
     d = _vllm_dist(ctx)
     if d is None:
         return skipped("vLLM is not installed", ["packages.backend"])
+    from .vllm import session_imports
+
     res = _results(ctx)
+    res = session_imports(ctx, ctx.options.timeout) or res
     o = outcome_for(ctx, res.get("vllm"), "vllm", d.name)
+    if (res.get("vllm") or {}).get("one_process"):
+        o.evidence["one_process"] = "the vllm stage's generation process (vLLM imported once)"
     if o.status.value == "pass":
         c = res.get("vllm._C")
         if c and c.get("state") != "ok":

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -22,7 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..diagnose import classify
-from ..probes.process import ProbeOutput, run_script
+from ..probes.process import ProbeOutput, collect, run_script, spawn_script
 from .base import Outcome, check, errored, failed, passed, skipped, warned
 
 __all__ = ["generate", "interpret", "torch_pin", "run_generation", "PROMPTS", "MAX_TOKENS", "GPU_BUDGET_GIB",
@@ -356,19 +357,117 @@ def _probe_env() -> Dict[str, str]:
     return env
 
 
+def _generation_args(ctx, engine: str, tp: int, mode: str, workdir: str) -> Dict[str, Any]:
+    return {"engine": engine, "workdir": workdir, "tp": tp, "prompts": PROMPTS, "max_tokens": MAX_TOKENS,
+            "gpu_budget_gib": GPU_BUDGET_GIB, "gpu_min_gib": GPU_MIN_GIB, "seed": 0, "mode": mode,
+            "inproc": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "1"}
+
+
+def session_wanted(ctx) -> bool:
+    """True when one target process should import vLLM for the imports stage and then run the
+    vllm stage's generation (both stages selected, vLLM the rollout engine and installed)."""
+    if not ctx.options.extra.get("vllm_session") or ctx.target() is None:
+        return False
+    return ctx.backend()[0] in (None, "vllm") and _engine_dist(ctx, "vllm") is not None
+
+
+def start_session(ctx):
+    """Start (once) the generation process with a go file: it imports vLLM and loads its compiled
+    extension now, reports them, and waits; the vllm stage lets it go on. Returns the session
+    dict (``proc``, ``workdir``, ``go_file``, ``label``) or None when not wanted."""
+    def start():
+        if not session_wanted(ctx):
+            return None
+        import atexit
+
+        workdir = tempfile.mkdtemp(prefix="preflight-vllm-")
+        atexit.register(shutil.rmtree, workdir, True)
+        go = os.path.join(workdir, "go")
+        args = _generation_args(ctx, "vllm", int(ctx.options.vllm_tp or 1), "fast", workdir)
+        args["go_file"] = go
+        args["extensions"] = list(ctx.matrix.curated["modules"].get("extensions", {}).get("vllm", ["_C"]))
+        try:
+            proc = spawn_script(ctx.options.python, "vllm_generate", args, env=_probe_env(), cwd=workdir)
+        except OSError:
+            return None
+        return {"proc": proc, "workdir": workdir, "go_file": go, "label": [ctx.options.python, "<script vllm_generate>"],
+                "out": None}
+    return ctx._memo("vllm_session", start)
+
+
+def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
+    """The imports stage's results for ``vllm`` and ``vllm._C`` (in :func:`run_imports`'s shape),
+    read from the session's events as they come; None when there is no session."""
+    sess = start_session(ctx)
+    if sess is None:
+        return None
+    if "imports" in sess:
+        return sess["imports"]
+    from ..probes.process import _read_events
+
+    proc = sess["proc"]
+    events_path = os.path.join(proc.workdir, "events")
+    deadline = time.monotonic() + timeout
+    evs: List[Dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        evs = _read_events(events_path)
+        kinds = [e.get("event") for e in evs]
+        if "waiting" in kinds or "error" in kinds or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    else:
+        evs = _read_events(events_path)
+
+    def last(kind):
+        return next((e for e in reversed(evs) if e.get("event") == kind), None)
+
+    imported, err, ext = last("imported"), last("error"), last("extension")
+    res: Dict[str, Any] = {}
+    if imported:
+        res["vllm"] = {"id": "vllm", "module": "vllm", "attr": "LLM", "state": "ok", "duration_s": imported.get("seconds"),
+                       "facts": {"version": imported.get("version")}, "one_process": True}
+    elif err and err.get("phase") == "import":
+        res["vllm"] = {"id": "vllm", "module": "vllm", "state": "failed", "error_type": err.get("error_type"),
+                       "error": err.get("error"), "traceback": err.get("traceback"), "one_process": True}
+    if ext:
+        res["vllm._C"] = dict({"id": "vllm._C", "module": "vllm", "state": "ok" if ext.get("ok") else "failed"},
+                              **{k: ext.get(k) for k in ("extensions", "error_type", "error", "traceback") if ext.get(k)})
+    if "vllm" not in res or (imported and not ext and "waiting" not in [e.get("event") for e in evs]):
+        # it died (or hung) inside the import: the process's own account is the evidence
+        out = collect(proc, 0.5, sess["label"])
+        sess["out"] = out
+        state = "hung" if proc.poll() is None or out.timed_out else "crashed"
+        bad = {"id": "vllm", "module": "vllm", "state": state, "error": out.describe(), "process": out.evidence()}
+        res.setdefault("vllm", bad)
+        res.setdefault("vllm._C", dict(bad, id="vllm._C"))
+    sess["imports"] = res
+    return res
+
+
 def run_generation(ctx, engine: str, tp: int, mode: str = "fast") -> Tuple[ProbeOutput, str]:
     """Run ``target/vllm_generate.py`` for ``engine`` under the target interpreter with the run's
     timeout; return the probe output and the engine log text (its temp dir is removed).
     ``mode``: ``fast`` (compiles nothing: eager, no torch.compile, prebuilt attention kernels, no
     JIT sampler, the smallest KV cache, the engine core in-process) or ``compile`` (the path
     verl's rollout takes by default: CUDA graphs and torch.compile)."""
-    workdir = tempfile.mkdtemp(prefix="preflight-%s-" % engine)
+    sess = ctx._facts.get("vllm_session") if engine == "vllm" and mode == "fast" else None
+    if sess is not None:  # the process that imported vLLM for the imports stage goes on
+        workdir = sess["workdir"]
+        ctx._facts["vllm_session"] = None
+        ctx._facts["vllm_session_used"] = True
+    else:
+        workdir = tempfile.mkdtemp(prefix="preflight-%s-" % engine)
     try:
-        args = {"engine": engine, "workdir": workdir, "tp": tp, "prompts": PROMPTS, "max_tokens": MAX_TOKENS,
-                "gpu_budget_gib": GPU_BUDGET_GIB, "gpu_min_gib": GPU_MIN_GIB, "seed": 0, "mode": mode,
-                "inproc": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "1"}
-        out = run_script(ctx.options.python, "vllm_generate", args, timeout=ctx.options.timeout,
-                         env=_probe_env(), cwd=workdir)
+        if sess is not None and sess.get("out") is not None:
+            out = sess["out"]  # it already ended during the import
+        elif sess is not None:
+            with open(sess["go_file"], "w") as fh:
+                fh.write("go\n")
+            out = collect(sess["proc"], ctx.options.timeout, sess["label"], started=time.monotonic())
+        else:
+            args = _generation_args(ctx, engine, tp, mode, workdir)
+            out = run_script(ctx.options.python, "vllm_generate", args, timeout=ctx.options.timeout,
+                             env=_probe_env(), cwd=workdir)
         log_text = ""
         try:
             with open(os.path.join(workdir, "engine.log"), "rb") as fh:
@@ -403,6 +502,8 @@ def generate(ctx):
     out, log_text = run_generation(ctx, engine, tp)
     o = interpret(ctx, engine, dist, out, log_text, ctx.options.timeout)
     o.evidence["chosen_by"] = how
+    if ctx._facts.get("vllm_session_used"):
+        o.evidence["one_process"] = "vLLM was imported once, during the imports stage, by this generation's process"
     return o
 
 

@@ -127,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     stream = console_stream(args)
     opts = Options(python=python, verl=args.verl, timeout=args.timeout, nccl_world_size=args.nccl_world_size,
                    backend=args.backend, vllm_tp=args.vllm_tp, extra={"nccl_backend": args.nccl_backend, "vllm_compile": args.vllm_compile,
+                                                                      "vllm_session": "imports" in stages and "vllm" in stages,
                                                                       "launch": args.launch, "config_file": args.config})
     ctx = Context(opts, mx)
     status = None

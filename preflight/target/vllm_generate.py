@@ -2,13 +2,17 @@
 #
 # ARGS: {"engine": "vllm"|"sglang", "workdir": DIR, "tp": int, "prompts": [[token ids]...],
 #        "max_tokens": int, "gpu_budget_gib": float, "gpu_min_gib": float, "seed": int,
-#        "mode": "fast"|"compile", "inproc": bool (engine core in this process; default true)}
+#        "mode": "fast"|"compile", "inproc": bool (engine core in this process; default true),
+#        "extensions": [names] (load the core compiled extension after the import),
+#        "go_file": PATH (after the import, wait until PATH exists before touching the GPU)}
 # Writes DIR/model/config.json (a tiny Llama: hidden 128, 2 layers, 2 heads, 1 KV head, head_dim 64,
 # vocab 512; no weights: load_format="dummy"; no tokenizer), sends every log line of this process and
 # of the engine processes it starts to DIR/engine.log (the checker reads it, even after a kill), and
 # reports through events on the original stdout:
 #   phase {name}                  entering import / device / engine / generate / shutdown
 #   imported {engine, version, torch, platform, seconds}
+#   extension {ok, extensions | error_type, error, traceback}
+#   waiting {go_file}             imported; the engine starts when go_file appears
 #   device {gpus: [{index, name, capability, free_bytes, total_bytes}], gpu_memory_utilization}
 #   settings {mode, kwargs, env, notes}  what the engine was started with ("fast": compiles nothing,
 #                                 see _fast_settings; "compile": the rollout's default path)
@@ -56,14 +60,15 @@ def _redirect_output(log_path):
     global emit
     sys.stdout.flush()
     sys.stderr.flush()
-    events = os.fdopen(os.dup(1), "w")  # os.dup: not inherited by child processes
+    if not globals().get("_EVENTS"):  # the prelude writes events to the checker's file when it has one
+        events = os.fdopen(os.dup(1), "w")  # os.dup: not inherited by child processes
 
-    def _emit(event, **fields):
-        fields["event"] = event
-        events.write("@@PREFLIGHT@@ " + json.dumps(fields, default=str) + "\n")
-        events.flush()
+        def _emit(event, **fields):
+            fields["event"] = event
+            events.write("@@PREFLIGHT@@ " + json.dumps(fields, default=str) + "\n")
+            events.flush()
 
-    emit = _emit
+        emit = _emit
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -298,6 +303,26 @@ def _shutdown(engine, llm):
         llm.shutdown()
 
 
+def _load_extension(engine, names):
+    """Load the engine's core compiled extension (the first of ``names`` present beside the
+    package), as the imports stage's probe does; report ``extension`` {ok, name | error}."""
+    import importlib
+
+    mod = sys.modules.get(engine)
+    d = os.path.dirname(getattr(mod, "__file__", None) or "")
+    t0 = time.monotonic()
+    try:
+        files = os.listdir(d) if d else []
+        found = [n for n in names if any(f.startswith(n + ".") and f.endswith(".so") for f in files)]
+        if not found:
+            raise ImportError("no compiled core extension (%s) in %s" % (", ".join(names), d))
+        importlib.import_module("%s.%s" % (engine, found[0]))
+        emit("extension", ok=True, extensions=found[:1], seconds=round(time.monotonic() - t0, 3))
+    except BaseException as exc:
+        emit("extension", ok=False, error_type=type(exc).__name__, error=str(exc)[:2000],
+             traceback=traceback.format_exc()[-3000:], seconds=round(time.monotonic() - t0, 3))
+
+
 def main():
     engine = ARGS.get("engine", "vllm")
     workdir = ARGS.get("workdir") or tempfile.mkdtemp(prefix="preflight-%s-" % engine)
@@ -336,6 +361,14 @@ def main():
         _fail("import", exc)
     emit("imported", engine=engine, version=version, torch=getattr(torch, "__version__", None),
          platform=platform, seconds=round(import_s, 3))
+    if ARGS.get("extensions"):
+        _load_extension(engine, ARGS["extensions"])
+    go = ARGS.get("go_file")
+    if go:
+        # imported once for the imports stage's row; the engine starts when the vllm stage asks
+        emit("waiting", go_file=go)
+        while not os.path.exists(go):
+            time.sleep(0.05)
 
     gpus, util, dtype = [], None, "bfloat16"
     if platform in ("cuda", "rocm"):
