@@ -57,7 +57,10 @@ def _works(run: Runner, get: Get, raw: Optional[Get], f: Any, alt: Dict[str, Any
            depth: int) -> Optional[Dict[str, Any]]:
     """``alt`` (possibly completed with other findings' fixes) when it fixes ``f`` without a new
     failure; None when no completion within ``depth`` steps does."""
-    after = run(overlay(get, raw, alt))
+    try:
+        after = run(overlay(get, raw, alt))
+    except Exception:  # a value no rule expected: not offered (the rules themselves never see it)
+        return None
     by_id = {g.id: g for g in after}
     own = by_id.get(f.id)
     if own is not None and own.status in ("fail", "warn") and own.rule == f.rule and (
@@ -148,34 +151,52 @@ def group(found: List[Any]) -> List[Any]:
     return out
 
 
+#: Rules fixed first when building one line: the GPUs and parallel sizes decide the batch arithmetic.
+_ORDER = ("gpus_launch", "gpus_present", "megatron_world", "megatron_tp_heads", "rollout_tp_world", "rollout_tp_heads",
+          "ulysses_heads", "sp_remove_padding", "train_batch_divisible", "mini_le_train", "mini_per_gpu",
+          "train_divisible_by_mini", "micro_vs_mini", "megatron_vpp")
+
+
+def _rank(f: Any) -> int:
+    return _ORDER.index(f.rule) if f.rule in _ORDER else len(_ORDER)
+
+
 def fix_line(found: List[Any], get: Get, raw: Optional[Get], run: Runner,
-             rounds: int = 6) -> Optional[Tuple[Dict[str, Any], List[str], List[str]]]:
-    """(one set of overrides, failures it fixes, failures it leaves) for the failing findings,
-    re-checked; None when nothing fails or no failure has an override fix."""
+             rounds: int = 12) -> Optional[Tuple[Dict[str, Any], List[str], List[str]]]:
+    """(one set of overrides, failures it fixes, failures it leaves) for the failing findings;
+    None when nothing fails or no failure has an override fix.
+
+    Built step by step: the rules run on the config with the line so far, and the first failure
+    (parallel sizes before batch sizes) adds its first fix that works (:func:`_works`), so each
+    value is chosen for the sizes already fixed; the final line is checked once more.
+    """
     fails = [f for f in found if f.status == "fail" and f.rule != "fix_line"]
-    if not fails:
-        return None
-    line: Dict[str, Any] = {}
-    for f in fails:
-        if f.alts:
-            for k, val in f.alts[0].items():
-                line.setdefault(k, val)
-    if not line:
+    if not fails or not any(f.alts for f in fails):
         return None
     before = _fails(fails)
-    after: List[Any] = []
+    line: Dict[str, Any] = {}
+    after: List[Any] = list(found)
     for _ in range(rounds):
-        after = run(overlay(get, raw, line))
-        left = [g for g in after if g.status == "fail"]
-        add = {}
-        for g in left:
-            for galt in g.alts[:1]:
-                for k, val in galt.items():
-                    if k not in line:
-                        add[k] = val
-        if not left or not add:
+        left = sorted([g for g in after if g.status == "fail" and g.alts and g.rule != "fix_line"], key=_rank)
+        if not left:
             break
-        line.update(add)
+        g = left[0]
+        cur = overlay(get, raw, line)
+        now = _fails(after)
+        pick = None
+        for alt in g.alts:
+            ok = _works(run, cur, raw, g, alt, now, 2)
+            if ok is not None:
+                pick = ok
+                break
+        step = dict(pick if pick is not None else g.alts[0])
+        if all(line.get(k, object()) == v for k, v in step.items()):
+            break  # no progress
+        line.update(step)
+        try:
+            after = run(overlay(get, raw, line))
+        except Exception:
+            return None
     left_ids = sorted(_fails(after))
     fixed = sorted(i for i in before if i not in set(left_ids))
     return line, fixed, left_ids
