@@ -567,3 +567,12 @@ def test_lora_target_modules_from_the_meta_device(tmp_path):
     bare = real_env("data-jinja", ["pyarrow==19.0.1", "jinja2==3.1.6"])
     names, why = meta_module_names(bare, model, timeout=120)
     assert names is None and "cannot import torch/transformers" in why
+
+
+def test_cuda_visible_devices_in_the_launch_line_with_nvml():
+    """With NVML the launch line's CUDA_VISIBLE_DEVICES narrows the GPUs it sees (item 3 of the issue)."""
+    env = {"CUDA_VISIBLE_DEVICES": "3"}
+    c, found = run([], machine={"nvml": nvml(8), "host": {}, "env": env, "launch_env": env})
+    f = found["gpus_present"]
+    assert f.status == "fail" and "CUDA_VISIBLE_DEVICES='3' leaves 1 of 8 GPU(s)" in f.message
+    assert f.alts and f.alts[0]["trainer.n_gpus_per_node"] == 1
