@@ -113,7 +113,8 @@ def classify_init_error(message: str) -> Tuple[str, str, str]:
                 "--num-cpus=<usable CPUs>` (or set ray_kwargs.ray_init.num_cpus for a local instance); its log is "
                 "<ray temp dir>/session_latest/logs/raylet.out")
     if ("local raylet" in low or "this node has an ip address" in low or "node to start" in low
-            or "failed to get the node info" in low or "timed out while waiting for node" in low):
+            or "failed to get the node info" in low or "timed out while waiting for node" in low
+            or "resolve node to connect to" in low or "no node info found" in low):
         return ("no_local_raylet", "this machine runs no raylet of the cluster: %s" % _first_line(message),
                 "a driver (verl's trainer) must run on a node of the cluster: run `ray start --address=HEAD:PORT` "
                 "here first, or run on the head node, or use a Ray Client address (ray://HEAD:10001)")
@@ -136,6 +137,12 @@ def attach_outcomes(events: Dict[str, Any], probe_desc: str, stderr_tail: str = 
     if not addr:
         return [errored("the cluster probe %s before reporting an address" % probe_desc,
                         dict(ev, stderr_tail=stderr_tail[-1500:]))]
+    if addr.get("ray_import_error"):
+        ev["error"] = addr["ray_import_error"]
+        return [failed("ray cannot be imported in the target (Python %s): %s" % (addr.get("python"),
+                                                                                addr["ray_import_error"]),
+                       "install the Ray version the cluster runs in the trainer's environment (verl[...] pulls "
+                       "ray[default]), or pass --python with the trainer's interpreter", ev)]
     if addr.get("resolved") is None:
         src = addr.get("source") or ""
         if src.startswith("error:"):
@@ -157,14 +164,22 @@ def attach_outcomes(events: Dict[str, Any], probe_desc: str, stderr_tail: str = 
         kind, msg, fix = classify_init_error(init.get("message") or "")
         ev.update(kind=kind, error=init.get("message"), exception=init.get("type"))
         return [failed(msg, fix, ev)]
+    if events.get("init_timeout"):
+        ev["init_timeout_s"] = events["init_timeout"].get("seconds")
+        return [failed("ray.init(address=%r) (from %s) did not return within %.0f s" % (
+            addr["resolved"], _where(addr), events["init_timeout"].get("seconds") or 0),
+            "ray.init waits when this machine runs no raylet of the cluster (a driver must run on a node of it: "
+            "`ray start --address=HEAD:PORT` here first, or use ray://HEAD:10001); else check the head (`ray "
+            "status` on it) and its GCS port, or give a busy cluster a longer --timeout", ev)]
     att = events.get("attached")
     if not att:
         step = (events.get("step") or {}).get("name")
         ev["stderr_tail"] = stderr_tail[-1500:]
         return [failed("attaching to %s (from %s) %s%s" % (addr["resolved"], _where(addr), probe_desc,
                                                           " in %s" % step if step else ""),
-                       "check the head (`ray status` on it) and the network path to its GCS port; rerun with a "
-                       "longer --timeout if the cluster is busy", ev)]
+                       "ray.init waits when this machine runs no raylet of the cluster (a driver must run on a "
+                       "node of it: `ray start --address=HEAD:PORT` here first, or use ray://HEAD:10001); else check "
+                       "the head (`ray status` on it) and rerun with a longer --timeout if the cluster is busy", ev)]
     ev.update(ray_version=att.get("ray_version"), python=att.get("python"), gcs_address=att.get("gcs_address"))
     out.append(passed("attached to %s (from %s): Ray %s, Python %s" % (addr["resolved"], _where(addr),
                                                                        att.get("ray_version"), att.get("python")), ev))

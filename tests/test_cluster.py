@@ -335,3 +335,44 @@ def test_collective_hang_names_node_and_rank(ray_py, cluster, matrix):
     where = ev["collective"]["where"][1]
     label = [n["label"] for n in label_nodes(ev["nodes"]["nodes"]) if n["node_id"] == where["node_id"]][0]
     assert "rank 1 on %s (127.0.0.1" % label in o.message and "all_reduce 1 MiB" in o.message
+
+
+def test_silent_gcs_is_reported_within_the_timeout(pyz, ray_py, tmp_path):
+    # something listens on the GCS port but never answers: ray.init must not be waited on forever
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        srv.settimeout(0.5)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                pass
+    th = threading.Thread(target=accept, daemon=True)
+    th.start()
+    try:
+        env = dict(ray_env(str(tmp_path)), RAY_ADDRESS="127.0.0.1:%d" % srv.getsockname()[1])
+        rc, doc, dt, text = cluster_cmd(pyz, ray_py, env, "--timeout", "10", timeout=120)
+    finally:
+        stop.set()
+        th.join()
+        for s in held:
+            s.close()
+        srv.close()
+    row = rows(doc)["cluster.attach"]
+    assert rc == 1 and row["status"] == "fail", text[-2000:]
+    assert "did not return within 10 s" in row["message"] or row["evidence"].get("kind") == "gcs_unreachable"
+    assert dt < 60
+
+
+def test_target_without_ray(pyz, tmp_path):
+    rc, doc, _dt, _text = cluster_cmd(pyz, sys.executable, ray_env(str(tmp_path)))  # the test venv has no ray
+    row = rows(doc)["cluster.attach"]
+    assert rc == 1 and row["status"] == "fail" and "ray cannot be imported" in row["message"]
+    assert doc["target"]["version"] == "%d.%d.%d" % sys.version_info[:3]

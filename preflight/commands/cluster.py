@@ -310,8 +310,8 @@ def build_report(out, launch, launch_rows, pools, node_timeout: float, timeout: 
                                                                        (events.get("step") or {}).get("name")),
                                                   out.evidence())])
     report = Report(results=rows + node_rows, stages=stages,
-                    target={"python": python, "version": (events.get("attached") or {}).get("python"),
-                            "ray": (events.get("attached") or {}).get("ray_version")},
+                    target={"python": python, "version": (events.get("address") or {}).get("python"),
+                            "ray": (events.get("address") or {}).get("ray_version")},
                     verl={"version": (launch or {}).get("verl_version"), "chosen_by": "launch" if launch else "-"},
                     machine={}, tool_version=__version__, matrix_version=mx.version, started_at=t0,
                     duration_s=time.time() - t0)

@@ -11,7 +11,7 @@
 #        GPU, or one rank per node with gloo), "rank_script", "timeout_s", "nccl"/"gloo": {"sizes",
 #        "warmup", "iters", "min_timed_s", "max_iters"}} or None)}
 # Events: "address", "local_cpus", "gcs_probe", "step", "init_error", "init_kwargs_refused",
-#         "attached", "nodes", "resources", "pool" (one per pool), "node_result" (one per alive node),
+#         "init_timeout", "attached", "nodes", "resources", "pool" (one per pool), "node_result" (one per alive node),
 #         "collective", "done".
 import os
 import socket
@@ -177,7 +177,14 @@ class RankActor(object):
 def _address():
     given = ARGS.get("address")
     env_addr = os.environ.get("RAY_ADDRESS") or None
-    info = {"given": given, "ray_address_env": env_addr}
+    info = {"given": given, "ray_address_env": env_addr, "python": "%d.%d.%d" % sys.version_info[:3]}
+    try:
+        import ray
+
+        info["ray_version"] = ray.__version__
+    except ImportError as exc:
+        info["ray_version"] = None
+        info["ray_import_error"] = str(exc)
     try:
         from ray._common.utils import get_ray_address_file
     except ImportError:
@@ -397,6 +404,9 @@ def run_collective(ray, alive):
 def main():
     info = _address()
     emit("address", **info)
+    if info.get("ray_version") is None:
+        emit("done", attached=False)
+        return
     emit("local_cpus", **_local_cpus())
     addr = info["resolved"]
     if addr is None:
@@ -412,16 +422,35 @@ def main():
 
     emit("step", name="ray.init(address=%r)" % addr)
     kwargs = dict(address=addr, log_to_driver=False, logging_level="ERROR", namespace="verl-preflight")
-    try:
+    failure = []
+
+    def attach():
         try:
-            ray.init(**dict(kwargs, **(ARGS.get("ray_init") or {})))  # verl's own ray.init arguments first
-        except ValueError as exc:
-            if not ARGS.get("ray_init") or "existing cluster" not in str(exc):
-                raise
-            emit("init_kwargs_refused", kwargs=ARGS["ray_init"], message=str(exc))
-            ray.init(**kwargs)
-    except BaseException as exc:
-        emit("init_error", type=type(exc).__name__, message=str(exc)[-3000:], traceback=traceback.format_exc()[-3000:])
+            try:
+                ray.init(**dict(kwargs, **(ARGS.get("ray_init") or {})))  # verl's own ray.init arguments first
+            except ValueError as exc:
+                if not ARGS.get("ray_init") or "existing cluster" not in str(exc):
+                    raise
+                emit("init_kwargs_refused", kwargs=ARGS["ray_init"], message=str(exc))
+                ray.init(**kwargs)
+        except BaseException as exc:
+            failure.append(exc)
+            emit("init_error", type=type(exc).__name__, message=str(exc)[-3000:],
+                 traceback=traceback.format_exc()[-3000:])
+
+    import threading
+
+    limit = float(ARGS.get("connect_timeout_s", 60))
+    th = threading.Thread(target=attach, name="ray.init")
+    th.daemon = True
+    th.start()
+    th.join(limit)
+    if th.is_alive():  # ray.init waits, e.g. for a raylet that never appears on this machine
+        emit("init_timeout", seconds=limit)
+        emit("done", attached=False)
+        sys.stdout.flush()
+        os._exit(0)
+    if failure:
         emit("done", attached=False)
         return
     try:
