@@ -64,7 +64,6 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launch", metavar="COMMAND", default=None,
                    help="the verl launch command, quoted: its trainer.nnodes x trainer.n_gpus_per_node are checked "
                         "against the cluster")
-    p.add_argument("--json", metavar="FILE", default=None, help="write the JSON report to FILE ('-' for stdout)")
     p.add_argument("--timeout", type=positive_seconds, default=120.0, metavar="SECONDS",
                    help="limit for each check on the nodes and for attaching (default 120)")
     p.add_argument("--node-timeout", type=positive_seconds, default=None, metavar="SECONDS",
@@ -86,6 +85,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="the zipapp sent to the nodes (default: the one running this)")
     p.add_argument("-v", "--verbose", action="store_true", help="show evidence under every row")
     p.add_argument("overrides", nargs="*", metavar="-- OVERRIDES", help="the launch's overrides, after --")
+    from ..report.render import add_output_options
+
+    add_output_options(p, "the cluster report")
 
 
 def own_pyz() -> Optional[str]:
@@ -169,14 +171,12 @@ def run(args: argparse.Namespace) -> int:
 
     from .. import cluster as cl
     from .. import matrix as matrix_mod
-    from ..paths import check_output_file
     from ..probes.process import load_script, run_script
-    from ..report import Report, jsonreport
-    from ..report.console import render
+    from ..report.render import check_outputs, console_stream, emit
     from ..stages import STAGE_NAMES
     from .check import _resolve_python
 
-    check_output_file(args.json, "--json")
+    check_outputs(args)
     if args.launch and args.overrides:
         raise UsageError("give the launch either as --launch \"...\" or after --, not both")
     python = _resolve_python(args.python)
@@ -191,8 +191,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no node stage left to run after --stage/--skip")
     node_timeout = args.node_timeout or 5 * args.timeout
     t0 = time.time()
-    to_stdout = args.json == "-"
-    console = Console(stderr=to_stdout, highlight=False)
+    stream = console_stream(args)
+    console = Console(file=stream, highlight=False) if stream is not None else None
     launch, launch_rows = _launch(args, python, mx)
     with tempfile.TemporaryDirectory(prefix="preflight-cluster-") as tmp:
         pyz = _pyz(args.pyz, tmp)
@@ -219,30 +219,29 @@ def run(args: argparse.Namespace) -> int:
                  "node_timeout_s": node_timeout, "pools": pools, "pg_timeout_s": min(30.0, args.timeout),
                  "collective": coll, "ray_init": ray_init}
         budget = args.timeout + node_timeout + (3 * args.timeout + 60 if coll else 0) + (60 if pools else 0) + 60
-        with console.status("checking the Ray cluster...") if console.is_terminal else _Nothing():
+        spin = console is not None and console.is_terminal
+        with console.status("checking the Ray cluster...") if spin else _Nothing():
             out = run_script(python, "ray_cluster", targs, timeout=budget)
     report, extra = build_report(out, launch, launch_rows, pools, node_timeout, args.timeout, python, mx, t0)
-    view = console_view(report, args.verbose)
-    render(view, console, verbose=args.verbose)
-    hidden = len(report.results) - len(view.results)
-    if hidden:
-        console.print("(%d passing rows of the nodes' own reports not shown, nor counted above: -v shows them, --json "
-                      "has them)" % hidden, style="dim", highlight=False)
-    if args.json:
-        jsonreport.write(report, args.json, extra)
-    return report.exit_code
+    report.sections = extra
+    report.view = view
+    return emit(report, args)
 
 
-def console_view(report, verbose: bool):
-    """The report as printed: every cluster row, and a node's own rows only when they are not
-    PASS (all of them with ``verbose``); the JSON report keeps every row."""
-    import copy
+def view(report, console, verbose: bool) -> None:
+    """The console view: every cluster row, and a node's own rows only when they are not PASS
+    (all of them with ``verbose``); the other formats keep every row."""
+    import dataclasses
 
+    from ..report.console import render
     from ..result import Status
 
-    view = copy.copy(report)
-    view.results = [r for r in report.results if verbose or r.stage == "cluster" or r.status != Status.PASS]
-    return view
+    shown = [r for r in report.results if verbose or r.stage == "cluster" or r.status != Status.PASS]
+    render(dataclasses.replace(report, results=shown), console, verbose)
+    hidden = len(report.results) - len(shown)
+    if hidden:
+        console.print("(%d passing rows of the nodes' own reports not shown, nor counted above: -v shows them, "
+                      "--json has them)" % hidden, style="dim", highlight=False)
 
 
 class _Nothing:
@@ -314,7 +313,7 @@ def build_report(out, launch, launch_rows, pools, node_timeout: float, timeout: 
                             "ray": (events.get("address") or {}).get("ray_version")},
                     verl={"version": (launch or {}).get("verl_version"), "chosen_by": "launch" if launch else "-"},
                     machine={}, tool_version=__version__, matrix_version=mx.version, started_at=t0,
-                    duration_s=time.time() - t0)
+                    duration_s=time.time() - t0, command=NAME)
     extra = {"cluster": {"address": events.get("address"), "attached": events.get("attached"),
                          "resources": events.get("resources"),
                          "nodes": [dict(n, name=n.name) for n in nodes], "launch": launch,
