@@ -360,7 +360,8 @@ def topology(ctx):
 
 @check("gpu.env")
 def env(ctx):
-    """CUDA/NCCL/torch variables that are set (values redacted where secret), and those known to hurt."""
+    """CUDA/NCCL/torch variables that are set (values redacted where secret), those known to hurt, and
+    NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME against the host's interfaces (see :mod:`preflight.netif`)."""
     rules = ctx.matrix.curated.get("env", {})
     prefixes = tuple(rules.get("capture", []))
     captured = {k: v for k, v in sorted(os.environ.items()) if k.startswith(prefixes)}
@@ -369,6 +370,18 @@ def env(ctx):
     for h in rules.get("harmful", []):
         if os.environ.get(h["name"]) in h.get("values", []):
             bad.append(h)
+    from ..netif import check_ifname, interfaces
+
+    wrong_if = [why for why in (check_ifname(var, os.environ[var], interfaces())
+                                for var in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") if var in os.environ) if why]
+    if wrong_if:
+        ev["interfaces"] = interfaces()
+        if bad:
+            ev["harmful"] = [{"name": h["name"], "value": os.environ.get(h["name"]), "effect": h["effect"],
+                              "source": h["source"]} for h in bad]
+        return failed("; ".join(wrong_if), "unset the variable (NCCL and gloo then choose an interface themselves) or "
+                      "name an interface of this host: NCCL_SOCKET_IFNAME takes prefixes, =NAME for an exact name, "
+                      "^ to exclude (e.g. NCCL_SOCKET_IFNAME==eth0); GLOO_SOCKET_IFNAME takes exact names", ev)
     if bad:
         ev["harmful"] = [{"name": h["name"], "value": os.environ.get(h["name"]), "effect": h["effect"],
                           "source": h["source"]} for h in bad]

@@ -116,12 +116,17 @@ def shm(ctx):
 
 @check("host.disk")
 def disk(ctx):
-    """Free space where models and caches go (HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME or ~/.cache/huggingface)."""
+    """Free space where models and caches go (HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME or ~/.cache/huggingface),
+    and that it is a directory this user can write (or create)."""
     d = ctx.host()["disk"]
     th = ctx.matrix.host()["disk"]
     ev = {"cache_dir": d["path"], "decided_by": d["decided_by"], "filesystem_of": d["checked"],
           "free_gib": _gib(d["free"]), "total_gib": _gib(d["total"]),
           "warn_below_gib": th["warn_below_gib"], "fail_below_gib": th["fail_below_gib"]}
+    if d.get("unusable"):
+        return failed("the model cache cannot be used: %s (chosen by %s)" % (d["unusable"], d["decided_by"]),
+                      "set HF_HOME (or HF_HUB_CACHE) to a directory you can write on a large disk, e.g. "
+                      "export HF_HOME=/data/$USER/hf", ev)
     if d["free"] is None:
         return warned("cannot read free space for %s" % d["path"],
                       "set HF_HOME to a writable directory on a large disk", ev)

@@ -9,7 +9,10 @@ killed and the row names the step each one was in. The gloo backend runs the sam
 """
 
 import os
+import re
+import shutil
 import socket
+import tempfile
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -19,6 +22,69 @@ from .base import check, failed, passed, skipped, warned
 MIB = 1 << 20
 HINT = ("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL to see where it stops; check that no firewall "
         "blocks 127.0.0.1, that /dev/shm is large enough, and that no GPU is in a bad state (gpu.health)")
+
+
+#: NCCL_DEBUG levels that would hide NCCL's own error lines; the ranks run with WARN instead.
+_QUIET_NCCL_DEBUG = ("", "NONE", "VERSION")
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b.*")
+
+
+def nccl_log_env(logdir: str, rank: int) -> Dict[str, str]:
+    """Environment for one rank so that NCCL's warnings are kept: NCCL_DEBUG=WARN unless the user
+    asked for as much or more, and NCCL_DEBUG_FILE a file of ``logdir`` unless the user named one."""
+    env = {}
+    if os.environ.get("NCCL_DEBUG", "").strip().upper() in _QUIET_NCCL_DEBUG:
+        env["NCCL_DEBUG"] = "WARN"
+    if not os.environ.get("NCCL_DEBUG_FILE"):
+        env["NCCL_DEBUG_FILE"] = os.path.join(logdir, "rank%d.log" % rank)
+    return env
+
+
+def nccl_warnings(*texts: str) -> List[str]:
+    """NCCL's own ``NCCL WARN ...`` lines in ``texts`` (the ``host:pid:tid [dev]`` prefix dropped),
+    in order, without repeats."""
+    out: List[str] = []
+    for text in texts:
+        for line in (text or "").splitlines():
+            m = _NCCL_WARN.search(line)
+            if m and m.group(0).strip() not in out:
+                out.append(m.group(0).strip())
+    return out
+
+
+def _read_tail(path: str, limit: int = 1 << 20) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+_ERROR_LINE = re.compile(r"(?<![\w.])[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b:? ?")
+
+
+def rank_error(out) -> str:
+    """The real cause of one rank's failure, one line: NCCL's first WARN line; else the line after
+    "Last error:" in the exception torch raised (NCCL's own text); else that exception's first line;
+    else the last Error/Exception line of stderr; else how the process ended."""
+    warns = out.logs.get("nccl_warn") or []
+    if warns:
+        return warns[0][:300]
+    err = out.last("error")
+    if err:
+        lines = [ln.strip() for ln in str(err.get("message") or "").splitlines() if ln.strip()]
+        for i, ln in enumerate(lines[:-1]):
+            if ln.rstrip(":").lower() == "last error":
+                return ("%s: %s (NCCL: %s)" % (err.get("type"), lines[0], lines[i + 1]))[:300]
+        return ("%s: %s" % (err.get("type"), lines[0] if lines else ""))[:300]
+    lines = [ln.strip() for ln in out.stderr_tail.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        m = _ERROR_LINE.search(ln)
+        if m and "Warning" not in m.group(0):
+            return ln[m.start():][:300]
+    return (lines[-1] if lines else out.describe())[:300]
 
 
 def busbw(nbytes: int, seconds: float, world: int) -> Tuple[float, float]:
@@ -114,12 +180,13 @@ def run_ranks(python: str, world: int, backend: str, sizes: List[int], warmup: i
     port = _free_port()
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     t0 = time.monotonic()
+    logdir = tempfile.mkdtemp(prefix="preflight-nccl-")  # NCCL_DEBUG_FILE of each rank
     procs = []
     for rank in range(world):
         args = {"rank": rank, "world_size": world, "port": port, "backend": backend, "sizes": sizes,
                 "warmup": warmup, "iters": iters, "min_timed_s": min_timed_s, "max_iters": max_iters,
                 "init_timeout_s": max(10.0, timeout * 0.8), "inject": inject}
-        procs.append(spawn_script(python, "nccl_rank", args, env=env, to_files=True))
+        procs.append(spawn_script(python, "nccl_rank", args, env=dict(env, **nccl_log_env(logdir, rank))))
     deadline = t0 + timeout
     timed_out = False
     while True:
@@ -135,6 +202,10 @@ def run_ranks(python: str, world: int, backend: str, sizes: List[int], warmup: i
         time.sleep(0.05)
     alive = [i for i, p in enumerate(procs) if p.poll() is None]
     outs = [collect(p, 0.5 if i in alive else 5, ["rank %d" % i]) for i, p in enumerate(procs)]
+    for i, o in enumerate(outs):  # NCCL's own words: its log file (NCCL_DEBUG_FILE), else what it printed
+        o.logs["nccl_warn"] = nccl_warnings(_read_tail(os.path.join(logdir, "rank%d.log" % i)), o.stdout_tail,
+                                            o.stderr_tail)[:10]
+    shutil.rmtree(logdir, ignore_errors=True)
     return outs, timed_out, alive, time.monotonic() - t0
 
 
@@ -145,6 +216,29 @@ def _world(ctx) -> Tuple[int, str]:
         return 2, "gloo default"
     info = ctx.torch_cuda().last("torch_cuda") or {}
     return int(info.get("device_count") or 0), "GPUs torch sees"
+
+
+def _hint(backend: str) -> str:
+    """The fix of a failed run: a wrong socket-interface variable first, when there is one."""
+    from ..netif import check_ifname
+
+    var = "NCCL_SOCKET_IFNAME" if backend == "nccl" else "GLOO_SOCKET_IFNAME"
+    why = check_ifname(var, os.environ[var]) if os.environ.get(var) else None
+    if why:
+        return "%s: unset it or name an interface of this host (gpu.env); then %s" % (why, HINT)
+    return HINT
+
+
+def _failure_hint(backend: str, python: str, steps: Dict[int, Any], crashed: List[int], outs) -> Optional[Tuple[str, str]]:
+    """(message, fix) when the ranks failed for a reason that is not about the collective: torch
+    could not be imported (gloo needs it as much as NCCL does)."""
+    for i in crashed:
+        if steps.get(i) == "import torch":
+            return ("torch cannot be imported by %s, so no %s rank could start: %s" % (
+                python, backend, rank_error(outs[i])),
+                "install torch into that environment (preflight install, or pip install torch), or pass --python "
+                "of an environment that has it")
+    return None
 
 
 @check("nccl.allreduce")
@@ -184,12 +278,14 @@ def allreduce(ctx):
     if timed_out or not all(done):
         stuck = [i for i, d in enumerate(done) if not d]
         ev["ranks"] = {str(i): {"last_step": steps[i], "exit": outs[i].describe(),
+                                "nccl_warn": outs[i].logs.get("nccl_warn") or [],
                                 "stderr_tail": outs[i].stderr_tail.strip()[-600:]} for i in range(world)}
         crashed = [i for i in stuck if i not in alive]
-
-        def last_error(i: int) -> str:
-            lines = [l for l in outs[i].stderr_tail.strip().splitlines() if l.strip()]
-            return (lines[-1] if lines else outs[i].describe())[:300]
+        last_error = lambda i: rank_error(outs[i])  # noqa: E731
+        hint = _failure_hint(backend, ctx.options.python, steps, crashed, outs)
+        if hint is not None:
+            msg, fix = hint
+            return failed(msg, fix, ev)
 
         if alive:
             what = ", ".join("rank %d in %s" % (i, steps[i] or "startup") for i in alive)
@@ -198,9 +294,15 @@ def allreduce(ctx):
             if crashed:
                 msg += "; meanwhile " + "; ".join("rank %d stopped in %s: %s" % (i, steps[i] or "startup", last_error(i))
                                                   for i in crashed[:2])
-            return failed(msg, HINT, ev)
-        first = crashed[0]
-        return failed("rank %d failed in %s: %s" % (first, steps[first] or "startup", last_error(first)), HINT, ev)
+            else:
+                warns = [w for o in outs for w in (o.logs.get("nccl_warn") or [])]
+                if warns:
+                    msg += "; %s" % warns[0][:300]
+            return failed(msg, _hint(backend), ev)
+        # the rank whose failure NCCL explained, else the first that stopped
+        first = next((i for i in crashed if outs[i].logs.get("nccl_warn")), crashed[0])
+        return failed("rank %d failed in %s: %s" % (first, steps[first] or "startup", last_error(first)),
+                      _hint(backend), ev)
     init = max((o.last("init") or {}).get("seconds", 0) for o in outs)
     ev["init_s"] = round(init, 3)
     ev["nccl_version"] = (outs[0].last("init") or {}).get("nccl")

@@ -11,7 +11,7 @@ import os
 import time
 
 from ..errors import UsageError
-from .argtypes import positive_int
+from .argtypes import positive_int, positive_seconds
 
 NAME = "config"
 HELP = "check a verl launch command or saved config before it starts"
@@ -44,7 +44,7 @@ def register(p: argparse.ArgumentParser) -> None:
     from ..report.render import add_output_options
 
     add_output_options(p, "the findings")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive_seconds, default=120.0, metavar="SECONDS",
                    help="limit for composing in the target interpreter (default 120)")
     p.add_argument("-v", "--verbose", action="store_true", help="show where verl checks each passing rule")
     p.add_argument("launch", nargs="*", metavar="-- COMMAND", help="the launch command or its overrides, after --")

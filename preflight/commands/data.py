@@ -13,6 +13,7 @@ import time
 from typing import List, Tuple
 
 from ..errors import UsageError
+from .argtypes import non_negative_int, positive_seconds
 
 NAME = "data"
 HELP = "check RL parquet files for the columns verl reads"
@@ -44,11 +45,11 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", metavar="PATH", default=None,
                    help="actor_rollout_ref.model.path (a local directory or a cached Hugging Face repo): the first "
                    "rows are rendered through its chat template")
-    p.add_argument("--examples", type=int, default=3, metavar="N", help="bad rows to show per column (default 3)")
+    p.add_argument("--examples", type=non_negative_int, default=3, metavar="N", help="bad rows to show per column (default 3)")
     from ..report.render import add_output_options
 
     add_output_options(p, "the findings")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="limit for reading (default 300)")
+    p.add_argument("--timeout", type=positive_seconds, default=300.0, metavar="SECONDS", help="limit for reading (default 300)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -583,10 +583,20 @@ class Composed:
         return d
 
 
+#: Largest config file read (bytes). A verl config is a few KB (a full dump of ppo_trainer about
+#: 50 KB); anything far larger is data passed by mistake, and reading it would outlast --timeout.
+MAX_CONFIG_BYTES = 4 << 20
+
+
 def _read_user_file(path: str) -> Optional[Dict[str, Any]]:
-    """A JSON file's content, or None for YAML (read in the target)."""
+    """A JSON file's content, or None for YAML (read in the target). Raises UsageError for a
+    missing file and FileUnreadable for one that is not JSON or is over :data:`MAX_CONFIG_BYTES`."""
     if not os.path.isfile(path):
         raise UsageError("--file %s: no such file; pass the path of a saved verl config (YAML or JSON)" % path)
+    size = os.path.getsize(path)
+    if size > MAX_CONFIG_BYTES:
+        raise FileUnreadable("--file %s is %.1f MiB, over the %d MiB a config can be (a verl config is a few KB); "
+                             "pass the config itself, not data" % (path, size / float(1 << 20), MAX_CONFIG_BYTES >> 20))
     if path.lower().endswith(".json"):
         try:
             with open(path, encoding="utf-8") as fh:
@@ -737,9 +747,15 @@ def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: 
         elif out.last("file_error") is not None:
             fe = out.last("file_error")
             raise _unreadable(file, fe)
-        else:
+        elif out.last("no_yaml") is not None:
             raise UsageError("--file %s is YAML and %s has neither omegaconf nor PyYAML to read it; pass the config "
                              "as JSON or point --python at the verl environment" % (file, python))
+        elif out.timed_out:
+            raise UsageError("--file %s: reading it in %s took longer than --timeout %.0f s; raise --timeout or "
+                             "pass a smaller config" % (file, python, timeout))
+        else:
+            raise UsageError("--file %s could not be read: the reading process in %s %s; run that interpreter on "
+                             "the file to see why, or pass the config as JSON" % (file, python, out.describe()))
         if not isinstance(file_tree, dict):
             raise FileUnreadable("--file %s: the top level must be a mapping of config keys" % file)
     c = compose_stored(spec, file_tree, release, env=dict(os.environ, **env))

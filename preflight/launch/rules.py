@@ -195,6 +195,11 @@ class Values:
         return self.gpn * self.nnodes
 
 
+#: Largest count or size read from a config (2**31 - 1): batch sizes, GPU counts and parallel sizes
+#: are far below it, and arithmetic on the divisors of a larger one would not end in time.
+MAX_SIZE = 2 ** 31 - 1
+
+
 def _int(get: Callable[[str, Any], Any], key: str, default: Any = None, required: bool = False) -> Optional[int]:
     v = get(key, default)
     if v is None or v == "???":
@@ -205,11 +210,26 @@ def _int(get: Callable[[str, Any], Any], key: str, default: Any = None, required
         raise ValueProblem("%s is %r, not a whole number" % (key, v))
     try:
         f = float(v)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise ValueProblem("%s is %r, not a whole number" % (key, v))
+    if not math.isfinite(f):  # nan, inf, 1e400: no size at all (and int() of them raises)
+        raise ValueProblem("%s is %r, not a finite whole number" % (key, v))
     if f != int(f):
         raise ValueProblem("%s is %r, not a whole number" % (key, v))
+    if abs(f) > MAX_SIZE:  # no run has more; the divisor search below would take hours
+        raise ValueProblem("%s is %r, more than %d, which no run uses; set the real size" % (key, v, MAX_SIZE))
     return int(f)
+
+
+def _finite(key: str, v: Any) -> Optional[float]:
+    """A number as float (None when unset or not a number); raises ValueProblem for nan and inf,
+    which pass every ``<``/``>`` test unnoticed (nan) or overflow later (inf)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    if not math.isfinite(f):
+        raise ValueProblem("%s is %r, not a finite number" % (key, v))
+    return f
 
 
 def _bool(v: Any) -> bool:
@@ -253,11 +273,11 @@ def values(get: Callable[[str, Any], Any]) -> Values:
         rollout_name=get(r + "name", None), rollout_mode=get(r + "mode", None),
         tp=_size(get, r + "tensor_model_parallel_size"), rdp=_size(get, r + "data_parallel_size"),
         rpp=_size(get, r + "pipeline_model_parallel_size"), ep=_size(get, r + "expert_parallel_size"),
-        gpu_mem_util=float(util) if isinstance(util, (int, float)) and not isinstance(util, bool) else None,
+        gpu_mem_util=_finite(r + "gpu_memory_utilization", util),
         max_num_seqs=_int(get, r + "max_num_seqs"), prompt_length=_int(get, r + "prompt_length"),
         response_length=_int(get, r + "response_length"), max_model_len=_int(get, r + "max_model_len"),
         lp_micro=_int(get, r + "log_prob_micro_batch_size"), lp_micro_gpu=_int(get, r + "log_prob_micro_batch_size_per_gpu"),
-        temperature=float(temp) if isinstance(temp, (int, float)) and not isinstance(temp, bool) else None,
+        temperature=_finite(r + "temperature", temp),
         val_do_sample=_bool(get(r + "val_kwargs.do_sample", False)),
         use_ref=_bool(get("algorithm.use_kl_in_reward", False)) or _bool(get(a + "use_kl_loss", False)),
         ref_lp_micro=_int(get, "actor_rollout_ref.ref.log_prob_micro_batch_size"),

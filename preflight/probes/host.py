@@ -112,6 +112,29 @@ def free_bytes(path: str) -> Tuple[Optional[int], Optional[int]]:
     return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
 
 
+def unusable_dir(path: str) -> Optional[str]:
+    """None when ``path`` is a directory this process can write to, or can be created as one;
+    else why not, one line. Proven by creating (and removing) a temporary entry: file modes are
+    not enough (root ignores them; a read-only mount or a full quota does not show in them)."""
+    import tempfile
+
+    p = os.path.abspath(os.path.expanduser(path))
+    base = nearest_existing(p)
+    if not os.path.isdir(base):
+        if base == p:
+            return "%s is not a directory" % p
+        return "%s cannot be created: %s is not a directory" % (p, base)
+    try:
+        made = tempfile.mkdtemp(prefix=".preflight-write-test-", dir=base)
+        os.rmdir(made)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if base == p:
+            return "%s is not writable (%s)" % (p, why)
+        return "%s cannot be created: %s is not writable (%s)" % (p, base, why)
+    return None
+
+
 def _cpu_count(root: str) -> Dict[str, Any]:
     logical = os.cpu_count()
     try:
@@ -208,7 +231,7 @@ def read_host(root: str = "/", environ: Optional[Dict[str, str]] = None) -> Dict
         "memory": _memory(root),
         "shm": {"path": "/dev/shm", "total": shm_total, "free": shm_free},
         "disk": {"path": cdir, "decided_by": cvar, "checked": nearest_existing(cdir),
-                 "free": disk_free, "total": disk_total},
+                 "free": disk_free, "total": disk_total, "unusable": unusable_dir(cdir)},
         "limits": _limits(),
         "container": detect_container(root, env),
     }

@@ -58,6 +58,7 @@ class ProbeOutput:
         stdout_tail, stderr_tail: the last :data:`TAIL_CHARS` characters of other output.
         stdout_bytes, stderr_bytes: how many bytes the process wrote to each (all of it counted,
             only the tail kept).
+        logs: what the caller read from the process's own log files (e.g. NCCL's WARN lines).
         launch_error: set when the interpreter could not be started at all (OSError text).
     """
 
@@ -71,6 +72,7 @@ class ProbeOutput:
     launch_error: Optional[str] = None
     stdout_bytes: int = 0
     stderr_bytes: int = 0
+    logs: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -153,7 +155,7 @@ def _child_env(extra: Optional[Mapping[str, str]]) -> Dict[str, str]:
 #: Bytes of each output stream kept while a probe runs (the rest is counted and dropped).
 KEEP_BYTES = 64 * 1024
 #: Most bytes of reported events read back from one probe.
-EVENTS_MAX_BYTES = 16 * 1024 * 1024
+EVENTS_MAX_BYTES = 64 * 1024 * 1024
 #: Environment variable naming the file a target script appends its events to (see target/_prelude.py).
 EVENTS_ENV = "PREFLIGHT_EVENTS"
 

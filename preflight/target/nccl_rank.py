@@ -7,7 +7,8 @@
 #        master_addr (rendezvous host, default 127.0.0.1), device (CUDA index, default the rank; 0 in a Ray
 #        actor, whose CUDA_VISIBLE_DEVICES holds its one GPU)}
 # Events: "step" {name} before each step (the checker reports the last one of a rank that hung),
-#         "init" {seconds}, "size" {bytes, seconds_per_op, ok, got, want}, "done" {}.
+#         "init" {seconds}, "size" {bytes, seconds_per_op, ok, got, want}, "done" {},
+#         "error" {type, message} when the rank fails with an exception.
 import datetime
 import time
 
@@ -157,4 +158,8 @@ def main():
     emit("done")
 
 
-main()
+try:
+    main()
+except BaseException as _exc:  # the exception itself, for the checker's row (the traceback stays on stderr)
+    emit("error", type=type(_exc).__name__, message=str(_exc)[-3000:])
+    raise
