@@ -40,6 +40,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _refuse_empty(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """UsageError naming the first option or argument given as an empty string (``--launch ""``,
+    ``--verl "$UNSET"``): an unset variable in a script must not pass as "not given"."""
+    sub = None
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = action.choices.get(getattr(args, "command", None) or "")
+    for action in (sub._actions if sub is not None else []):
+        value = getattr(args, action.dest, None)
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, str) and not v.strip():
+                name = action.option_strings[-1] if action.option_strings else action.metavar or action.dest
+                raise UsageError("%s is empty (an unset variable in a script?); give it a value or leave it out" % name)
+
+
 def _normalise(argv: Sequence[str]) -> list:
     argv = list(argv)
     names = {m.NAME for m in COMMANDS}
@@ -94,7 +110,9 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         except ValueError:  # not the main thread (tests calling main() from a worker)
             pass
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        _refuse_empty(parser, args)
         if args.version:
             from . import matrix as matrix_mod
 

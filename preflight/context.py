@@ -66,6 +66,27 @@ class Dist:
         return parse_version(self.version)
 
 
+#: Fields of the target's ``info`` event (target/info.py) the checks read, with their types.
+INFO_FIELDS = {"executable": str, "version": list, "version_string": str, "implementation": str, "prefix": str,
+               "base_prefix": str, "marker_env": dict, "distributions": list}
+
+
+def info_problems(ev: Dict[str, Any]) -> List[str]:
+    """What makes an ``info`` event unusable (missing fields, wrong types), [] when it is whole."""
+    out = []
+    for name, typ in INFO_FIELDS.items():
+        if name not in ev:
+            out.append("%s missing" % name)
+        elif not isinstance(ev[name], typ):
+            out.append("%s is %s, not %s" % (name, type(ev[name]).__name__, typ.__name__))
+    v = ev.get("version")
+    if isinstance(v, list) and (len(v) < 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in v[:3])):
+        out.append("version is %r, not [major, minor, micro]" % (v,))
+    if isinstance(ev.get("distributions"), list) and not all(isinstance(d, dict) for d in ev["distributions"]):
+        out.append("distributions are not all objects")
+    return out
+
+
 class Context:
     """Memoised facts of one run. Any ``facts`` given at construction are used as-is
     (``host``, ``target``, ``nvml``, ``torch_cuda``, ``imports``), which is how tests feed it."""
@@ -98,8 +119,17 @@ class Context:
         if "target" in self._facts:
             return self._facts["target"]
         ev = self.target_probe().last("info")
+        problems = info_problems(ev) if ev is not None else []
+        if problems:  # a wrapper or a broken interpreter that answered with a malformed report
+            self._facts["target_malformed"] = problems
+            ev = None
         self._facts["target"] = ev
         return ev
+
+    def target_malformed(self) -> List[str]:
+        """What was wrong with the target's ``info`` event when :meth:`target` rejected it, else []."""
+        self.target()
+        return list(self._facts.get("target_malformed") or [])
 
     def dists(self) -> Dict[str, Dist]:
         """Installed distributions by canonical name (first on sys.path wins, as for import)."""

@@ -118,6 +118,11 @@ def verl(ctx):
     if row is None:
         near = ctx.matrix.nearest_verl(v)
         ev["checked_as"] = near
+        if near is None:  # not a PEP 440 version, or older than every release known: nothing to check against
+            return failed("verl %s cannot be placed in the compatibility matrix (%s): %s, so its requirements cannot "
+                          "be checked" % (v, ctx.matrix.version, "not a PEP 440 version" if parse_version(v) is None
+                                          else "older than every release it knows"),
+                          "install a released verl: pip install 'verl[vllm]==%s'" % ctx.matrix.verl_versions()[-1], ev)
         return warned("verl %s is not in the compatibility matrix (%s); checking it as verl %s" % (
             v, ctx.matrix.version, near), "update verl-preflight for newer matrix data, or install a released verl", ev)
     ev["source"] = row.get("source")
@@ -134,6 +139,8 @@ def torch(ctx):
     ev = {"verl": verl_v, "backend_extra": bextra, "verl_pins": {k: str(r) for k, r in pins.items()},
           "source": (ctx.matrix.meta("verl", verl_v or "") or {}).get("source")}
     pinned = sorted({str(r.specifier) for r in pins.values()})
+    if verl_v is None and d is not None:
+        return skipped("torch %s not checked: the verl release is unknown" % d.version, ["packages.verl"], ev)
     if d is None:
         want = "torch%s" % pinned[0] if len(pinned) == 1 else "torch"
         return failed("torch is not installed", "pip install '%s' (or install verl with a backend extra, which "
@@ -262,6 +269,13 @@ def backend(ctx):
                       "pip install 'verl[%s]==%s'" % (bextras.get(b) or b, verl_v), ev)
     ev[b] = dist.version
     ev["distribution"] = dist.name
+    if verl_v is None:
+        return skipped("%s %s not checked: the verl release is unknown" % (dist.name, dist.version),
+                       ["packages.verl"], ev)
+    if parse_version(dist.version) is None:
+        return warned("%s %s is not a PEP 440 version: it cannot be checked against verl %s's pins" % (
+            dist.name, dist.version, verl_v), "install a released %s: pip install 'verl[%s]==%s'" % (
+            dist.name, bextras.get(b) or b, verl_v), ev)
     problems = []
     extra = bextras.get(b)
     if extra is not None:
@@ -296,7 +310,7 @@ def verl_reqs(ctx):
     """verl's requirements for its core and backend extras are installed at admitted versions."""
     verl_v = _verl_matrix_version(ctx)
     if verl_v is None or not ctx.matrix.meta("verl", verl_v):
-        return skipped("no metadata for verl %s in the matrix" % verl_v, ["packages.verl"])
+        return skipped("no metadata for verl %s in the matrix" % (verl_v or ctx.verl_release()[0]), ["packages.verl"])
     extras, bextra, _ = verl_extras(ctx)
     applied = [e for e in extras if e != bextra] + ([bextra] if bextra else [])
     reqs = verl_requirements(ctx, applied)

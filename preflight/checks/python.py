@@ -21,9 +21,22 @@ def interpreter(ctx):
             return failed("cannot run %s: %s" % (ctx.options.python, out.launch_error),
                           "pass the path of an existing Python interpreter with --python "
                           "(e.g. --python ~/venvs/verl/bin/python)", ev)
+        hello = out.last("interpreter") or {}
+        ver = hello.get("version")
+        if isinstance(ver, list) and len(ver) >= 2 and all(isinstance(x, int) for x in ver) and tuple(ver[:2]) < (3, 6):
+            return failed("%s is Python %s, not Python 3.6 or newer" % (ctx.options.python, ".".join(map(str, ver))),
+                          "point --python at the Python 3.10-3.12 interpreter of your verl environment", ev)
         if "SyntaxError" in out.stderr_tail:
             return failed("%s is not Python 3.6 or newer (it cannot parse the probe)" % ctx.options.python,
                           "point --python at the Python 3.10-3.12 interpreter of your verl environment", ev)
+        bad = ctx.target_malformed()
+        if bad:
+            ev["malformed"] = bad
+            return failed("%s answered with a malformed report (%s): it is not a Python interpreter this tool can "
+                          "check, or something on its path replaced the probe's answer" % (
+                              ctx.options.python, "; ".join(bad[:4])),
+                          "pass the real interpreter of your environment with --python (e.g. ~/venvs/verl/bin/python), "
+                          "not a wrapper script", ev)
         return failed("the interpreter %s did not report its facts: %s" % (ctx.options.python, out.describe()),
                       "run '%s -c \"import sys; print(sys.version)\"' to see what is wrong with it" % ctx.options.python, ev)
     ev.update(executable=info["executable"], version=info["version_string"], implementation=info["implementation"],
@@ -80,6 +93,9 @@ def version(ctx):
     if info.get("implementation") != "cpython":
         return warned("%s is not CPython: torch, vLLM and flash-attn ship CPython wheels only" % info["implementation"],
                       "use a CPython build (python.org, uv, conda or the distribution's python3)", ev)
+    if row is None:
+        return warned("Python %s not checked against verl: verl %s is not a release the matrix can place" % (v, verl_v),
+                      "install a released verl (see packages.verl)", ev)
     if not rp:
         return passed("Python %s (verl %s declares no Requires-Python)" % (v, verl_v), ev)
     try:

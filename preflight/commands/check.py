@@ -112,6 +112,12 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(args)
     if args.status_dir:
         check_output_dir(args.status_dir, "--status-dir")
+    if args.launch is not None and not args.launch.strip():
+        raise UsageError("--launch is empty (an unset variable in a script?); pass the launch command or its "
+                         "overrides, quoted, or leave --launch out")
+    if args.config is not None and not args.config.strip():
+        raise UsageError("--config is empty (an unset variable in a script?); pass a saved verl config file or "
+                         "leave --config out")
     python = _resolve_python(args.python)
     if args.config and not os.path.isfile(args.config):
         raise UsageError("--config %s: no such file; pass a saved verl config (YAML or JSON)" % args.config)

@@ -39,6 +39,15 @@ def run(args: argparse.Namespace) -> int:
         if not os.path.isdir(args.dir):
             raise UsageError("--dir %s: no such directory; run from the repository root or pass --dir "
                              "path/to/matrices" % args.dir)
+        if not args.dry_run:  # before the slow part (pip reading the index): can the result be written?
+            from ..probes.host import unusable_dir
+
+            why = unusable_dir(args.dir)
+            ro = [f for f in sorted(os.listdir(args.dir)) if f.endswith(".toml")
+                  and not os.access(os.path.join(args.dir, f), os.W_OK)]
+            if why or ro:
+                raise UsageError("--dir %s: %s; pass a directory you can write, or --dry-run to see the diff only" % (
+                    args.dir, why or "cannot write %s" % ", ".join(ro)))
         pkgs = PACKAGES
         if args.package:
             unknown = [p for p in args.package if p not in PACKAGES]

@@ -84,6 +84,9 @@ def _dists_scan():
 
 
 def main():
+    # first, what this interpreter is, in a form any Python can send: if the rest fails (Python 2,
+    # a broken install), the checker can still say what the target is
+    emit("interpreter", version=list(sys.version_info[:3]), executable=sys.executable)
     try:
         dists = _dists_importlib()
     except ImportError:
