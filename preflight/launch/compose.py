@@ -585,7 +585,7 @@ class Composed:
 
 #: Largest config file read (bytes). A verl config is a few KB (a full dump of ppo_trainer about
 #: 50 KB); anything far larger is data passed by mistake, and reading it would outlast --timeout.
-MAX_CONFIG_BYTES = 4 << 20
+MAX_CONFIG_BYTES = 1 << 20
 
 
 def _read_user_file(path: str) -> Optional[Dict[str, Any]]:
