@@ -12,7 +12,10 @@ PARTS=${1:-.wh/vllm}
 WORK=${WORK:-$HOME/.cache/verl-preflight/wheelhouse/vllm-0.24.0-cp312}
 mkdir -p "$WORK" "$PARTS"
 PY=${PYTHON:-python3}
-[ -f "$WORK/vllm.lock" ] || "$PY" tools/lock_requirements.py --python 3.12 --cross -o "$WORK/vllm.lock" vllm==0.24.0
+# resolved by a real CPython 3.12 (pyenv or PATH): pip evaluates markers with the interpreter it runs
+# under, not --python-version, so a cross-resolution from another Python misses e.g. vLLM's
+# 'six; python_version > "3.11"' and its 'setuptools<81' bound ('wheelhouse --check' showed both)
+[ -f "$WORK/vllm.lock" ] || "$PY" tools/lock_requirements.py --python 3.12 -o "$WORK/vllm.lock" vllm==0.24.0
 "$PY" tools/build_pyz.py >/dev/null
 node="the H200 node has torch 2.11.0+cu130 with its CUDA wheels and triton 3.6.0 installed (several GB, not carried)"
 only="required only by pins left out here (torch, tilelang...: no carried wheel's metadata asks for it)"

@@ -193,3 +193,26 @@ def test_bootstrap_wheelhouse_offline(built, tmp_path, monkeypatch, pyz):
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "--no-index" in proc.stdout and "ready" in proc.stdout
     subprocess.run([os.path.join(prefix, "bin", "python"), "-c", "import jinja2, six"], check=True)
+
+
+def test_missing_requirements_follow_requested_extras(tmp_path):
+    """The metadata walk: extras a requirer asks for count (b[extra1] brings d), a package asking
+    for its own extra (a[self]) does not loop, an extra nobody asks for (b's 'other') does not count."""
+    import zipfile
+
+    def wheel(name, requires):
+        path = tmp_path / ("%s-1.0-py3-none-any.whl" % name)
+        with zipfile.ZipFile(str(path), "w") as z:
+            z.writestr("%s-1.0.dist-info/METADATA" % name, "Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n%s\n" % (
+                name, "".join("Requires-Dist: %s\n" % r for r in requires)))
+        return {"name": name, "key": name, "version": "1.0", "file": path.name}
+
+    manifest = {"wheels": [wheel("a", ["b[extra1]>=1", "a[self]", 'c; extra == "self"']),
+                           wheel("b", ['d; extra == "extra1"', 'e; extra == "other"'])]}
+    env = {"python_version": PY, "sys_platform": "linux", "platform_machine": "x86_64", "os_name": "posix",
+           "implementation_name": "cpython", "platform_system": "Linux", "python_full_version": PY + ".0",
+           "platform_python_implementation": "CPython", "platform_release": "", "platform_version": "",
+           "implementation_version": PY + ".0"}
+    rows = wh.missing_requirements(str(tmp_path), manifest, env, installed={})
+    assert {r["name"]: r["required_by"] for r in rows} == {"c": ["a 1.0: c"], "d": ["b 1.0: d"]}
+    assert wh.missing_requirements(str(tmp_path), manifest, env, installed={"c": "2", "d": "1"}) == []

@@ -3,9 +3,11 @@
 
 Usage: python3 tools/lock_requirements.py --python 3.12 [--cross] -o FILE REQ [REQ ...]
 
-pip resolves the complete set (``preflight.outputs.lock.resolve_lock``); with ``--cross`` it
-resolves for CPython ``--python`` on manylinux x86_64 wheels only, whatever this machine runs
-(the way a wheelhouse for an air-gapped GPU node is made). Used to make the vLLM 0.24.0 lock that
+pip resolves the complete set (``preflight.outputs.lock.resolve_lock``) under a CPython
+``--python`` of this machine when there is one; ``--cross`` resolves for manylinux x86_64 wheels
+from whatever Python runs pip. Prefer the real interpreter: pip evaluates environment markers
+with the interpreter it runs under, not ``--python-version``, so a cross-resolution misses
+requirements such as ``six; python_version > "3.11"``. Used to make the vLLM 0.24.0 lock that
 ``preflight wheelhouse`` carries to the H200 test machine (bench/h200_run.sh).
 """
 

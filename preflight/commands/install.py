@@ -70,8 +70,11 @@ def run(args: argparse.Namespace) -> int:
                 args.python, manifest["python"], manifest["python"]))
         args.python = manifest["python"]
         pip_args = find_links(wh_dir, manifest)
-        for o in manifest.get("omitted") or []:
-            say("note: %s==%s is not in the wheelhouse (%s)" % (o["name"], o["version"], o["reason"]))
+        left = manifest.get("omitted") or []
+        if left:
+            say("note: %d pin(s) of the lock are not in the wheelhouse, left out on purpose (reasons in %s): %s" % (
+                len(left), os.path.join(wh_dir, "wheelhouse.json"), ", ".join(
+                    "%s==%s" % (o["name"], o["version"]) for o in left)))
     if args.lock:
         if not args.python:
             raise UsageError("--lock needs --python X.Y (the Python the lock was resolved for)")

@@ -46,7 +46,7 @@ from .. import __version__
 from ..errors import UsageError
 
 __all__ = ["LockEntry", "read_lock", "parse_size", "build", "split", "open_wheelhouse", "verify",
-           "check_complete", "find_links", "MANIFEST", "PARTS_MANIFEST", "SERVED_LOCK", "DEFAULT_PLATFORMS",
+           "check_complete", "find_links", "missing_requirements", "installed_versions", "plan", "MANIFEST", "PARTS_MANIFEST", "SERVED_LOCK", "DEFAULT_PLATFORMS",
            "CACHE"]
 
 MANIFEST = "wheelhouse.json"
@@ -730,7 +730,7 @@ def missing_requirements(wh_dir: str, manifest: Dict[str, Any], marker_env: Dict
     while changed:
         changed = False
         for who, _, req in reqs:
-            for ex in wanted.get(who, {""}):
+            for ex in list(wanted.get(who, {""})):
                 env = dict(marker_env, extra=ex)
                 if req.marker is not None and not req.marker.evaluate(env):
                     continue
@@ -743,7 +743,7 @@ def missing_requirements(wh_dir: str, manifest: Dict[str, Any], marker_env: Dict
                     changed = True
     out: Dict[str, Dict[str, Any]] = {}
     for who, ver, req in reqs:
-        for ex in wanted.get(who, {""}):
+        for ex in list(wanted.get(who, {""})):
             env = dict(marker_env, extra=ex)
             if req.marker is not None and not req.marker.evaluate(env):
                 continue

@@ -180,6 +180,22 @@ def _fields(cls):
         return set()
 
 
+def _backend_enum(name):
+    """vLLM's attention backend enum member ``name`` (the enum moved between releases), else the
+    name itself (what the command line passes)."""
+    import importlib
+
+    for mod, cls in (("vllm.v1.attention.backends.registry", "AttentionBackendEnum"),
+                     ("vllm.attention.backends.registry", "AttentionBackendEnum"),
+                     ("vllm.platforms.interface", "_Backend")):
+        try:
+            enum = getattr(importlib.import_module(mod), cls)
+            return enum[name]
+        except Exception:
+            continue
+    return name
+
+
 def _fast_settings(tp, gpus, n_prompts):
     """(LLM kwargs, environment, notes) that make the engine compile nothing for the tiny model,
     spelled for the installed vLLM: the names are read from its own EngineArgs/CompilationConfig
@@ -225,9 +241,9 @@ def _fast_settings(tp, gpus, n_prompts):
     caps = [tuple(int(x) for x in g["capability"].split(".")) for g in gpus]
     if caps and all(8 <= c[0] <= 9 for c in caps):
         if "attention_backend" in ea:
-            kw["attention_backend"] = "FLASH_ATTN"
+            kw["attention_backend"] = _backend_enum("FLASH_ATTN")
         elif "attention_config" in ea:
-            kw["attention_config"] = {"backend": "FLASH_ATTN"}
+            kw["attention_config"] = {"backend": _backend_enum("FLASH_ATTN")}
         else:
             env["VLLM_ATTENTION_BACKEND"] = "FLASH_ATTN"
     elif gpus:
