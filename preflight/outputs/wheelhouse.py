@@ -46,8 +46,8 @@ from .. import __version__
 from ..errors import UsageError
 
 __all__ = ["LockEntry", "read_lock", "parse_size", "build", "split", "open_wheelhouse", "verify",
-           "check_complete", "find_links", "missing_requirements", "installed_versions", "plan", "MANIFEST", "PARTS_MANIFEST", "SERVED_LOCK", "DEFAULT_PLATFORMS",
-           "CACHE"]
+           "check_complete", "find_links", "missing_requirements", "installed_versions", "plan", "MANIFEST",
+           "PARTS_MANIFEST", "SERVED_LOCK", "DEFAULT_PLATFORMS", "CACHE"]
 
 MANIFEST = "wheelhouse.json"
 PARTS_MANIFEST = "wheelhouse.parts.json"
