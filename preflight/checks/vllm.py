@@ -16,7 +16,8 @@ import re
 import shutil
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -278,70 +279,137 @@ def interpret(ctx, engine: str, dist, out: ProbeOutput, log_text: str = "", time
                   "release)%s" % (pin[0], dist.name, version,
                                   (" or a vLLM built for torch %s (%s)" % (pin[1], ", ".join(alt))) if alt else "")
 
-    if out.launch_error:
-        return errored("could not start %s: %s" % (ctx.options.python, out.launch_error), ev)
+    f = _Failure(ctx, engine, name, dist, out, err, err_text, diag, diag_text, phase, pin_note, pin_fix, ev, timeout,
+                 fill["torch"])
+    for rule in FAILURE_RULES:
+        if rule.applies(f):
+            return rule.outcome(f)
+    raise AssertionError("the last failure rule applies always")  # pragma: no cover
 
-    if out.timed_out:
-        what = _PHASE_WORDS.get(phase or "", "the probe")
-        msg = "%s: %s did not finish within %.0f s (process group killed)" % (name, what, timeout or out.duration_s)
-        if diag:
-            msg += "; the log shows: %s (%s)" % (diag.cause, _matching_line(ctx, diag.id, diag_text))
-            fix = diag.fix
-        elif phase == "engine":
-            fix = ("rerun with a larger --timeout (a first engine start on a GPU machine compiles kernels: "
-                   "93 s was seen on an H200 for this tiny model); if it still hangs, the log tail in the "
-                   "evidence shows the last step")
-        else:
-            fix = "rerun with a larger --timeout; the log tail in the evidence shows the last step"
-        return failed(msg, fix, ev)
 
-    kind = err.get("kind")
-    if kind == "insufficient_gpu_memory" or (diag and diag.id in ("cuda-oom", "vllm-startup-memory")):
-        procs = _gpu_processes(ctx)
-        if procs:
-            ev["gpu_processes"] = procs
-        held = (" (held by %d other process%s: %s)" % (
-            len(procs), "es" if len(procs) > 1 else "", ", ".join("pid %s %s MiB on GPU %s" % (
-                p["pid"], p["used_mib"], p["gpu"]) for p in procs[:4]))) if procs else ""
-        detail = err.get("error") if kind else _matching_line(ctx, diag.id, diag_text)
-        return failed("%s: not enough free %s memory: %s%s" % (
-            name, "device" if ev.get("platform") == "cpu" else "GPU", detail, held),
-                      "free the GPU (nvidia-smi lists the processes holding memory; stop them or pick another "
-                      "GPU with CUDA_VISIBLE_DEVICES), then rerun", ev)
-    if kind == "too_few_gpus":
-        return failed("%s: %s" % (name, err.get("error")),
-                      "pass --vllm-tp at most %s, or make more GPUs visible (CUDA_VISIBLE_DEVICES)" % err.get("visible"),
-                      ev)
+@dataclass
+class _Failure:
+    """Everything a failure rule reads: the probe, its error event, the classified cause, the
+    engine's torch pin, the evidence gathered so far."""
 
-    where = _PHASE_WORDS.get(err.get("phase") or phase or "", "the probe")
-    if diag and diag.id == "torchvision-mismatch":
-        tv = ctx.installed("torchvision")
-        msg = "%s failed during %s: torchvision %s does not match the installed torch %s " \
-              "(operator torchvision::nms does not exist)" % (name, where, tv.version if tv else "?", fill["torch"])
-        fix = diag.fix
-        if t is not None:
-            paired = ctx.matrix.paired("torchvision", t.version)
-            variant, _ = ctx.matrix.torch_build(t.version)
-            index = (ctx.matrix.torch_variant(variant or "") or {}).get("index")
-            if paired and index:
-                fix = "pip install 'torchvision==%s' --index-url %s (the torchvision of torch %s, same build), " \
-                      "or pip uninstall -y torchvision (a text-only vLLM generation does not need it); " \
-                      "torchaudio and torchcodec must match torch too" % (paired[-1], index, t.version)
-        ev["torchvision"] = tv.version if tv else None
-        return failed(msg, fix, ev)
-    if diag:
-        fix = diag.fix
-        if pin_fix and diag.id in ("undefined-symbol", "missing-custom-op", "cuda-major-mismatch"):
-            fix = pin_fix
-        seen = _matching_line(ctx, diag.id, diag_text) or "the process %s" % out.describe()
-        msg = "%s failed during %s: %s%s (%s)" % (name, where, pin_note, diag.cause, seen)
-        return failed(msg, fix, ev)
-    summary = _last_error_line(err_text) if err_text else "the process %s" % out.describe()
-    if pin_fix:
-        return failed("%s failed during %s: %s%s" % (name, where, pin_note, summary), pin_fix, ev)
-    return failed("%s failed during %s: %s" % (name, where, summary),
-                  "the error and the engine log are in the evidence (run with -v); if the install is suspect: "
-                  "%s" % _verl_install_fix(ctx, engine), ev)
+    ctx: Any
+    engine: str
+    name: str
+    dist: Any
+    out: ProbeOutput
+    err: Dict[str, Any]
+    err_text: str
+    diag: Any
+    diag_text: str
+    phase: Optional[str]
+    pin_note: str
+    pin_fix: Optional[str]
+    ev: Dict[str, Any]
+    timeout: float
+    torch: str
+
+    @property
+    def where(self) -> str:
+        return _PHASE_WORDS.get(self.err.get("phase") or self.phase or "", "the probe")
+
+    def diag_is(self, *ids: str) -> bool:
+        return bool(self.diag) and self.diag.id in ids
+
+
+@dataclass(frozen=True)
+class FailureRule:
+    """One way a generation that did not finish is read: ``applies(failure)`` and
+    ``outcome(failure)``. :data:`FAILURE_RULES` are tried in order; the first that applies wins."""
+
+    name: str
+    applies: Callable[[_Failure], bool]
+    outcome: Callable[[_Failure], Outcome]
+
+
+def _timed_out(f: _Failure) -> Outcome:
+    what = _PHASE_WORDS.get(f.phase or "", "the probe")
+    msg = "%s: %s did not finish within %.0f s (process group killed)" % (f.name, what, f.timeout or f.out.duration_s)
+    if f.diag:
+        msg += "; the log shows: %s (%s)" % (f.diag.cause, _matching_line(f.ctx, f.diag.id, f.diag_text))
+        fix = f.diag.fix
+    elif f.phase == "engine":
+        fix = ("rerun with a larger --timeout (a first engine start on a GPU machine compiles kernels: "
+               "93 s was seen on an H200 for this tiny model); if it still hangs, the log tail in the "
+               "evidence shows the last step")
+    else:
+        fix = "rerun with a larger --timeout; the log tail in the evidence shows the last step"
+    return failed(msg, fix, f.ev)
+
+
+def _out_of_memory(f: _Failure) -> Outcome:
+    procs = _gpu_processes(f.ctx)
+    if procs:
+        f.ev["gpu_processes"] = procs
+    held = (" (held by %d other process%s: %s)" % (
+        len(procs), "es" if len(procs) > 1 else "", ", ".join("pid %s %s MiB on GPU %s" % (
+            p["pid"], p["used_mib"], p["gpu"]) for p in procs[:4]))) if procs else ""
+    kind = f.err.get("kind")
+    detail = f.err.get("error") if kind else _matching_line(f.ctx, f.diag.id, f.diag_text)
+    return failed("%s: not enough free %s memory: %s%s" % (
+        f.name, "device" if f.ev.get("platform") == "cpu" else "GPU", detail, held),
+                  "free the GPU (nvidia-smi lists the processes holding memory; stop them or pick another "
+                  "GPU with CUDA_VISIBLE_DEVICES), then rerun", f.ev)
+
+
+def _torchvision(f: _Failure) -> Outcome:
+    ctx = f.ctx
+    tv = ctx.installed("torchvision")
+    t = ctx.installed("torch")
+    msg = "%s failed during %s: torchvision %s does not match the installed torch %s " \
+          "(operator torchvision::nms does not exist)" % (f.name, f.where, tv.version if tv else "?", f.torch)
+    fix = f.diag.fix
+    if t is not None:
+        paired = ctx.matrix.paired("torchvision", t.version)
+        variant, _ = ctx.matrix.torch_build(t.version)
+        index = (ctx.matrix.torch_variant(variant or "") or {}).get("index")
+        if paired and index:
+            fix = "pip install 'torchvision==%s' --index-url %s (the torchvision of torch %s, same build), " \
+                  "or pip uninstall -y torchvision (a text-only vLLM generation does not need it); " \
+                  "torchaudio and torchcodec must match torch too" % (paired[-1], index, t.version)
+    f.ev["torchvision"] = tv.version if tv else None
+    return failed(msg, fix, f.ev)
+
+
+def _classified(f: _Failure) -> Outcome:
+    fix = f.diag.fix
+    if f.pin_fix and f.diag_is("undefined-symbol", "missing-custom-op", "cuda-major-mismatch"):
+        fix = f.pin_fix
+    seen = _matching_line(f.ctx, f.diag.id, f.diag_text) or "the process %s" % f.out.describe()
+    return failed("%s failed during %s: %s%s (%s)" % (f.name, f.where, f.pin_note, f.diag.cause, seen), fix, f.ev)
+
+
+def _summary(f: _Failure) -> str:
+    return _last_error_line(f.err_text) if f.err_text else "the process %s" % f.out.describe()
+
+
+#: How a generation that did not finish is read, most specific first (issue 11: a table, not a
+#: chain of branches). Each rule's outcome carries the fix for that cause.
+FAILURE_RULES = (
+    FailureRule("the interpreter could not start", lambda f: bool(f.out.launch_error),
+                lambda f: errored("could not start %s: %s" % (f.ctx.options.python, f.out.launch_error), f.ev)),
+    FailureRule("deadline passed", lambda f: f.out.timed_out, _timed_out),
+    FailureRule("not enough device memory",
+                lambda f: f.err.get("kind") == "insufficient_gpu_memory" or f.diag_is("cuda-oom", "vllm-startup-memory"),
+                _out_of_memory),
+    FailureRule("fewer GPUs than tensor_parallel_size", lambda f: f.err.get("kind") == "too_few_gpus",
+                lambda f: failed("%s: %s" % (f.name, f.err.get("error")),
+                                 "pass --vllm-tp at most %s, or make more GPUs visible (CUDA_VISIBLE_DEVICES)"
+                                 % f.err.get("visible"), f.ev)),
+    FailureRule("torchvision built for another torch", lambda f: f.diag_is("torchvision-mismatch"), _torchvision),
+    FailureRule("a known signature (matrices/signatures.toml)", lambda f: bool(f.diag), _classified),
+    FailureRule("the engine's torch pin is not met", lambda f: bool(f.pin_fix),
+                lambda f: failed("%s failed during %s: %s%s" % (f.name, f.where, f.pin_note, _summary(f)), f.pin_fix,
+                                 f.ev)),
+    FailureRule("anything else", lambda f: True,
+                lambda f: failed("%s failed during %s: %s" % (f.name, f.where, _summary(f)),
+                                 "the error and the engine log are in the evidence (run with -v); if the install is "
+                                 "suspect: %s" % _verl_install_fix(f.ctx, f.engine), f.ev)),
+)
 
 
 def _probe_env() -> Dict[str, str]:
