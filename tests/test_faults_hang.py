@@ -166,3 +166,42 @@ def test_large_config_file_stays_within_timeout(pyz, tmp_path, keys, limit_hit):
         assert proc.returncode == 2 and "MiB" in proc.stderr and took < 15
     else:
         assert proc.returncode in (0, 1) and took < 5 + 25, took
+
+
+HUGE = {  # 100 KB values of shapes that make a backtracking pattern quadratic
+    "NCCL_BIG_WORD": "a" * 100000,
+    "NCCL_BIG_ASSIGN": "a=" * 50000,
+    "NCCL_BIG_COLON": "KEY: " * 20000,
+    "NCCL_BIG_URL": "https://" + "a" * 100000,
+    "NCCL_BIG_DOTS": "a." * 50000,
+    "HF_BIG_QUOTE": "'" + "\\'" * 50000,
+    "RAY_BIG_TOKEN": "hf_" + "A" * 100000,
+}
+
+
+def test_redaction_of_huge_variables_stays_within_timeout(pyz, tmp_path):
+    """e12, e12b: the gpu stage captures and redacts NCCL_/HF_/RAY_ variables; 100 KB values of
+    every shape finish within the stage's time, not minutes later."""
+    env = dict(os.environ, **HUGE)
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-I", "-S", pyz, "check", "--stage", "gpu", "--timeout", "5", "--json",
+                           str(tmp_path / "r.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                          universal_newlines=True, timeout=120)
+    took = time.monotonic() - t0
+    assert "Traceback" not in proc.stderr
+    assert took < 5 + 25, took
+    assert json.load(open(str(tmp_path / "r.json")))["results"]
+
+
+@pytest.mark.parametrize("name", sorted(HUGE))
+def test_redact_is_fast_on_each_shape(name):
+    """The mechanism itself, one shape at a time (and twice the size: linear, not quadratic)."""
+    from preflight.redact import redact
+
+    times = []
+    for n in (1, 2):
+        value = HUGE[name] * n
+        t0 = time.perf_counter()
+        redact({"variables": {name: value}, "text": "%s=%s" % (name, value)})
+        times.append(time.perf_counter() - t0)
+    assert times[0] < 2.0 and times[1] < 4.0, times
