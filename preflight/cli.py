@@ -122,7 +122,9 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             return _print_completion(args.completion)
         return args._run(args)
     except (UsageError, MatrixError) as exc:
-        print("error: %s" % exc, file=sys.stderr)
+        from .report.render import localise_commands
+
+        print("error: %s" % localise_commands(str(exc)), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         n = kill_all()

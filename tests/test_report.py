@@ -359,3 +359,23 @@ def test_schema_ships_in_the_zipapp(pyz):
             "SCHEMA_ID; s = load_schema(); print(s['$id'] == SCHEMA_ID)")
     p = subprocess.run([sys.executable, "-I", "-S", "-c", code, pyz], stdout=subprocess.PIPE, universal_newlines=True)
     assert p.stdout.strip() == "True"
+
+
+def test_fixes_name_a_command_that_runs_from_here(pyz, bare_python, tmp_path):
+    """A fix that says 'preflight install' is spelled as the tool was run: the zipapp path after
+    the interpreter, or 'python -m preflight' from a checkout; the spelled command then runs."""
+    import shlex
+
+    exe = os.path.basename(sys.executable)
+    for argv, want in (([sys.executable, "-I", "-S", pyz], "%s %s install" % (exe, pyz)),
+                       ([sys.executable, "-m", "preflight"], "%s -m preflight install" % exe)):
+        out = tmp_path / "r.json"
+        subprocess.run(argv + ["check", "--python", bare_python, "--stage", "packages", "-q", "--json", str(out)],
+                       cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+        fix = {r["id"]: r for r in validate_report(out.read_text())["results"]}["packages.verl"]["fix"]
+        assert want in fix and "preflight install" not in fix.replace(want, ""), fix
+        cmd = shlex.split(want)[:-1] + ["--version"]  # the spelled command, without 'install'
+        if cmd[0] == exe:
+            cmd[0] = sys.executable
+        p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, universal_newlines=True, timeout=60)
+        assert p.returncode == 0 and p.stdout.startswith("verl-preflight"), (cmd, p.stdout)

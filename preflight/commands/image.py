@@ -96,6 +96,11 @@ def run(args: argparse.Namespace) -> int:
 
     check_output_dir(out, "-o")
     prefer_base_python(args, say)
+    if args.dry_run:
+        from .spec import dry_run
+
+        return dry_run(args, say, "lock it and write a Dockerfile, the locks and the checker into %s%s" % (
+            out, ", then build it" if args.build else ""))
     mx, res, spec, paths = make_spec(args, out, say)
     if spec is None:
         say("no stack works for verl %s here: %s" % (res.verl, "; ".join(res.problems[:2])))

@@ -75,10 +75,24 @@ def run(args: argparse.Namespace) -> int:
             say("note: %d pin(s) of the lock are not in the wheelhouse, left out on purpose (reasons in %s): %s" % (
                 len(left), os.path.join(wh_dir, "wheelhouse.json"), ", ".join(
                     "%s==%s" % (o["name"], o["version"]) for o in left)))
+    if args.dry_run and not args.lock:
+        from .spec import dry_run
+
+        return dry_run(args, say, "lock it into %s.spec, create the venv %s and install the lock with hashes "
+                                  "required, then check it" % (prefix.rstrip("/"), prefix))
     if args.lock:
         if not args.python:
             raise UsageError("--lock needs --python X.Y (the Python the lock was resolved for)")
         lock_path, python = args.lock, args.python
+        if args.dry_run:
+            from ..outputs.lock import parse_lock as _parse
+
+            with open(lock_path, encoding="utf-8") as fh:
+                n = len(_parse(fh.read()))
+            say("dry run: would create the venv %s with Python %s and install the %d pins of %s with hashes "
+                "required%s (nothing was changed)" % (prefix, python, n, lock_path,
+                                                     ", then check it" if not args.no_check else ""))
+            return 0
     else:
         spec_dir = prefix.rstrip("/") + ".spec"
         mx, res, spec, paths = make_spec(args, spec_dir, say)
@@ -104,6 +118,6 @@ def run(args: argparse.Namespace) -> int:
     from ..cli import main as cli_main
 
     extra = [a for a in (args.check_args or []) if a != "--"]
-    if args.no_backend and "--backend" not in extra:
+    if args.backend == "none" and "--backend" not in extra:
         extra = ["--backend", "none"] + extra
     return cli_main(["check", "--python", result.python] + extra)

@@ -12,7 +12,7 @@ HELP = "write requirements.lock (pinned, hashed) and environment.json for a verl
 EPILOG = """examples:
   python3 preflight.pyz spec --verl 0.9.1 -o verl-spec            this machine's driver, GPU and Python
   python3 preflight.pyz spec --verl 0.9.1 --gpu H200 --driver 580.95.05 --python 3.12 -o h200-spec
-  python3 preflight.pyz spec --verl 0.9.1 --no-backend --torch 2.13.0 --torch-index none --python 3.11 -o cpu-spec
+  python3 preflight.pyz spec --verl 0.9.1 --backend none --torch 2.13.0 --torch-index none --python 3.11 -o cpu-spec
 
 exit codes: 0 written, 1 no stack works (nothing written), 2 bad input or pip could not resolve
 """
@@ -21,9 +21,11 @@ exit codes: 0 written, 1 no stack works (nothing written), 2 bad input or pip co
 def add_stack_options(p: argparse.ArgumentParser) -> None:
     """The options spec, install and image share: the release, the machine, overrides."""
     p.add_argument("--verl", metavar="VERSION", default=None, help="verl release (default: the newest in the matrix)")
-    p.add_argument("--backend", choices=("vllm", "sglang"), default=None, help="rollout backend (default: vllm)")
-    p.add_argument("--no-backend", action="store_true",
-                   help="verl without a rollout engine (its core extra only; e.g. CPU-only test environments)")
+    p.add_argument("--backend", choices=("vllm", "sglang", "none"), default=None,
+                   help="rollout backend (default: vllm; 'none': verl without a rollout engine, its core extra only, "
+                        "e.g. CPU-only test environments; the same spelling as check --backend none)")
+    p.add_argument("--no-backend", dest="backend", action="store_const", const="none",
+                   help=argparse.SUPPRESS)  # the old spelling of --backend none, still accepted
     p.add_argument("--driver", metavar="VERSION", default=None, help="NVIDIA driver (default: this machine's)")
     p.add_argument("--gpu", metavar="NAME", default=None, help="GPU name, e.g. H200 (default: this machine's)")
     p.add_argument("--cc", metavar="X.Y", default=None, help="compute capability instead of --gpu")
@@ -33,6 +35,9 @@ def add_stack_options(p: argparse.ArgumentParser) -> None:
                    help="pin torch to this release instead of the resolved one (torchvision/torchaudio follow)")
     p.add_argument("--torch-index", metavar="URL", default=None,
                    help="index for torch ('none': only pip's configured indexes, e.g. a mirror or find-links)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="resolve and print what would be locked, written or installed; change nothing (seconds: "
+                        "no package download, no lock)")
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -53,8 +58,14 @@ def resolve_stack(args: argparse.Namespace) -> Tuple[Any, Any, List[str], Any]:
         raise UsageError("--verl %s: not a verl release in the matrix (known: %s)" % (verl, ", ".join(mx.verl_versions())))
     if args.torch and mx.torch_series(args.torch) is None:
         raise UsageError("--torch %s: not a torch release in the matrix" % args.torch)
+    no_backend = args.backend == "none"
+    if no_backend:  # resolved as the default backend's stack; only verl's core extra is installed
+        import copy
+
+        args = copy.copy(args)
+        args.backend = None
     res, how = resolve_args(mx, verl, args)
-    opts = SpecOptions(torch=args.torch, torch_index=args.torch_index, no_backend=args.no_backend)
+    opts = SpecOptions(torch=args.torch, torch_index=args.torch_index, no_backend=no_backend)
     return mx, res, how, opts
 
 
@@ -65,6 +76,31 @@ def machine_doc() -> Dict[str, Any]:
     from ..probes.nvml import snapshot
 
     return stable(read_host(), snapshot())
+
+
+def dry_run(args: argparse.Namespace, say, what: str) -> int:
+    """``--dry-run`` for spec, install and image: resolve (no pip, no download), print the stack, the
+    top-level pins and ``what`` would happen; 0 when a stack works, 1 when none does."""
+    from ..outputs.spec import top_level
+
+    mx, res, how, opts = resolve_stack(args)
+    for h in how:
+        say("machine: %s" % h)
+    if not res.ok:
+        say("no stack works for verl %s here: %s" % (res.verl, "; ".join(res.problems[:2])))
+        for o in res.options[:3]:
+            say("  option: %s" % o)
+        return 1
+    reqs, extra, post = top_level(mx, res, opts)
+    say("dry run: verl %s, Python %s, %s" % (res.verl, res.python, "no rollout backend" if opts.no_backend else
+                                              "%s %s" % (res.backend, res.backend_version)))
+    say("top-level pins: %s" % " ".join(reqs))
+    for u in extra:
+        say("extra index: %s" % u)
+    for p in post:
+        say("after the lock: %s" % p)
+    say("would %s (nothing was written)" % what)
+    return 0
 
 
 def make_spec(args: argparse.Namespace, out_dir: str, say) -> Tuple[Any, Any, Any, List[str]]:
@@ -98,6 +134,10 @@ def run(args: argparse.Namespace) -> int:
 
     check_output_dir(args.output, "-o")
     console = Console(highlight=False, stderr=True)
+    if args.dry_run:
+        return dry_run(args, lambda s: console.print(s, markup=False, soft_wrap=True),
+                       "lock the complete set and write requirements.lock, pylock.toml and environment.json into %s"
+                       % args.output)
     mx, res, spec, paths = make_spec(args, args.output, lambda s: console.print(s, markup=False, soft_wrap=True))
     if spec is None:
         console.print("[bold red]no stack works[/] for verl %s here:" % res.verl)

@@ -3,8 +3,12 @@
 :func:`resolve_lock` runs ``pip install --dry-run --ignore-installed --report`` for the top-level
 pins with the chosen indexes, under an interpreter of the chosen Python when one exists here
 (markers then evaluate exactly as on the target), else through pip's cross-resolution
-(``--target`` with ``--python-version``/``--platform``, wheels only). The resolver is pip's;
-nothing here resolves versions. :func:`render_lock` writes requirements.lock deterministically.
+(``--target`` with ``--python-version``/``--platform``, wheels only). When uv is present (``$UV``
+or on PATH), :func:`resolve_lock` asks ``uv pip compile`` instead (faster; the same cross-resolution:
+the target Python and manylinux platform, wheels only, candidates from every index as pip takes
+them). Nothing here resolves versions. :func:`render_lock` writes requirements.lock and
+:func:`render_pylock` the PEP 751 ``pylock.toml`` of the same set (with packaging's ``pylock``
+model and tomli-w, as ``pip lock`` does), both deterministically.
 """
 
 import json
@@ -17,11 +21,17 @@ from typing import Dict, List, Optional, Sequence
 
 from ..errors import UsageError
 
-__all__ = ["Locked", "LockResult", "resolve_lock", "render_lock", "parse_lock", "find_interpreter"]
+__all__ = ["Locked", "LockResult", "resolve_lock", "render_lock", "render_pylock", "parse_lock", "find_interpreter",
+           "find_uv", "UV_PLATFORM"]
 
 #: manylinux tags tried in cross-resolution (glibc 2.17 .. 2.39).
 _PLATFORMS = ["manylinux_2_%d_x86_64" % n for n in range(17, 40)] + ["manylinux2014_x86_64", "manylinux1_x86_64",
                                                                      "linux_x86_64"]
+
+
+#: The platform ``uv pip compile`` resolves for: the newest glibc of :data:`_PLATFORMS` (uv's
+#: manylinux targets include every older tag, as pip's list does).
+UV_PLATFORM = "x86_64-manylinux_2_39"
 
 
 @dataclass
@@ -66,22 +76,80 @@ def find_interpreter(minor: str) -> Optional[str]:
     return None
 
 
+def find_uv() -> Optional[str]:
+    """The uv binary: ``$UV`` (as pypa/build honours it), else ``uv`` on PATH, else None."""
+    import shutil
+
+    env = os.environ.get("UV")
+    if env and os.path.isfile(env) and os.access(env, os.X_OK):
+        return env
+    return shutil.which("uv")
+
+
+def _uv_lock(uv: str, requirements: Sequence[str], python: str, index_url: Optional[str],
+             extra_index_urls: Sequence[str], timeout: float) -> LockResult:
+    try:
+        import tomllib as toml  # Python >= 3.11
+    except ImportError:  # pragma: no cover - 3.8-3.10
+        import tomli as toml  # type: ignore[no-redef]
+    with tempfile.TemporaryDirectory() as tmp:
+        req_in, out = os.path.join(tmp, "requirements.in"), os.path.join(tmp, "pylock.toml")
+        with open(req_in, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(requirements) + "\n")
+        cmd = [uv, "pip", "compile", "--quiet", "--generate-hashes", "--format", "pylock.toml",
+               "--python-version", python, "--python-platform", UV_PLATFORM, "--only-binary", ":all:",
+               "--index-strategy", "unsafe-best-match", "--no-header", "-o", out]
+        if index_url:
+            cmd += ["--index-url", index_url]
+        for u in extra_index_urls:
+            cmd += ["--extra-index-url", u]
+        try:
+            proc = subprocess.run(cmd + [req_in], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  universal_newlines=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise UsageError("uv did not resolve %s within %.0f s; check network access to the index (or unset UV / "
+                             "take uv off PATH to lock with pip)" % (" ".join(requirements), timeout))
+        if proc.returncode != 0 or not os.path.exists(out):
+            errs = [l for l in proc.stderr.splitlines() if l.strip()]
+            raise UsageError("uv could not resolve the stack: %s" % ((errs or ["no output"])[-1][:400]))
+        with open(out, "rb") as fh:
+            data = toml.load(fh)
+    pkgs = []
+    for row in data.get("packages", []):
+        arts = list(row.get("wheels") or []) + ([row["sdist"]] if row.get("sdist") else [])
+        hashes = sorted({"sha256:%s" % a["hashes"]["sha256"] for a in arts if (a.get("hashes") or {}).get("sha256")})
+        pkgs.append(Locked(row["name"], str(row["version"]), hashes, arts[0].get("url") if arts else None))
+    pkgs.sort(key=lambda p: p.name.lower())
+    return LockResult(pkgs, index_url, list(extra_index_urls), python,
+                      "uv pip compile for Python %s, %s (wheels only)" % (python, UV_PLATFORM))
+
+
 def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[str] = None,
                  extra_index_urls: Sequence[str] = (), pip_python: Optional[str] = None,
-                 timeout: float = 900.0, cross: bool = False) -> LockResult:
-    """Resolve ``requirements`` for Python ``python`` (``"3.12"``) through pip's resolver.
+                 timeout: float = 900.0, cross: bool = False, use_uv: Optional[bool] = None) -> LockResult:
+    """Resolve ``requirements`` for Python ``python`` (``"3.12"``) through pip's resolver, or
+    uv's when uv is present.
 
     Args:
         requirements: top-level requirement strings (e.g. ``"torch==2.11.0"``).
         python: the target Python minor version.
-        index_url, extra_index_urls: indexes (None keeps pip's configured index).
+        index_url, extra_index_urls: indexes (None keeps the installer's configured index: pip's
+            configuration for pip, uv's own (``UV_INDEX_URL``, uv.toml) for uv).
         pip_python: interpreter to run pip with (default: one of ``python`` on this machine, else
-            the current one in cross-resolution mode).
+            the current one in cross-resolution mode); given, pip is used.
         cross: resolve for Python ``python`` on manylinux x86_64 wheels whatever interpreters
-            this machine has (pip's ``--python-version``/``--platform``).
+            this machine has (pip's ``--python-version``/``--platform``; uv always does).
+        use_uv: True requires uv, False forbids it, None (default) uses it when
+            :func:`find_uv` finds it and ``pip_python`` is not given.
     Raises:
-        UsageError: pip could not resolve (its last error line is in the message).
+        UsageError: the resolver could not resolve (its last error line is in the message), or
+            ``use_uv`` is True without uv.
     """
+    uv = find_uv() if use_uv is not False and (use_uv or pip_python is None) else None
+    if use_uv and not uv:
+        raise UsageError("uv was asked for but is not on PATH (nor in $UV); install uv or lock with pip")
+    if uv:
+        return _uv_lock(uv, requirements, python, index_url, extra_index_urls, timeout)
     interp = None if cross else (pip_python or find_interpreter(python))
     cross = interp is None
     if cross:
@@ -138,6 +206,44 @@ def render_lock(res: LockResult, header: Sequence[str] = ()) -> str:
         else:
             lines.append("%s==%s  # no hash: the index served none" % (p.name, p.version))
     return "\n".join(lines) + "\n"
+
+
+def render_pylock(res: LockResult) -> str:
+    """pylock.toml (PEP 751, lock-version 1.0) of the same set as :func:`render_lock`: one
+    ``[[packages]]`` per distribution with the artifact it was resolved to and its hashes, for
+    ``pip install -r pylock.toml`` (pip >= 26.1) or ``uv pip install -r pylock.toml``
+    (uv >= 0.6.15). Built with ``packaging.pylock`` (which validates it) and written with
+    tomli-w; same input, same bytes (no timestamps). The lock is for one platform: its
+    ``environments`` marker says which."""
+    from urllib.parse import unquote
+
+    import tomli_w
+    from packaging.markers import Marker
+    from packaging.pylock import Package, PackageSdist, PackageWheel, Pylock
+    from packaging.specifiers import SpecifierSet
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    packages = []
+    for p in sorted(res.packages, key=lambda p: canonicalize_name(p.name)):
+        hashes = {}
+        for h in p.hashes:
+            algo, _, hexd = h.partition(":")
+            hashes.setdefault(algo, hexd)
+        name = unquote(p.url.rsplit("/", 1)[-1].split("#", 1)[0]) if p.url else None
+        kw = {}
+        if name and name.endswith(".whl"):
+            kw["wheels"] = [PackageWheel(name=name, url=p.url, hashes=hashes)]
+        elif p.url:
+            kw["sdist"] = PackageSdist(name=name, url=p.url, hashes=hashes)
+        packages.append(Package(name=canonicalize_name(p.name), version=Version(p.version), **kw))
+    lock = Pylock(lock_version=Version("1.0"), created_by="verl-preflight",
+                  environments=[Marker('sys_platform == "linux" and platform_machine == "x86_64" and '
+                                       'python_version == "%s"' % res.python)],
+                  requires_python=SpecifierSet("==%s.*" % res.python), packages=packages)
+    data = lock.to_dict()
+    Pylock.from_dict(data)  # packaging's PEP 751 validation (wheel names, hashes); raises PylockValidationError
+    return tomli_w.dumps(data)
 
 
 def parse_lock(text: str) -> Dict[str, str]:

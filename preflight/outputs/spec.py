@@ -1,4 +1,5 @@
-"""From a resolution to a fixed environment spec on disk: requirements.lock + environment.json.
+"""From a resolution to a fixed environment spec on disk: requirements.lock, pylock.toml (PEP 751,
+the same set) and environment.json.
 
 :func:`build_spec` turns a :class:`preflight.resolve.Resolution` (optionally with the overrides a
 user gives: another torch release or index, no rollout backend) into top-level pins, lets pip
@@ -15,7 +16,7 @@ from .. import __version__
 from ..errors import UsageError
 from .environment import render_environment
 from .install import lock_digest
-from .lock import LockResult, render_lock, resolve_lock
+from .lock import LockResult, render_lock, render_pylock, resolve_lock
 
 __all__ = ["SpecOptions", "Spec", "build_spec", "write_spec", "top_level"]
 
@@ -40,13 +41,14 @@ class SpecOptions:
 class Spec:
     """A resolved, locked stack: ``requirements`` (top-level pins), ``lock`` (pip's complete set),
     ``lock_text``, ``post_install`` (commands after the lock, e.g. a flash-attn source build),
-    ``stack`` (the choices, for environment.json)."""
+    ``stack`` (the choices, for environment.json), ``pylock_text`` (the same set as pylock.toml)."""
 
     requirements: List[str]
     lock: LockResult
     lock_text: str
     post_install: List[str] = field(default_factory=list)
     stack: Dict[str, Any] = field(default_factory=dict)
+    pylock_text: str = ""
 
 
 def top_level(mx, res, opts: SpecOptions):
@@ -98,8 +100,10 @@ def build_spec(mx, res, opts: SpecOptions, pip_python: Optional[str] = None) -> 
         __version__, mx.version, res.verl, "no rollout backend" if opts.no_backend else "%s %s" % (
             res.backend, res.backend_version), res.python),
         "top-level pins: %s" % " ".join(reqs),
-        "complete set resolved by pip for Python %s%s; install with: pip install --require-hashes --no-deps "
-        "-r requirements.lock" % (res.python, " (cross-resolution, wheels only)" if lock.mode.startswith("cross") else "")]
+        "complete set resolved by %s for Python %s%s; install with: pip install --require-hashes --no-deps "
+        "-r requirements.lock" % ("uv" if lock.mode.startswith("uv") else "pip", res.python,
+                                   " (cross-resolution, wheels only)" if not lock.mode.startswith("interpreter")
+                                   else "")]
     header += ["after it: %s" % p for p in post]
     text = render_lock(lock, header)
     torch_pin = next((r.split("==")[1] for r in reqs if r.startswith("torch==")), None)
@@ -108,22 +112,26 @@ def build_spec(mx, res, opts: SpecOptions, pip_python: Optional[str] = None) -> 
              "torch": torch_pin, "variant": "pip configuration" if opts.torch_index == "none" else res.variant,
              "extra_index_urls": extra, "top_level": reqs, "post_install": post,
              "overrides": {k: v for k, v in opts.__dict__.items() if v}}
-    return Spec(reqs, lock, text, post, stack)
+    return Spec(reqs, lock, text, post, stack, render_pylock(lock))
 
 
 def write_spec(spec: Spec, out_dir: str, mx, res, machine: Dict[str, Any], inputs: Dict[str, Any]) -> List[str]:
-    """Write requirements.lock and environment.json into ``out_dir`` (created); return the paths.
+    """Write requirements.lock, pylock.toml and environment.json into ``out_dir`` (created);
+    return the paths.
 
-    Files are written whole (temp file, then rename); same inputs give the same bytes.
+    Files are written whole (:func:`preflight.atomic.write_atomic`); same inputs give the same bytes.
     """
+    from ..atomic import write_atomic
+
     os.makedirs(out_dir, exist_ok=True)
     lock_path = os.path.join(out_dir, "requirements.lock")
+    pylock_path = os.path.join(out_dir, "pylock.toml")
     env_path = os.path.join(out_dir, "environment.json")
     env_text = render_environment(__version__, mx.version, inputs, machine, spec.stack, res.citations,
                                   lock_digest(spec.lock_text))
-    for path, text in ((lock_path, spec.lock_text), (env_path, env_text)):
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    return [lock_path, env_path]
+    written = []
+    for path, text in ((lock_path, spec.lock_text), (pylock_path, spec.pylock_text), (env_path, env_text)):
+        if text:
+            write_atomic(path, text)
+            written.append(path)
+    return written

@@ -52,12 +52,50 @@ def _redact_section(value: Any, key: str = "") -> Any:
     return [_redact_section(v) for v in value]
 
 
+def invocation() -> str:
+    """How the user can run this tool again, from where they are: ``preflight`` when that
+    command is on PATH and is what ran, ``python3 -m preflight`` from a checkout or an install,
+    else the interpreter and the zipapp path as given (``python3 dist/preflight.pyz``)."""
+    import os
+    import shutil
+
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    exe = os.path.basename(sys.executable) or "python3"
+    py = exe if shutil.which(exe) and os.path.realpath(shutil.which(exe) or "") == os.path.realpath(
+        sys.executable) else sys.executable
+    if os.path.basename(argv0) == "preflight" and shutil.which("preflight"):
+        return "preflight"
+    if argv0.endswith(".pyz") or (os.path.isfile(argv0) and not argv0.endswith(".py")
+                                  and os.path.basename(argv0) != "preflight"):
+        return "%s %s" % (py, argv0)
+    return "%s -m preflight" % py
+
+
+def localise_commands(text: Optional[str], how: Optional[str] = None) -> Optional[str]:
+    """``text`` with every ``preflight <command>`` (a real subcommand) spelled as this tool was
+    run (:func:`invocation`), so a fix can be pasted as printed."""
+    import re
+
+    if not text or "preflight " not in text:
+        return text
+    from ..commands import COMMANDS
+
+    names = "|".join(sorted((m.NAME for m in COMMANDS), key=len, reverse=True))
+    how = how or invocation()
+    if how == "preflight":
+        return text
+    return re.sub(r"(?<![\w./-])preflight (?=(?:%s)\b)" % names, how.replace("\\", "\\\\") + " ", text)
+
+
 def redact_report(report: Report) -> Report:
     """A copy of ``report`` with every secret replaced by ``***`` (rows, target, machine facts,
     sections; a :class:`~preflight.report.jsonreport.Redacted` part is kept as its owner
-    redacted it). The one redaction pass of the output layer."""
-    rows = [Result(id=r.id, stage=r.stage, status=r.status, message=redact(r.message), evidence=redact(r.evidence),
-                   fix=redact(r.fix) if r.fix else r.fix, caused_by=list(r.caused_by), duration_s=r.duration_s)
+    redacted it). The one redaction pass of the output layer; it also spells every
+    ``preflight <command>`` in messages and fixes as the user ran the tool (:func:`localise_commands`)."""
+    how = invocation()
+    rows = [Result(id=r.id, stage=r.stage, status=r.status, message=localise_commands(redact(r.message), how),
+                   evidence=redact(r.evidence), fix=localise_commands(redact(r.fix), how) if r.fix else r.fix,
+                   caused_by=list(r.caused_by), duration_s=r.duration_s)
             for r in report.results]
     return dataclasses.replace(report, results=rows, target=redact(report.target), verl=redact(report.verl),
                                machine=redact(report.machine),

@@ -1,0 +1,43 @@
+"""``--dry-run`` on spec, image and install: the stack and its top-level pins, in seconds, with
+nothing written, downloaded or installed; the pins are the resolver's own."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MACHINE = ["--verl", "0.9.1", "--gpu", "H200", "--driver", "580.95.05", "--python", "3.12"]
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "preflight"] + list(args), cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+
+
+@pytest.mark.parametrize("command,where", [("spec", "-o"), ("image", "-o"), ("install", "--prefix")])
+def test_dry_run_writes_nothing(command, where, tmp_path):
+    from preflight import matrix
+    from preflight.outputs.spec import SpecOptions, top_level
+    from preflight.resolve import resolve
+
+    target = tmp_path / "out"
+    p = cli(command, *MACHINE, where, str(target), "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert not target.exists() and not (tmp_path / "out.spec").exists()
+    mx = matrix.load()
+    res = resolve(mx, "0.9.1", gpu="H200", driver="580.95.05", python="3.12")
+    reqs, _, _ = top_level(mx, res, SpecOptions())
+    assert "top-level pins: %s" % " ".join(reqs) in p.stderr
+    assert "nothing was written" in p.stderr
+
+
+def test_backend_none_is_one_spelling(tmp_path):
+    """spec/install/image take --backend none like check does (the old --no-backend still works)."""
+    a = cli("spec", *MACHINE, "--backend", "none", "-o", str(tmp_path / "a"), "--dry-run")
+    b = cli("spec", *MACHINE, "--no-backend", "-o", str(tmp_path / "b"), "--dry-run")
+    assert a.returncode == b.returncode == 0, a.stderr + b.stderr
+    pins = [l for l in a.stderr.splitlines() if l.startswith("top-level pins:")]
+    assert pins and "vllm" not in pins[0] and "verl[" in pins[0]
+    assert pins == [l for l in b.stderr.splitlines() if l.startswith("top-level pins:")]
