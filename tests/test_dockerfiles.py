@@ -83,3 +83,38 @@ def test_image_prefers_the_base_image_python():
     _, res, _, _ = spec.resolve_stack(args)
     row = [r for r in _rows() if r["variant"] == res.variant][0]
     assert res.ok and res.python == row["python"] == "3.12"
+
+
+def _sources(node):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k in ("source", "digest_source") and isinstance(v, str):
+                yield v
+            else:
+                yield from _sources(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _sources(v)
+
+
+def test_matrix_sources_can_be_read_by_anyone():
+    """Every matrix source either names something public (a URL, owner/repo#N, a commit, a
+    package's files on PyPI) or a file of this repository that exists; never only a file
+    outside it (like the reference notes the rows were curated from)."""
+    import glob
+
+    import tomllib
+
+    public = re.compile(r"https?://|[\w.-]+/[\w.-]+#\d+|@[0-9a-f]{7,}|\b#\d+|\bPyPI\b|release notes|docs|README|"
+                        r"RELEASE\.md|METADATA|wheel|developer\.nvidia|public|[\w-]+/[\w.-]+ repository", re.I)
+    bad = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "matrices", "*.toml"))):
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+        for src in _sources(data):
+            local = re.findall(r"(?<![\w/])((?:[\w.-]+/)*[\w.-]+\.md)\b", src)
+            missing = [f for f in local if not os.path.exists(os.path.join(ROOT, f))
+                       and not os.path.exists(os.path.join(ROOT, "matrices", f))]
+            if missing and not public.search(src):
+                bad.append("%s: %s" % (os.path.basename(path), src))
+    assert not bad, "\n".join(bad)
