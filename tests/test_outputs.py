@@ -63,8 +63,19 @@ def test_spec_lock_is_complete_hashed_and_reproducible(pyz, cpu_spec, tmp_path):
     # same inputs, same bytes
     again = str(tmp_path / "again")
     assert pf(pyz, "spec", *CPU_STACK, "-o", again).returncode == 0
-    for f in ("requirements.lock", "environment.json"):
+    for f in ("requirements.lock", "pylock.toml", "environment.json"):
         assert open(os.path.join(again, f)).read() == open(os.path.join(cpu_spec, f)).read(), f
+    # pylock.toml (PEP 751) pins the same set, valid by packaging's reader
+    from packaging.pylock import Pylock
+
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover
+        import tomli as tomllib
+    with open(os.path.join(cpu_spec, "pylock.toml"), "rb") as fh:
+        lock = Pylock.from_dict(tomllib.load(fh))
+    assert {str(p.name): str(p.version) for p in lock.packages} == {
+        k.replace("_", "-").replace(".", "-"): v for k, v in pins.items()}
 
 
 @pytest.mark.realenv
