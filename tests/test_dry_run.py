@@ -41,3 +41,36 @@ def test_backend_none_is_one_spelling(tmp_path):
     pins = [l for l in a.stderr.splitlines() if l.startswith("top-level pins:")]
     assert pins and "vllm" not in pins[0] and "verl[" in pins[0]
     assert pins == [l for l in b.stderr.splitlines() if l.startswith("top-level pins:")]
+
+
+def test_satisfied_prefix_answers_without_pip(tmp_path):
+    """install on a prefix that holds the lock of the same stack resolves in seconds (no pip):
+    the lock's header pins and indexes match the resolution and the marker records its sha256."""
+    import argparse
+    import json
+
+    from preflight import matrix
+    from preflight.commands import install, spec
+    from preflight.outputs.install import INSTALLED, lock_digest
+    from preflight.outputs.spec import SpecOptions, top_level
+    from preflight.resolve import resolve
+
+    mx = matrix.load()
+    res = resolve(mx, "0.9.1", gpu="H200", driver="580.95.05", python="3.12")
+    reqs, extra, _ = top_level(mx, res, SpecOptions())
+    prefix, spec_dir = tmp_path / "env", tmp_path / "env.spec"
+    prefix.mkdir()
+    spec_dir.mkdir()
+    lock = "# top-level pins: %s\n%s\nverl==0.9.1 \\\n    --hash=sha256:%s\n" % (
+        " ".join(reqs), "".join("--extra-index-url %s\n" % u for u in extra), "0" * 64)
+    (spec_dir / "requirements.lock").write_text(lock)
+    (prefix / INSTALLED).write_text(json.dumps({"lock_sha256": lock_digest(lock)}))
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.12.3\n")
+    p = argparse.ArgumentParser()
+    spec.add_stack_options(p)
+    args = p.parse_args(MACHINE)
+    assert install.satisfied_lock(args, str(prefix), str(spec_dir)) == str(spec_dir / "requirements.lock")
+    other = p.parse_args(MACHINE[:-2] + ["--python", "3.11"])  # another stack: resolve and lock again
+    assert install.satisfied_lock(other, str(prefix), str(spec_dir)) is None
+    (prefix / INSTALLED).write_text(json.dumps({"lock_sha256": "x"}))  # installed something else
+    assert install.satisfied_lock(args, str(prefix), str(spec_dir)) is None

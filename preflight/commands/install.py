@@ -38,6 +38,54 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("check_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
 
+def _python_of(prefix: str) -> str:
+    """X.Y of the venv at ``prefix`` (from pyvenv.cfg's version line)."""
+    try:
+        with open(os.path.join(prefix, "pyvenv.cfg"), encoding="utf-8") as fh:
+            for line in fh:
+                key, _, value = line.partition("=")
+                if key.strip() in ("version", "version_info"):
+                    return ".".join(value.strip().split(".")[:2])
+    except OSError:
+        pass
+    return ""
+
+
+def satisfied_lock(args: argparse.Namespace, prefix: str, spec_dir: str):
+    """The lock path when ``prefix`` is a complete install of the lock ``spec_dir`` holds and that
+    lock was made for the same top-level pins, indexes and Python as the stack resolved now
+    (seconds: no pip); else None. The installed marker records the lock's sha256; the lock's header
+    its top-level pins; the venv's pyvenv.cfg its Python."""
+    import json
+
+    from ..outputs.install import INCOMPLETE, INSTALLED, lock_digest
+    from ..outputs.spec import top_level
+    from .spec import resolve_stack
+
+    lock = os.path.join(spec_dir, "requirements.lock")
+    marker = os.path.join(prefix, INSTALLED)
+    if not (os.path.isfile(lock) and os.path.isfile(marker)) or os.path.exists(os.path.join(prefix, INCOMPLETE)):
+        return None
+    try:
+        with open(lock, encoding="utf-8") as fh:
+            text = fh.read()
+        with open(marker, encoding="utf-8") as fh:
+            recorded = json.load(fh).get("lock_sha256")
+    except (OSError, ValueError):
+        return None
+    if recorded != lock_digest(text):
+        return None
+    mx, res, _, opts = resolve_stack(args)
+    if not res.ok:
+        return None
+    reqs, extra, _ = top_level(mx, res, opts)
+    lines = text.splitlines()
+    indexes = [l for l in lines if l.startswith("--extra-index-url ")]
+    same = ("# top-level pins: %s" % " ".join(reqs) in lines and _python_of(prefix) == res.python
+            and indexes == ["--extra-index-url %s" % u for u in extra])
+    return lock if same else None
+
+
 def run(args: argparse.Namespace) -> int:
     """Install, then check; see the module docstring for exit codes."""
     from rich.console import Console
@@ -95,16 +143,25 @@ def run(args: argparse.Namespace) -> int:
             return 0
     else:
         spec_dir = prefix.rstrip("/") + ".spec"
-        mx, res, spec, paths = make_spec(args, spec_dir, say)
-        if spec is None:
+        done = satisfied_lock(args, prefix, spec_dir)
+        if done is not None:  # the prefix already holds the lock of this very stack: no pip resolution
+            say("%s already holds the lock of this stack (%s): nothing to resolve or install" % (prefix, done))
+            mx = res = spec = None
+            paths = [done]
+        else:
+            mx, res, spec, paths = make_spec(args, spec_dir, say)
+        if done is not None:
+            lock_path, python = done, args.python or _python_of(prefix)
+        elif spec is None:
             say("no stack works for verl %s here: %s" % (res.verl, "; ".join(res.problems[:2])))
             for o in res.options[:4]:
                 say("  option: %s" % o)
             raise UsageError("nothing installed: no stack works for verl %s on this machine (see "
                              "'preflight resolve --verl %s')" % (res.verl, res.verl))
-        lock_path, python = paths[0], res.python
-        for p in spec.post_install:
-            say("note: after the lock, run in the prefix: %s" % p)
+        else:
+            lock_path, python = paths[0], res.python
+            for p in spec.post_install:
+                say("note: after the lock, run in the prefix: %s" % p)
     base = find_interpreter(python)
     if base is None:
         raise UsageError("no Python %s on this machine to create the venv with; install it (e.g. 'uv python "
