@@ -118,10 +118,10 @@ def run(args: argparse.Namespace) -> int:
         text = text.replace("ENV PATH=/opt/verl/bin", "# after the lock (source build, needs the GPU toolchain):\n"
                             "# RUN /opt/verl/bin/python -m %s\nENV PATH=/opt/verl/bin" % spec.post_install[0].replace(
                                 "pip install", "pip install", 1), 1)
+    from ..atomic import write_atomic
+
     path = os.path.join(out, "Dockerfile")
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(path + ".tmp", path)
+    write_atomic(path, text, "-o")
     print(os.path.abspath(path))
     tag = args.tag or "verl:%s" % res.verl
     if not args.build:

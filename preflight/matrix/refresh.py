@@ -192,11 +192,10 @@ def refresh(matrix_dir: str, packages: Optional[Dict[str, str]] = None,
             diffs.extend(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True),
                                               "a/metadata/%s.json" % name, "b/metadata/%s.json" % name))
             if write:
+                from ..atomic import write_atomic
+
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-                tmp = path + ".tmp"
-                with open(tmp, "w", encoding="utf-8") as fh:
-                    fh.write(new_text)
-                os.replace(tmp, path)
+                write_atomic(path, new_text, "--dir")
     return "".join(diffs), count
 
 

@@ -332,10 +332,9 @@ def _index_html(title: str, links: Sequence[Tuple[str, str]]) -> str:
 
 
 def _write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    from ..atomic import write_atomic
+
+    write_atomic(path, text)
 
 
 def _place(src: str, dst: str) -> None:
