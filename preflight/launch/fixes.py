@@ -162,7 +162,7 @@ def _rank(f: Any) -> int:
 
 
 def fix_line(found: List[Any], get: Get, raw: Optional[Get], run: Runner,
-             rounds: int = 12) -> Optional[Tuple[Dict[str, Any], List[str], List[str]]]:
+             rounds: int = 30) -> Optional[Tuple[Dict[str, Any], List[str], List[str]]]:
     """(one set of overrides, failures it fixes, failures it leaves) for the failing findings;
     None when nothing fails or no failure has an override fix.
 
@@ -176,8 +176,10 @@ def fix_line(found: List[Any], get: Get, raw: Optional[Get], run: Runner,
     before = _fails(fails)
     line: Dict[str, Any] = {}
     after: List[Any] = list(found)
+    stuck: Set[str] = set()
     for _ in range(rounds):
-        left = sorted([g for g in after if g.status == "fail" and g.alts and g.rule != "fix_line"], key=_rank)
+        left = sorted([g for g in after if g.status == "fail" and g.alts and g.rule != "fix_line"
+                       and g.id not in stuck], key=_rank)
         if not left:
             break
         g = left[0]
@@ -191,7 +193,8 @@ def fix_line(found: List[Any], get: Get, raw: Optional[Get], run: Runner,
                 break
         step = dict(pick if pick is not None else g.alts[0])
         if all(line.get(k, object()) == v for k, v in step.items()):
-            break  # no progress
+            stuck.add(g.id)  # its fix is in the line already and it still fails: leave it to the others
+            continue
         line.update(step)
         try:
             after = run(overlay(get, raw, line))

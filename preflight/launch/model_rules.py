@@ -206,6 +206,17 @@ def compute_capability(x: Any, v: Any, get: Get, gpus: Optional[List[Dict[str, A
     alt: Dict[str, Any] = {k: "float16" if not k.endswith("param_dtype") else "fp16" for k in bf16}
     for k in flash:
         alt[k] = False if k.endswith("use_remove_padding") else "sdpa"
+    # Ulysses sequence parallel needs the padding-free (FlashAttention) path: it goes too
+    if "actor_rollout_ref.model.use_remove_padding" in flash and v.sp > 1:
+        for k in ("actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+                  "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size"):
+            if (_i(get(k, None)) or 1) > 1:
+                alt[k] = 1
+    if "critic.model.use_remove_padding" in flash and v.critic_sp > 1:
+        for k in ("critic.ulysses_sequence_parallel_size", "critic.model.fsdp_config.ulysses_sequence_parallel_size",
+                  "critic.fsdp.ulysses_sequence_parallel_size"):
+            if (_i(get(k, None)) or 1) > 1:
+                alt[k] = 1
     parts = []
     if bf16:
         parts.append("bf16 (%s)" % ", ".join(bf16))

@@ -188,6 +188,7 @@ class Values:
     param_offload: bool
     optimizer_offload: bool
     model_path: Any
+    sp_key: str = "actor_rollout_ref.actor.ulysses_sequence_parallel_size"
 
     @property
     def world(self) -> int:
@@ -292,7 +293,8 @@ def values(get: Callable[[str, Any], Any]) -> Values:
         mg_vpp=_int(get, a + "megatron.virtual_pipeline_model_parallel_size"),
         param_offload=_bool(get(a + "fsdp_config.param_offload", False)),
         optimizer_offload=_bool(get(a + "fsdp_config.optimizer_offload", False)),
-        model_path=get("actor_rollout_ref.model.path", None))
+        model_path=get("actor_rollout_ref.model.path", None),
+        sp_key=a + ("ulysses_sequence_parallel_size" if legacy_sp > 1 else "fsdp_config.ulysses_sequence_parallel_size"))
 
 
 def bad_sizes(get: Callable[[str, Any], Any], v: Values) -> List[Tuple[str, int, str]]:
@@ -413,6 +415,8 @@ class _Ctx:
         meta = self.rules.get(rule, {})
         if fix is None and fix_key and alts:
             fix = "set %s to %s%s" % (fix_key, _or([_fmt(a[fix_key]) for a in alts]), fix_tail)
+        elif fix is None and fix_key:
+            fix = "change %s%s" % (fix_key, fix_tail)
         f = Finding(rule, status, message, fix, item, meta.get("check", ""),
                     (self.rs.get("where") or {}).get(rule, ""), meta.get("stops", ""), silent,
                     {k: v for k, v in evidence.items() if v is not None}, list(alts or []), fix_key, fix_tail)
@@ -497,11 +501,17 @@ def _train_divisible(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
         mp = v.mg_tp * v.mg_pp * v.mg_cp
         if v.world % mp:
             okd = [d for d in divisors(v.world) if d % (v.mg_tp * v.mg_cp) == 0 or d == v.world]
+            ppk = "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size"
+            tpk = "actor_rollout_ref.actor.megatron.tensor_model_parallel_size"
+            alts = [{ppk: d} for d in _near([d for d in divisors(v.world) if v.world % (v.mg_tp * d * v.mg_cp) == 0],
+                                            v.mg_pp)]
+            if not alts:
+                alts = [{tpk: d, ppk: 1} for d in _near([d for d in divisors(v.world) if v.world % (d * v.mg_cp) == 0],
+                                                        v.mg_tp)]
             x.add("megatron_world", "fail", "world size %d is not divisible by Megatron TP %d x PP %d x CP %d = %d" % (
                 v.world, v.mg_tp, v.mg_pp, v.mg_cp, mp),
-                "set actor_rollout_ref.actor.megatron.pipeline_model_parallel_size (or TP) so TP x PP x CP divides "
-                "%d, e.g. TP x PP in %s" % (v.world, ", ".join(str(d) for d in divisors(v.world)[:6])),
-                world=v.world, model_parallel=mp, candidates=okd[:6])
+                "set %s so that TP x PP x CP divides %d" % (" or ".join(override_line(a) for a in alts), v.world),
+                alts=alts, world=v.world, model_parallel=mp, candidates=okd[:6])
             return
         x.add("megatron_world", "pass", "world size %d / (TP %d x PP %d x CP %d) = %d data-parallel ranks" % (
             v.world, v.mg_tp, v.mg_pp, v.mg_cp, v.world // mp))
@@ -574,9 +584,11 @@ def _sp(x: _Ctx, v: Values) -> None:
         if sp <= 1:
             continue
         if v.world % sp:
+            ukey = "critic.ulysses_sequence_parallel_size" if role == "critic" else v.sp_key
+            near = _near(divisors(v.world), sp)
             x.add("sp_remove_padding", "fail", "%s: Ulysses size %d does not divide the world size %d" % (
-                role, sp, v.world), "set the Ulysses size to a divisor of %d: %s" % (
-                v.world, ", ".join(str(d) for d in divisors(v.world))), item=role)
+                role, sp, v.world), item=role, alts=[{ukey: d} for d in near], fix_key=ukey,
+                fix_tail=" (a divisor of the world size %d)" % v.world)
         if not v.remove_padding:
             x.add("sp_remove_padding", "fail", "%s: Ulysses size %d with use_remove_padding=False" % (role, sp),
                   "set actor_rollout_ref.model.use_remove_padding=True", item=role,
@@ -611,8 +623,12 @@ def _mini_micro(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
         key = pre + ".ppo_mini_batch_size"
         cands = _mini_candidates(v, mini, role=role)
         good = [m for m in divisors(v.B) if (m * v.n) % dp == 0]
-        mini_fix = dict(alts=[{key: c} for c in cands], fix_key=key) if good else dict(
-            fix="raise data.train_batch_size x rollout.n to at least %d" % dp)
+        if good:
+            mini_fix: Dict[str, Any] = dict(alts=[{key: c} for c in cands], fix_key=key)
+        else:
+            up = bm.multiples_near(v.B, dp, v.n)[-1]
+            mini_fix = dict(fix="raise data.train_batch_size x rollout.n to at least %d (e.g. data.train_batch_size=%d "
+                                "and %s=%d)" % (dp, up, key, up), alts=[{"data.train_batch_size": up, key: up}])
         if q == 0:
             x.add("mini_per_gpu", "fail", "%s: per-GPU mini-batch %s normalises to 0 (silent hang in releases without "
                   "the assertion)" % (role, shown), item=role, silent=False, mini=mini, rollout_n=v.n,
@@ -800,7 +816,8 @@ def _model_rules(x: _Ctx, v: Values, model: Optional[ModelFacts], why: str) -> N
             "max_position_embeddings", limit),
             "set data.max_response_length=%d (or shorten data.max_prompt_length)" % max(1, limit - v.prompt_length),
             limit=limit, alts=[{"data.max_response_length": max(1, limit - v.prompt_length)}]
-            if v.prompt_length < limit else [])
+            if v.prompt_length < limit else [{"data.max_prompt_length": limit // 2,
+                                              "data.max_response_length": limit - limit // 2}])
     else:
         x.add("max_position", "warn", "prompt %d + response %d = %d > %d: long prompts get their responses cut to "
               "what is left" % (v.prompt_length, v.response_length, total, limit),
