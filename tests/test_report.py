@@ -379,3 +379,23 @@ def test_fixes_name_a_command_that_runs_from_here(pyz, bare_python, tmp_path):
             cmd[0] = sys.executable
         p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, universal_newlines=True, timeout=60)
         assert p.returncode == 0 and p.stdout.startswith("verl-preflight"), (cmd, p.stdout)
+
+
+@pytest.mark.skipif(not os.environ.get("PREFLIGHT_GPU_REPORTS"),
+                    reason="set PREFLIGHT_GPU_REPORTS to the folder bench/gpu_report_formats.sh wrote on a GPU node")
+def test_gpu_run_reports():
+    """The reports of a real GPU run (bench/gpu_report_formats.sh), read back by the independent
+    readers: NCCL busbw per message size in the Prometheus text equals the JSON evidence."""
+    d = os.environ["PREFLIGHT_GPU_REPORTS"]
+    doc = validate_report(open(os.path.join(d, "report.json")).read())
+    assert doc["machine"]["nvml"].get("device_count", 0) >= 1
+    fams = {f.name: f for f in text_string_to_metric_families(open(os.path.join(d, "report.prom")).read())}
+    rows = {r["id"]: r for r in doc["results"]}
+    sizes = [s for r in rows.values() for s in (r["evidence"].get("sizes") or [])]
+    if sizes:
+        bus = {int(s.labels["size_bytes"]): s.value for s in fams["verl_preflight_nccl_busbw_bytes_per_second"].samples}
+        assert bus == {s["size_mib"] << 20: pytest.approx(s["busbw_gbps"] * 1e9) for s in sizes}
+    JUnitXml.fromfile(os.path.join(d, "report.junit"))
+    MarkdownIt("commonmark").enable("table").render(open(os.path.join(d, "report.markdown")).read())
+    status = {f: open(os.path.join(d, "status", f)).read().strip() for f in os.listdir(os.path.join(d, "status"))}
+    assert status["verdict"] == doc["verdict"] and set(status) - {"verdict"} == set(doc["stages"])
