@@ -97,10 +97,23 @@ class Context:
         self._facts: Dict[str, Any] = dict(facts or {})
         self.results: Dict[str, Any] = {}  # result id -> Result, filled by the runner
 
-    def _memo(self, key: str, fn: Callable[[], Any]) -> Any:
+    def memo(self, key: str, fn: Callable[[], Any]) -> Any:
+        """The fact ``key``, computed once with ``fn()`` (a probe or a derived fact a check shares
+        with later checks, e.g. the composed launch)."""
         if key not in self._facts:
             self._facts[key] = fn()
         return self._facts[key]
+
+    _memo = memo  # the old private spelling, kept for code written against it
+
+    def peek(self, key: str, default: Any = None) -> Any:
+        """The fact ``key`` if some stage already read it, else ``default``; never probes (for a
+        check that may use a fact but must not pay for it)."""
+        return self._facts.get(key, default)
+
+    def put(self, key: str, value: Any) -> None:
+        """Set the fact ``key`` (a check handing a resource on, or marking it used)."""
+        self._facts[key] = value
 
     # ---- host ----------------------------------------------------------------------------
     def host(self) -> Dict[str, Any]:

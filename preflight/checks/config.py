@@ -70,7 +70,7 @@ def launch_facts(ctx: Any) -> Optional[Dict[str, Any]]:
         except UsageError as exc:  # an unreadable --config file: a row here, exit 2 in `config`
             return {"spec": spec, "entry": ep, "usage": exc}
         return {"spec": spec, "entry": ep, "composed": comp}
-    return ctx._memo("launch", build)
+    return ctx.memo("launch", build)
 
 
 def _absent(ep: Optional[Dict[str, Any]], release: Optional[str]) -> Optional[ConfigError]:
@@ -132,7 +132,7 @@ def evaluation(ctx: Any) -> Dict[str, Any]:
         plan, found, note = evaluate(comp.get, rules_release(ctx, comp), machine, model, why, missing, raw=raw,
                                      module_names=names)
         return {"plan": plan, "findings": found, "note": note, "model": model, "model_why": why}
-    return ctx._memo("launch_eval", build)
+    return ctx.memo("launch_eval", build)
 
 
 def outcome_of(f: Finding, item: Optional[str] = None) -> Outcome:

@@ -76,7 +76,7 @@ def _torch_cuda(ctx) -> Optional[Dict[str, Any]]:
 
 def _torch_cuda_version(ctx) -> Tuple[Optional[str], str]:
     """CUDA version of the target's torch and where it came from."""
-    imp = ctx._facts.get("imports") or {}
+    imp = ctx.peek("imports") or {}
     facts = (imp.get("torch") or {}).get("facts") or {}
     if facts.get("cuda") or facts.get("version"):
         return facts.get("cuda"), "torch.version.cuda in the target"

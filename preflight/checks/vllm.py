@@ -460,7 +460,7 @@ def start_session(ctx):
             return None
         return {"proc": proc, "workdir": workdir, "go_file": go, "label": [ctx.options.python, "<script vllm_generate>"],
                 "out": None}
-    return ctx._memo("vllm_session", start)
+    return ctx.memo("vllm_session", start)
 
 
 def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
@@ -518,11 +518,11 @@ def run_generation(ctx, engine: str, tp: int, mode: str = "fast") -> Tuple[Probe
     ``mode``: ``fast`` (compiles nothing: eager, no torch.compile, prebuilt attention kernels, no
     JIT sampler, the smallest KV cache, the engine core in-process) or ``compile`` (the path
     verl's rollout takes by default: CUDA graphs and torch.compile)."""
-    sess = ctx._facts.get("vllm_session") if engine == "vllm" and mode == "fast" else None
+    sess = ctx.peek("vllm_session") if engine == "vllm" and mode == "fast" else None
     if sess is not None:  # the process that imported vLLM for the imports stage goes on
         workdir = sess["workdir"]
-        ctx._facts["vllm_session"] = None
-        ctx._facts["vllm_session_used"] = True
+        ctx.put("vllm_session", None)
+        ctx.put("vllm_session_used", True)
     else:
         workdir = tempfile.mkdtemp(prefix="preflight-%s-" % engine)
     try:
@@ -570,7 +570,7 @@ def generate(ctx):
     out, log_text = run_generation(ctx, engine, tp)
     o = interpret(ctx, engine, dist, out, log_text, ctx.options.timeout)
     o.evidence["chosen_by"] = how
-    if ctx._facts.get("vllm_session_used"):
+    if ctx.peek("vllm_session_used"):
         o.evidence["one_process"] = "vLLM was imported once, during the imports stage, by this generation's process"
     return o
 

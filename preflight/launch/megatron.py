@@ -66,7 +66,7 @@ def megatron_outcome(ctx: Any, comp: Any, release: Optional[str]) -> Any:
     for spec in row.get("imports", []):
         mod, _c, attr = spec.partition(":")
         items.append({"id": spec, "module": mod, "attr": attr or None})
-    res = ctx._memo("megatron_imports", lambda: run_imports(ctx.options.python, items, ctx.options.timeout))
+    res = ctx.memo("megatron_imports", lambda: run_imports(ctx.options.python, items, ctx.options.timeout))
     ev["imports"] = {k: {"state": r.get("state"), "error": r.get("error")} for k, r in res.items()}
     bad = [(k, r) for k, r in res.items() if r.get("state") != "ok"]
     if bad:
