@@ -1,4 +1,4 @@
-# The supervisor of one probe: runs as ``python -I -S -c <this file> <json config>`` under the
+# The supervisor of one probe: runs as ``python -I -S -c <this file> CTL_FD DIR CWD COMMAND...`` under the
 # checker's own interpreter, standard library only (it never imports the checker's code).
 #
 # It starts the probe command in a new session, waits for it, and then removes every process the
@@ -12,17 +12,14 @@
 # the checker closed it (deadline passed) or the checker died in any way, SIGKILL included, since
 # the kernel closes a dead process's descriptors. SIGTERM, SIGINT and SIGHUP do the same.
 #
-# Config (argv[1], JSON): {"argv": [...], "cwd": str|null, "ctl_fd": int, "dir": str}.
+# Arguments: CTL_FD DIR CWD COMMAND... (CWD "" for the supervisor's own). It imports nothing heavy
+# (no json, subprocess or shutil: fork and exec by hand), so it starts in a few milliseconds.
 # It writes <dir>/pid (the probe's pid, as soon as it runs) and <dir>/status (the probe's exit
 # status in the Popen convention: negative for a signal; "killed" when it was stopped early), and
 # exits with the probe's status (128 + N for signal N). When the checker is gone it removes <dir>.
-import errno
-import json
 import os
 import select
-import shutil
 import signal
-import subprocess
 import sys
 import time
 
@@ -77,9 +74,10 @@ def _children(me):
 
 
 def main():
-    cfg = json.loads(sys.argv[1])
-    ctl = int(cfg["ctl_fd"])
-    d = cfg["dir"]
+    ctl = int(sys.argv[1])
+    d = sys.argv[2]
+    cwd = sys.argv[3] or None
+    argv = sys.argv[4:]
     parent = os.getppid()
     me = os.getpid()
     libc = _libc() if sys.platform.startswith("linux") else None
@@ -97,33 +95,66 @@ def main():
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     signal.set_wakeup_fd(wake_w)
 
-    def preexec():
-        if libc is not None:
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            if os.getppid() != me:  # the supervisor died before prctl took effect
-                os._exit(137)
-
-    try:
-        proc = subprocess.Popen(cfg["argv"], cwd=cfg.get("cwd"), stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=preexec)
-    except OSError as exc:
-        _write(os.path.join(d, "status"), "launch_error %s" % exc)
-        sys.exit(127)
-    _write(os.path.join(d, "pid"), str(proc.pid))
+    # the probe: fork (this process has one thread), then in the child a new session, the
+    # parent-death signal, stdin from /dev/null, no descriptor of ours, and exec
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(err_r)
+            os.setsid()
+            if libc is not None:
+                libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+                if os.getppid() != me:  # the supervisor died before prctl took effect
+                    os._exit(137)
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            for fd in (null, ctl, wake_r, wake_w):
+                os.close(fd)
+            os.set_inheritable(err_w, False)
+            if cwd:
+                os.chdir(cwd)
+            os.execvp(argv[0], argv)
+        except BaseException as exc:
+            try:
+                os.write(err_w, ("%s" % (exc,)).encode("utf-8", "replace"))
+            finally:
+                os._exit(127)
+    os.close(err_w)
+    failure = b""
+    while True:  # EOF at exec (the pipe is close-on-exec) or the child's error text
+        try:
+            chunk = os.read(err_r, 4096)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        failure += chunk
+    os.close(err_r)
+    if failure:
+        try:
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        _write(os.path.join(d, "status"), "launch_error %s" % failure.decode("utf-8", "replace"))
+        os._exit(127)
+    _write(os.path.join(d, "pid"), str(pid))
     status = None  # the probe's exit status, Popen convention
 
-    def reap(block_pid=None):
+    def reap():
         nonlocal status
         while True:
             try:
-                pid, st = os.waitpid(-1, os.WNOHANG)
+                done, st = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return False
-            if pid == 0:
+            if done == 0:
                 return True
-            if pid == proc.pid:
+            if done == pid:
                 status = -os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
-                proc.returncode = status
 
     early = False
     while status is None:
@@ -159,7 +190,7 @@ def main():
     deadline = time.monotonic() + 10.0
     while time.monotonic() < deadline:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
         for kid in _children(me):
@@ -177,6 +208,8 @@ def main():
     else:
         _write(os.path.join(d, "status"), str(status))
     if os.getppid() != parent:  # the checker is gone: nobody will read or remove the directory
+        import shutil
+
         shutil.rmtree(d, ignore_errors=True)
     if status is None:
         code = 137

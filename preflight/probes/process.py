@@ -303,8 +303,7 @@ def _start(argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[
     ctl_r, ctl_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    cfg = {"argv": list(argv), "cwd": cwd, "ctl_fd": ctl_r, "dir": workdir}
-    sup = [sys.executable or "python3", "-I", "-S", "-c", _supervisor_code(), json.dumps(cfg)]
+    sup = [sys.executable or "python3", "-I", "-S", "-c", _supervisor_code(), str(ctl_r), workdir, cwd or ""] + list(argv)
     try:
         popen = subprocess.Popen(sup, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w, env=child_env,
                                  pass_fds=(ctl_r,), start_new_session=True)
