@@ -23,7 +23,7 @@ def ray_env(tmpdir: str) -> dict:
     """The environment every process touching the test cluster runs with."""
     env = dict(os.environ)
     env.update(RAY_TMPDIR=tmpdir, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0",
-               PYTHONUNBUFFERED="1")
+               PYTHONUNBUFFERED="1", RAY_prestart_worker_first_driver="0")  # no idle workers on 2 cores
     env.pop("RAY_ADDRESS", None)
     return env
 

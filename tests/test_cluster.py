@@ -67,7 +67,7 @@ def cluster(ray_py, drift_py):
     c = RayCluster()
     try:
         c.add(ray_py, num_cpus=1, num_gpus=2, resources={"pf_head": 1})
-        c.add(ray_py, num_cpus=1, num_gpus=1)
+        c.add(ray_py, num_cpus=4, num_gpus=1)  # more CPUs than this machine allows: verl#523's situation
         c.add(drift_py, num_cpus=1, num_gpus=1)
         yield c
     finally:
@@ -99,6 +99,20 @@ def test_every_node_reported(big_launch, cluster, ray_py):
         assert "%s.host.os" % n["label"] in r and "%s.packages.consistency" % n["label"] in r
     assert sorted(pythons.values()) == sorted(n["python"] for _p, n in cluster.nodes)  # each ran in its own Python
     assert rc == 1
+
+
+def test_node_advertising_more_cpus_than_usable(big_launch, cluster):
+    _rc, doc, _dt, _text = big_launch
+    r = rows(doc)
+    big = [n for n in doc["cluster"]["nodes"] if n["resources"].get("CPU") == 4.0]
+    assert len(big) == 1
+    row = r["cluster.cpus.%s" % big[0]["label"]]
+    usable = row["evidence"]["cpus"]["usable"]
+    assert row["status"] == "warn" and usable <= len(os.sched_getaffinity(0)) < 4
+    assert "advertises 4 CPUs" in row["message"] and row["fix"].startswith("restart that node's raylet with "
+                                                                            "`ray start --num-cpus=%d" % usable)
+    others = [n for n in doc["cluster"]["nodes"] if n["alive"] and n is not big[0]]
+    assert not any("cluster.cpus.%s" % n["label"] in r for n in others)  # 1 advertised CPU: nothing to say
 
 
 def test_drift_names_nodes_and_values(big_launch, cluster, ray_py, drift_py):
@@ -150,8 +164,13 @@ def test_fitting_launch_and_verl_attach(pyz, ray_py, cluster, tmp_path):
     env = dict(cluster.env, RAY_TMPDIR=str(tmp_path))  # no state file: verl's ray.init() finds no cluster
     rc, doc, _dt, text = cluster_cmd(pyz, ray_py, env, "--address", cluster.address, "--collective", "none",
                                      "--stage", "host", "--timeout", "60", "--",
-                                     "trainer.nnodes=2", "trainer.n_gpus_per_node=1")
+                                     "trainer.nnodes=2", "trainer.n_gpus_per_node=1",
+                                     "ray_kwargs.ray_init.num_cpus=1")
     r = rows(doc)
+    # verl passes ray_init.num_cpus to ray.init(); Ray refuses it when attaching (its own message)
+    refused = r["cluster.attach.ray-init"]
+    assert refused["status"] == "fail" and "num_cpus" in refused["message"]
+    assert "When connecting to an existing cluster" in refused["message"]
     assert r["cluster.attach"]["status"] == "pass", text[-2000:]
     assert r["cluster.attach.verl"]["status"] == "fail"
     assert "start a new local Ray instance" in r["cluster.attach.verl"]["message"]
