@@ -263,7 +263,14 @@ def _pip(args: Sequence[str], timeout: float, python: Optional[str] = None) -> s
 
 
 def _pip_error(proc: subprocess.CompletedProcess) -> str:
-    errs = [l for l in proc.stderr.splitlines() if l.startswith("ERROR")] or proc.stderr.strip().splitlines() \
+    lines = proc.stderr.splitlines()
+    errs = [l for l in lines if l.startswith("ERROR") and "ResolutionImpossible" not in l]
+    # a conflict: pip names the requirements that clash on the lines after "The conflict is caused by"
+    for i, l in enumerate(lines):
+        if "conflict is caused by" in l:
+            errs.append("conflict: " + "; ".join(x.strip() for x in lines[i + 1:i + 4] if x.strip()))
+            break
+    errs = errs or [l for l in lines if l.startswith("ERROR")] or proc.stderr.strip().splitlines() \
         or proc.stdout.strip().splitlines()
     return (errs or ["exit %d" % proc.returncode])[-1][:400]
 
