@@ -98,24 +98,27 @@ def test_guarded_stream_drops_writes_after_epipe(tmp_path):
 
 
 # ---- f06: a YAML read that times out --------------------------------------------------------
-@pytest.mark.parametrize("reader,expect", [
-    ("import time\ndef safe_load(fh):\n    time.sleep(300)\n", "took longer than --timeout"),
-    ("import os\ndef safe_load(fh):\n    os.abort()\n", "crashed with SIGABRT"),
-    (None, "neither omegaconf nor PyYAML"),
+@pytest.mark.parametrize("reader", [
+    "import time\ndef safe_load(fh):\n    time.sleep(300)\n",
+    "import os\ndef safe_load(fh):\n    os.abort()\n",
+    None,
 ])
-def test_yaml_read_failure_names_its_cause(pyz, tmp_path, reader, expect):
-    """f06: the reason a --file could not be read: too slow, the reader crashed, or no reader."""
+def test_yaml_read_never_uses_a_broken_target_reader(pyz, tmp_path, reader):
+    """f06: a target without verl whose yaml module hangs, crashes or is absent: the --file is read
+    by the zipapp's own OmegaConf (the vendored Hydra composes), so none of that can stall or break
+    the run, and the file's value is used."""
     files = {"yaml/__init__.py": reader} if reader else {"placeholder.txt": ""}
     py, token = target(tmp_path, files)
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("data:\n  train_batch_size: 60\n")
+    cfg.write_text("trainer:\n  total_epochs: 7\n")
+    out = tmp_path / "r.json"
     t0 = time.monotonic()
-    proc = run_pyz(pyz, "config", "--python", py, "--verl", "0.9.1", "--file", str(cfg), "--timeout", "4")
-    assert proc.returncode == 2
-    assert expect in proc.stderr, proc.stderr
-    if "neither" not in expect:
-        assert "neither omegaconf nor PyYAML" not in proc.stderr
-    assert time.monotonic() - t0 < 40
+    proc = run_pyz(pyz, "config", "--python", py, "--verl", "0.9.1", "--file", str(cfg), "--timeout", "20",
+                   "--json", str(out))
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
+    values = json.loads(out.read_text())["launch"]["config"]["values"]
+    assert values["trainer.total_epochs"] == {"value": 7, "source": "file"}
+    assert time.monotonic() - t0 < 60
     assert wait_gone(token) == []
 
 

@@ -1,8 +1,7 @@
-"""Launch commands read into Hydra overrides, and the effective config: stored defaults vs Hydra.
-
-The stored defaults (matrices/verl_config) are checked against a real verl 0.9.1 install, and the
-stored composer (Hydra's override rules and OmegaConf's interpolation re-implemented) must give
-the same config, key for key, as Hydra's compose API in that install.
+"""Launch commands read into overrides, and the effective config composed by Hydra: the
+vendored Hydra over the stored config tree (matrices/verl_config) and the target's own Hydra over
+a real verl install (a cached venv with verl's wheel and hydra-core). The override-by-override
+differential against an independent hydra-core process is tests/test_hydra_differential.py.
 """
 
 import json
@@ -14,18 +13,20 @@ import textwrap
 import pytest
 
 from envs import real_env
-from preflight.launch.compose import (ComposeUnsupported, compose, compose_stored, flatten, load_stored,
-                                      provenance, redact_config_value, resolve)
-from preflight.launch.overrides import ConfigError, parse_launch, parse_override, parse_value
-from preflight.probes.process import run_script
+from preflight.launch.compose import (ComposeUnsupported, compose, compose_stored, flatten, provenance,
+                                      redact_config_value, release_doc, stored_release)
+from preflight.launch.overrides import parse_launch, parse_override
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VERL_CORE = ["verl[verl-core]==0.9.1", "torch==2.13.0"]
+#: verl's wheel with the Hydra it pulls in, nothing else (verl_compose never imports verl).
+VERL_HYDRA = ["verl==0.9.1", "hydra-core==1.3.8", "omegaconf==2.3.1", "antlr4-python3-runtime==4.9.3", "PyYAML==6.0.3",
+              "packaging==25.0"]
 
 
-def stored_default(key):
-    doc, _ = load_stored("0.9.1", "ppo_trainer")
-    return resolve(doc["config"], {})[0] if key is None else flatten(resolve(doc["config"], {})[0])[key]
+def verl_hydra_env(version="0.9.1"):
+    """A cached venv with verl==version and hydra-core (no torch: nothing imports verl)."""
+    return real_env("verl%s-hydra" % version.replace(".", ""), ["verl==%s" % version] + VERL_HYDRA[1:],
+                    pip_args=["--no-deps"])
 
 
 # ---- launch command parsing --------------------------------------------------------------------
@@ -49,24 +50,11 @@ def test_parse_launch(command, overrides, extra):
         assert getattr(spec, k) == v
 
 
-@pytest.mark.parametrize("text,value", [
-    ("60", 60), ("1_000", 1000), ("1e-6", 1e-6), ("0.5", 0.5), ("null", None), ("True", True), ("false", False),
-    ("vllm", "vllm"), ("'a,b'", "a,b"), ("[console,wandb]", ["console", "wandb"]), ("[]", []),
-    ("{a: 1, b: [x, 2]}", {"a": 1, "b": ["x", 2]}), ("${data.max_prompt_length}", "${data.max_prompt_length}"),
-    ("", ""), ("~/models/Qwen2.5-7B", "~/models/Qwen2.5-7B"),
-])
-def test_parse_value_hydra_grammar(text, value):
-    assert parse_value(text) == value
 
 
-@pytest.mark.parametrize("text,kind", [
-    ("a=1,2", "ambiguous_value"), ("a=choice(1,2)", "override_function"), ("a=[1,2", "override_syntax"),
-    ("novalue", "override_syntax"), (".a=1", "override_syntax"),
-])
-def test_bad_overrides_are_config_errors(text, kind):
-    with pytest.raises(ConfigError) as ei:
-        parse_override(text)
-    assert ei.value.kind == kind and ei.value.fix
+def test_parse_override_splits_prefix_and_key_only():
+    assert [(o.kind, o.key, o.value) for o in parse_launch(["a.b=1", "+c=[1,2]", "++d=x=y", "~e", "~f=3"]).overrides] == [
+        ("set", "a.b", "1"), ("add", "c", "[1,2]"), ("force", "d", "x=y"), ("delete", "e", None), ("delete", "f", "3")]
 
 
 def test_shell_variables_expand_from_the_command_and_environment(monkeypatch):
@@ -79,12 +67,12 @@ def test_shell_variables_expand_from_the_command_and_environment(monkeypatch):
     assert any("NOT_SET_HERE" in n for n in spec.notes)
 
 
-# ---- stored composition -------------------------------------------------------------------------
+# ---- stored composition (the vendored Hydra over matrices/verl_config) -------------------------
 def test_stored_defaults_match_the_real_yaml_values():
     # values written in verl 0.9.1's packaged data/legacy_data.yaml, trainer and rollout yaml
-    doc, notes = load_stored("0.9.1", "ppo_trainer")
-    assert notes == [] and doc["verl"] == "0.9.1" and "verl 0.9.1 wheel" in doc["source"]
+    assert stored_release("0.9.1", "ppo_trainer") == ("0.9.1", [])
     c = compose_stored(parse_launch([]), None, "0.9.1", env={})
+    assert c.method == "stored" and c.verl_version == "0.9.1" and "matrices/verl_config/0.9.1/" in c.source
     assert c.get("data.train_batch_size") == 1024
     assert c.get("trainer.n_gpus_per_node") == 8
     assert c.get("actor_rollout_ref.rollout.n_gpus_per_node") == 8  # ${oc.select:trainer.n_gpus_per_node,8}
@@ -93,10 +81,12 @@ def test_stored_defaults_match_the_real_yaml_values():
     assert c.resolve_errors == {}
 
 
-def test_precedence_default_file_override():
+def test_precedence_default_file_override(tmp_path):
     spec = parse_launch(["data.max_prompt_length=2048", "trainer.n_gpus_per_node=6"])
-    file_tree = {"data": {"max_prompt_length": 1024, "train_batch_size": 64}, "trainer": {"n_gpus_per_node": 4}}
-    c = compose_stored(spec, file_tree, "0.9.1", env={})
+    f = tmp_path / "saved.json"
+    f.write_text(json.dumps({"data": {"max_prompt_length": 1024, "train_batch_size": 64},
+                             "trainer": {"n_gpus_per_node": 4}}))
+    c = compose_stored(spec, str(f), "0.9.1", env={})
     assert c.get("data.train_batch_size") == 64 and c.source_of("data.train_batch_size") == "file"
     assert c.get("data.max_prompt_length") == 2048 and c.source_of("data.max_prompt_length") == "override"
     assert c.get("trainer.n_gpus_per_node") == 6
@@ -122,39 +112,46 @@ def test_later_override_wins_and_dicts_merge():
     ("data.train_batch_sise=3", "override_missing", "did you mean data.train_batch_size"),
     ("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2", "override_missing",
      "--config-name=ppo_megatron_trainer"),
-    ("~data.no_such_key", "delete_missing", "remove the override"),
+    ("~data.no_such_key", "delete_missing", "remove the ~ override"),
+    ("data.train_batch_size=1,2", "ambiguous_value", "Ambiguous value"),
+    ("data.train_batch_size=[1,2", "override_syntax", "fix the override's syntax"),
+    ("model_engine=nope", "hydra_final", "model_engine"),
 ])
-def test_stored_refusals_match_hydra(override, kind, words):
+def test_stored_refusals_quote_hydra(override, kind, words):
     c = compose_stored(parse_launch([override]), None, "0.9.1", env={})
-    assert c.error is not None and c.error.kind == kind and words in (c.error.message + c.error.fix)
+    assert c.error is not None and c.error.kind == kind and words in (c.error.message + c.error.fix), c.error.message
+    assert c.error.message.startswith("Hydra (final step): ") and "\n" not in c.error.message
 
 
-def test_add_force_delete():
-    c = compose_stored(parse_launch(["+trainer.extra.depth=2", "++data.train_batch_size=32", "~trainer.logger"]),
-                       None, "0.9.1", env={})
-    assert c.error is None
+def test_add_force_delete_casts_and_groups():
+    c = compose_stored(parse_launch(["+trainer.extra.depth=2", "++data.train_batch_size=32", "~trainer.logger",
+                                     "+trainer.s=str(7)", "data.max_prompt_length=int(3.0)",
+                                     "model_engine=megatron"]), None, "0.9.1", env={})
+    assert c.error is None, c.error.message
     assert c.get("trainer.extra.depth") == 2 and c.get("data.train_batch_size") == 32
     assert not c.has("trainer.logger")
+    assert c.get("trainer.s") == "7" and c.get("data.max_prompt_length") == 3
+    assert c.get("actor_rollout_ref.actor.strategy") == "megatron"  # the group option's defaults list
 
 
-def test_group_override_needs_hydra():
-    with pytest.raises(ComposeUnsupported) as ei:
-        compose_stored(parse_launch(["model_engine=megatron"]), None, "0.9.1", env={})
-    assert "--python" in ei.value.fix
-
-
-def test_unknown_release_uses_nearest_stored_with_a_note():
+def test_each_stored_release_composes_its_own_tree():
     c = compose_stored(parse_launch([]), None, "0.7.0", env={})
-    assert c.verl_version == "0.9.1" and any("0.7.0" in n for n in c.notes)
+    assert c.verl_version == "0.7.0" and c.notes == []
+    c = compose_stored(parse_launch([]), None, "0.9.2", env={})
+    assert c.verl_version == "0.9.1" and any("0.9.2" in n for n in c.notes)
+    with pytest.raises(ComposeUnsupported):
+        compose_stored(parse_launch(["--config-name=no_such_trainer"]), None, "0.9.1", env={})
 
 
-def test_oc_env_and_relative_interpolation():
-    tree = {"a": {"x": 3, "y": "${.x}", "z": "v${..b}"}, "b": 5, "e": "${oc.env:PF_TEST_VAR,dflt}",
-            "s": "${oc.select:nope.k,[1, 2]}", "bad": "${nope.k}"}
-    out, errors = resolve(tree, {"PF_TEST_VAR": "set"})
-    assert out["a"]["y"] == 3 and out["a"]["z"] == "v5" and out["e"] == "set" and out["s"] == [1, 2]
-    assert errors == {"bad": "interpolation key 'nope.k' not found"}
-    assert resolve(tree, {})[0]["e"] == "dflt"
+def test_oc_env_and_unresolvable_values(monkeypatch):
+    monkeypatch.delenv("PF_TEST_VAR", raising=False)
+    spec = parse_launch(["+x.e=${oc.env:PF_TEST_VAR,dflt}", "+x.f=${oc.env:PF_TEST_VAR}", "+x.g=${nope.k}",
+                         "+x.h=v${data.train_batch_size}"])
+    c = compose_stored(spec, None, "0.9.1", env={})
+    assert c.get("x.e") == "dflt" and c.get("x.h") == "v1024"
+    assert set(c.resolve_errors) == {"x.f", "x.g"}
+    c = compose_stored(spec, None, "0.9.1", env={"PF_TEST_VAR": "set"})
+    assert c.get("x.e") == "set" and c.get("x.f") == "set"
 
 
 def test_provenance_of_file_only_keys():
@@ -162,23 +159,46 @@ def test_provenance_of_file_only_keys():
     assert p == {"a": {"source": "default"}, "b": {"source": "file"}, "c": {"source": "override", "override": "+c=3"}}
 
 
-def test_yaml_file_without_a_yaml_reader_is_a_usage_error(tmp_path):
-    from preflight.errors import UsageError
+# ---- the release's own code: config dataclasses and dropped keys (failure case 33) ----------------
+CASE33 = ["algorithm.adv_estimator=grpo", "data.train_batch_size=32", "actor_rollout_ref.actor.ppo_mini_batch_size=16",
+          "actor_rollout_ref.actor.fsdp_config.param_offload=False", "{}actor_rollout_ref.actor.fsdp_config.grad_offload"
+          "=False", "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False"]
 
-    bare = tmp_path / "bare"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
-    f = tmp_path / "cfg.yaml"
-    f.write_text("data:\n  train_batch_size: 64\n")
-    probe = subprocess.run([str(bare / "bin" / "python"), "-c", "import yaml"], stderr=subprocess.DEVNULL)
-    if probe.returncode == 0:
-        pytest.skip("this Python's base install has PyYAML")
-    with pytest.raises(UsageError) as ei:
-        compose(str(bare / "bin" / "python"), parse_launch([]), str(f), "0.9.1")
-    assert "pass the config as JSON or point --python at the verl environment" in str(ei.value)
-    j = tmp_path / "cfg.json"
-    j.write_text(json.dumps({"data": {"train_batch_size": 64}}))
-    c = compose(str(bare / "bin" / "python"), parse_launch(["data.max_prompt_length=8"]), str(j), "0.9.1")
-    assert c.method == "stored" and c.get("data.train_batch_size") == 64 and c.source_of("data.train_batch_size") == "file"
+
+@pytest.mark.parametrize("prefix", ["", "+", "++"])
+def test_a_key_verl_dropped_fails_with_plus_too(prefix):
+    words = [w.format(prefix) for w in CASE33]
+    c = compose_stored(parse_launch(words), None, "0.9.1", env={})
+    assert c.error is not None and c.error.kind in ("override_missing", "unknown_field"), c.error
+    assert "grad_offload" in c.error.message and "dropped" in c.error.message
+    assert c.error.fix.startswith("delete the override") and "+actor" not in c.error.fix.replace(words[4], "")
+
+
+def test_dataclass_fields_come_from_the_release_source():
+    # 0.7.1's FSDPEngineConfig still has grad_offload (verl/workers/config/engine.py), 0.9.1's not
+    f071 = release_doc("0.7.1")["dataclasses"]["verl.workers.config.FSDPEngineConfig"]
+    f091 = release_doc("0.9.1")["dataclasses"]["verl.workers.config.FSDPEngineConfig"]
+    assert f071["file"] == "verl/workers/config/engine.py" and "grad_offload" in f071["fields"]
+    assert "grad_offload" not in f091["fields"] and "param_offload" in f091["fields"]
+    c = compose_stored(parse_launch(["actor_rollout_ref.actor.fsdp_config.grad_offload=true"]), None, "0.7.1", env={})
+    assert c.error.fix == "add it with +actor_rollout_ref.actor.fsdp_config.grad_offload=true"  # 0.7.1 takes it
+    c = compose_stored(parse_launch(["+actor_rollout_ref.actor.fsdp_config.grad_offload=true"]), None, "0.7.1", env={})
+    assert c.error is None and c.get("actor_rollout_ref.actor.fsdp_config.grad_offload") is True
+
+
+def test_a_moved_key_names_its_replacement():
+    c = compose_stored(parse_launch(["ray_init.num_cpus=4"]), None, "0.9.1", env={})
+    assert c.error.fix == "write ray_kwargs.ray_init.num_cpus=4 instead of ray_init.num_cpus=4"
+    c = compose_stored(parse_launch(["ray_init.num_cpus=4"]), None, "0.5.0", env={})
+    assert c.error is None and c.get("ray_init.num_cpus") == 4
+
+
+def test_a_new_key_under_a_dataclass_node_fails_but_a_plain_node_takes_it():
+    c = compose_stored(parse_launch(["+actor_rollout_ref.rollout.my_knob=1"]), None, "0.9.1", env={})
+    assert c.error.kind == "unknown_field" and "verl.workers.config.RolloutConfig" in c.error.message
+    assert c.error.fix == "delete the override +actor_rollout_ref.rollout.my_knob=1"
+    c = compose_stored(parse_launch(["+trainer.my_knob=1"]), None, "0.9.1", env={})
+    assert c.error is None and c.get("trainer.my_knob") == 1
 
 
 def test_config_values_are_redacted_by_what_verl_calls_its_keys():
@@ -200,60 +220,29 @@ def test_config_values_are_redacted_by_what_verl_calls_its_keys():
     assert full["trainer.wandb_api_key"]["value"] == "***" and full["data.prompt_key"]["value"] == "question"
 
 
-# ---- against a real verl install ----------------------------------------------------------------
+# ---- against a real verl install (the target's own Hydra) --------------------------------------
 @pytest.fixture(scope="module")
 def verl_py():
-    return real_env("verl091-core", VERL_CORE)
-
-
-def _yaml_value(py, rel, key):
-    code = ("import os, yaml, importlib.util; d = importlib.util.find_spec('verl').submodule_search_locations[0]; "
-            "print(yaml.safe_load(open(os.path.join(d, 'trainer', 'config', %r)))%s)" % (
-                rel, "".join("[%r]" % k for k in key.split("."))))
-    return subprocess.check_output([py, "-c", code], universal_newlines=True).strip()
-
-
-@pytest.mark.realenv
-def test_stored_copy_equals_the_installed_release(verl_py):
-    for name in ("ppo_trainer", "ppo_megatron_trainer"):
-        out = run_script(verl_py, "verl_compose", {"config_name": name, "overrides": [], "resolve": False}, timeout=120)
-        assert out.last("env")["verl_version"] == "0.9.1"
-        doc, _ = load_stored("0.9.1", name)
-        assert out.last("tree")["tree"] == doc["config"], "regenerate with tools/gen_verl_config.py"
+    return verl_hydra_env("0.9.1")
 
 
 @pytest.mark.realenv
 def test_composition_order_with_hydra_in_a_real_install(verl_py, tmp_path):
-    # default < file < override, on verl's own packaged YAML
-    default_tbs = int(_yaml_value(verl_py, "data/legacy_data.yaml", "train_batch_size"))
     cfg = tmp_path / "saved.yaml"
-    cfg.write_text("data:\n  train_batch_size: %d\n  max_prompt_length: 1024\n" % (default_tbs // 16))
+    cfg.write_text("data:\n  train_batch_size: 64\n  max_prompt_length: 1024\n")
     only_defaults = compose(verl_py, parse_launch([]))
     with_file = compose(verl_py, parse_launch([]), str(cfg))
-    with_both = compose(verl_py, parse_launch(["data.train_batch_size=%d" % (default_tbs // 32)]), str(cfg))
+    with_both = compose(verl_py, parse_launch(["data.train_batch_size=32"]), str(cfg))
     assert only_defaults.method == "hydra" and only_defaults.verl_version == "0.9.1"
-    assert only_defaults.get("data.train_batch_size") == default_tbs
+    assert only_defaults.get("data.train_batch_size") == 1024
     assert only_defaults.source_of("data.train_batch_size") == "default"
-    assert with_file.get("data.train_batch_size") == default_tbs // 16
-    assert with_file.source_of("data.train_batch_size") == "file"
-    assert with_both.get("data.train_batch_size") == default_tbs // 32
-    assert with_both.source_of("data.train_batch_size") == "override"
-    assert with_both.get("actor_rollout_ref.rollout.prompt_length") == 1024
+    assert with_file.get("data.train_batch_size") == 64 and with_file.source_of("data.train_batch_size") == "file"
+    assert with_both.get("data.train_batch_size") == 32 and with_both.source_of("data.train_batch_size") == "override"
     assert with_both.source_of("actor_rollout_ref.rollout.prompt_length") == "file via data.max_prompt_length"
 
 
-OVERRIDE_SETS = [
-    [],
-    ["data.train_batch_size=60", "actor_rollout_ref.rollout.n=12", "trainer.n_gpus_per_node=6",
-     "data.max_prompt_length=2048", "actor_rollout_ref.rollout.tensor_model_parallel_size=2"],
-    ["+trainer.extra=5", "++actor_rollout_ref.actor.fsdp_config.param_offload=true", "~trainer.logger",
-     "actor_rollout_ref.rollout.val_kwargs={n: 4, temperature: 0.6}", "trainer.project_name=p1"],
-]
-
-
 @pytest.mark.realenv
-@pytest.mark.parametrize("overrides", OVERRIDE_SETS)
-def test_stored_composer_equals_hydra(verl_py, tmp_path, overrides):
+def test_stored_path_equals_the_target_path_with_a_file(verl_py, tmp_path):
     cfg = tmp_path / "saved.yaml"
     cfg.write_text(textwrap.dedent("""\
         data:
@@ -262,61 +251,21 @@ def test_stored_composer_equals_hydra(verl_py, tmp_path, overrides):
           experiment_name: exp_${data.train_batch_size}
         newkey: 7
         """))
-    spec = parse_launch(overrides)
-    h = compose(verl_py, spec, str(cfg))
-    s = compose(sys.executable, spec, str(cfg), "0.9.1") if _has_yaml(sys.executable) else None
-    file_tree = {"data": {"train_batch_size": 64}, "trainer": {"experiment_name": "exp_${data.train_batch_size}"},
-                 "newkey": 7}
-    s = s or compose_stored(spec, file_tree, "0.9.1")
-    assert h.error is None and s.error is None
-    assert flatten(h.raw) == flatten(s.raw)
-    assert flatten(h.resolved) == flatten(s.resolved)
-    assert h.provenance == s.provenance
-
-
-def _has_yaml(py):
-    return subprocess.run([py, "-c", "import yaml"], stderr=subprocess.DEVNULL).returncode == 0
-
-
-@pytest.mark.realenv
-@pytest.mark.parametrize("override,stored_kind,words", [
-    ("+data.train_batch_size=3", "append_existing", "already"),
-    ("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2", "override_missing", "Could not override"),
-    ("data.train_batch_size=1,2", None, "Ambiguous value"),
-])
-def test_hydra_refusals_are_findings(verl_py, override, stored_kind, words):
-    h = compose(verl_py, _raw_spec(override))
-    assert h.error is not None and words in h.error.message, h.error.message
-    if "megatron" in override:
-        assert "--config-name=ppo_megatron_trainer" in h.error.fix
-    if stored_kind:
-        s = compose_stored(_raw_spec(override), None, "0.9.1", env={})
-        assert s.error.kind == stored_kind
-
-
-def _raw_spec(override):
-    """A spec holding the override text as typed, even one our parser would refuse first."""
-    from preflight.launch.overrides import LaunchSpec, Override
-
-    try:
-        return parse_launch([override])
-    except ConfigError:
-        return LaunchSpec(overrides=[Override(override, "set", override.split("=")[0], None)])
-
-
-@pytest.mark.realenv
-def test_megatron_config_name_and_recipe_style_file(verl_py, tmp_path):
-    spec = parse_launch("python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer "
-                        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2")
-    h = compose(verl_py, spec)
-    assert h.error is None and h.get("actor_rollout_ref.actor.strategy") == "megatron"
-    assert h.get("actor_rollout_ref.actor.megatron.tensor_model_parallel_size") == 2
-    s = compose_stored(spec, None, "0.9.1", env={})
-    assert flatten(s.resolved) == flatten(h.resolved)
     recipe = tmp_path / "my_trainer.yaml"
     recipe.write_text("defaults:\n  - ppo_trainer\n  - _self_\n\ndata:\n  train_batch_size: 48\n")
-    hr = compose(verl_py, parse_launch(["trainer.nnodes=2"]), str(recipe))
-    sr = compose_stored(parse_launch(["trainer.nnodes=2"]), {"defaults": ["ppo_trainer", "_self_"],
-                                                             "data": {"train_batch_size": 48}}, "0.9.1", env={})
-    assert hr.error is None and hr.get("data.train_batch_size") == 48 and hr.get("trainer.nnodes") == 2
-    assert flatten(hr.resolved) == flatten(sr.resolved)
+    for f, words in ((cfg, ["+trainer.extra=5", "~trainer.logger", "actor_rollout_ref.rollout.val_kwargs={n: 4}"]),
+                     (recipe, ["trainer.nnodes=2"]), (None, ["--config-name=ppo_megatron_trainer",
+                                                            "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2"])):
+        spec = parse_launch(words)
+        h = compose(verl_py, spec, str(f) if f else None)
+        s = compose_stored(spec, str(f) if f else None, "0.9.1", env={})
+        assert h.method == "hydra" and s.method == "stored" and h.error is None and s.error is None
+        assert h.raw == s.raw and h.resolved == s.resolved and h.provenance == s.provenance
+
+
+@pytest.mark.realenv
+def test_target_path_reads_the_installed_dataclasses(verl_py):
+    words = [w.format("+") for w in CASE33]
+    h = compose(verl_py, parse_launch(words))
+    assert h.method == "hydra" and h.error is not None and h.error.kind == "unknown_field"
+    assert h.error.fix.startswith("delete the override +actor_rollout_ref.actor.fsdp_config.grad_offload")

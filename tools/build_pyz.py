@@ -12,6 +12,13 @@ fixed to SOURCE_DATE_EPOCH or 1980-01-01, fixed permissions, no __pycache__). Wh
 once with pip (``--only-binary :all:`` for a pure ``py3-none-any`` wheel), checked against the
 sha256 in vendor.txt and cached in ``$VERL_PREFLIGHT_CACHE/wheels`` (default ~/.cache/verl-preflight).
 
+A vendor.txt line ending in ``# sdist: DIR`` names a source distribution instead (no pure wheel
+exists: antlr4-python3-runtime 4.9.3 has none, PyYAML's wheels carry its C extension): only the
+package folder DIR of the sdist is taken (PyYAML's pure ``lib/yaml``, which falls back from its
+C loader by itself), with the sdist's PKG-INFO and LICENSE. A vendored package folder without
+``__init__.py`` (hydra's generated grammar) gets an empty one: zipimport cannot import namespace
+packages on every Python this runs on.
+
 Usage: python3 tools/build_pyz.py [-o dist/preflight.pyz]
 """
 
@@ -20,6 +27,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import zipfile
@@ -63,6 +71,18 @@ def read_vendor(path: str):
     return out
 
 
+def read_sdists(path: str):
+    """{name: package folder inside the sdist} for vendor.txt lines ending in ``# sdist: DIR``."""
+    out = {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            req, _sep, comment = line.partition("#")
+            m = comment.strip().split("sdist:", 1)
+            if req.strip() and len(m) == 2 and not m[0].strip():
+                out[req.split("==", 1)[0].strip()] = m[1].strip().strip("/")
+    return out
+
+
 def sha256(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -71,20 +91,23 @@ def sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def fetch(name: str, version: str, digest: str, for_py38: bool = True) -> str:
-    """Path of the cached wheel with ``digest``; downloads it with pip if missing (a wheel for
-    Python 3.8 when ``for_py38``, else for the Python running the build)."""
+def fetch(name: str, version: str, digest: str, for_py38: bool = True, sdist: bool = False) -> str:
+    """Path of the cached wheel (or sdist, with ``sdist``) with ``digest``; downloads it with pip if
+    missing (a wheel for Python 3.8 when ``for_py38``, else for the Python running the build)."""
     d = cache_dir()
     for fn in os.listdir(d):
-        if fn.endswith(".whl") and sha256(os.path.join(d, fn)) == digest:
+        if fn.endswith((".whl", ".tar.gz")) and sha256(os.path.join(d, fn)) == digest:
             return os.path.join(d, fn)
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
         if for_py38:
             cmd += ["--platform", "any", "--python-version", "38", "--implementation", "py", "--abi", "none"]
         cmd += ["-d", tmp, "%s==%s" % (name, version)]
+        if sdist:
+            cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary=:all:",
+                   "-d", tmp, "%s==%s" % (name, version)]
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-        wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
+        wheels = [f for f in os.listdir(tmp) if f.endswith(".tar.gz" if sdist else ".whl")]
         if proc.returncode != 0 or not wheels:
             sys.exit("error: could not download %s==%s: %s (needs the package index once; later builds use "
                      "the cache in %s)" % (name, version, (proc.stderr.strip().splitlines() or ["?"])[-1], d))
@@ -112,6 +135,12 @@ IMPORT_NAMES = {
     "tomli": ("tomli",),
     "tomli-w": ("tomli_w",),
     "nvidia-ml-py": ("pynvml.py",),
+    "hydra-core": ("hydra",),
+    "omegaconf": ("omegaconf",),
+    "antlr4-python3-runtime": ("antlr4",),
+    "PyYAML": ("yaml",),
+    "importlib-resources": ("importlib_resources",),
+    "zipp": ("zipp",),
 }
 VENDOR_DIR = "preflight/_vendor/"
 
@@ -153,20 +182,55 @@ def completions():
     return {COMPLETIONS[sh]: shtab.complete(build_parser(), shell=sh).encode("utf-8") for sh in sorted(COMPLETIONS)}
 
 
+def _sdist_entries(path: str, name: str, version: str, folder: str):
+    """{archive path: bytes} of package ``folder`` of an sdist (e.g. ``lib/yaml`` -> ``yaml/...``),
+    plus its PKG-INFO and licence under ``<name>-<version>.dist-info/``."""
+    out = {}
+    info = "%s-%s.dist-info/" % (name.replace("-", "_"), version)
+    with tarfile.open(path, "r:gz") as tar:
+        for m in tar.getmembers():
+            parts = m.name.split("/", 1)
+            if not m.isfile() or len(parts) < 2:
+                continue
+            rel = parts[1]
+            if rel.startswith(folder + "/") and rel.endswith(".py"):
+                out[folder.rsplit("/", 1)[-1] + rel[len(folder):]] = tar.extractfile(m).read()
+            elif rel == "PKG-INFO" or rel.upper().startswith("LICENSE"):
+                out[info + ("METADATA" if rel == "PKG-INFO" else rel)] = tar.extractfile(m).read()
+    if not out:
+        sys.exit("error: %s has no %s/ (tools/vendor.txt '# sdist:' comment)" % (path, folder))
+    return out
+
+
+def _add_package_inits(entries) -> None:
+    """An empty ``__init__.py`` for every vendored folder of modules that lacks one."""
+    dirs = {k.rsplit("/", 1)[0] for k in entries if k.endswith(".py") and k.startswith(VENDOR_DIR)}
+    for d in sorted(dirs):
+        if d + "/" != VENDOR_DIR and d + "/__init__.py" not in entries:
+            entries[d + "/__init__.py"] = b""
+
+
 def collect_entries(vendor_txt: str):
     """{archive path: bytes} of everything that goes into the zipapp."""
     entries = {"__main__.py": MAIN}
     with open(vendor_txt, "rb") as fh:
         entries[VENDOR_DIR + "vendor.txt"] = fh.read()  # also the marker preflight/__init__.py looks for
+    sdists = read_sdists(vendor_txt)
     for name, version, digest in read_vendor(vendor_txt):
         if name not in IMPORT_NAMES:
             sys.exit("error: tools/vendor.txt: %s has no import names in tools/build_pyz.py IMPORT_NAMES; add "
                      "them" % name)
+        if name in sdists:
+            for member, data in _sdist_entries(fetch(name, version, digest, sdist=True), name, version,
+                                               sdists[name]).items():
+                entries[VENDOR_DIR + member] = data
+            continue
         whl = fetch(name, version, digest)
         with zipfile.ZipFile(whl) as z:
             for member in z.namelist():
                 if _keep_wheel_member(member, IMPORT_NAMES[name]):
                     entries[VENDOR_DIR + member] = z.read(member)
+    _add_package_inits(entries)
     pkg = os.path.join(ROOT, "preflight")
     for dirpath, dirnames, filenames in os.walk(pkg):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and d != "_matrices")
@@ -180,7 +244,7 @@ def collect_entries(vendor_txt: str):
     for dirpath, dirnames, filenames in os.walk(mdir):
         dirnames.sort()
         for fn in filenames:
-            if fn.endswith((".toml", ".json")):
+            if fn.endswith((".toml", ".json", ".yaml")):
                 full = os.path.join(dirpath, fn)
                 rel = "preflight/_matrices/" + os.path.relpath(full, mdir).replace(os.sep, "/")
                 with open(full, "rb") as fh:

@@ -1,28 +1,35 @@
-"""The effective verl config of a launch: defaults, then the user's file, then the overrides.
+"""The effective verl config of a launch: defaults, then the user's file, then the overrides,
+composed by Hydra's own code (hydra-core's compose API), never by a copy of its rules.
 
 Two ways, the first preferred:
 
-* **hydra**: the target interpreter has verl (and so hydra-core and omegaconf). The target script
-  ``verl_compose`` composes with Hydra's compose API from verl's packaged config directory, so
-  precedence, group selection and interpolation are verl's own. It reports the unresolved config
-  after each step (defaults, file, overrides) and the resolved one.
-* **stored**: no verl in the target. The release's defaults come from
-  ``matrices/verl_config/<version>/<config name>.json`` (generated from the real packaged YAML by
-  tools/gen_verl_config.py); the file is merged over them (OmegaConf merge: dicts recursively,
-  anything else replaced) and the overrides are applied in order with Hydra's rules
-  (:func:`apply_override`); interpolations (``${a.b}``, ``${.x}``, ``${oc.select:k,default}``,
-  ``${oc.env:VAR,default}``) are resolved by :class:`Resolver`.
+* **hydra**: the target interpreter has verl and hydra-core. The target script ``verl_compose``
+  composes from verl's packaged config directory with the target's own Hydra, so precedence,
+  group selection, the override grammar and interpolation are verl's own.
+* **stored**: no verl in the target. The same script runs under the checker's own interpreter with
+  the hydra-core/omegaconf vendored in the zipapp, over the release's config tree stored in
+  ``matrices/verl_config/<version>/`` (the wheel's ``verl/trainer/config/**.yaml`` byte for byte,
+  tools/gen_verl_config.py), copied to a temporary directory for Hydra's file search path.
 
-Either way the result is a :class:`Composed`, whose :attr:`Composed.provenance` says for every
-leaf whether it came from the defaults, the file or an override.
+Either way Hydra reports the unresolved config after each step (defaults, file, overrides) and
+the resolved one, and the result is a :class:`Composed`, whose :attr:`Composed.provenance` says
+for every leaf whether it came from the defaults, the file or an override. Hydra's refusals
+become a :class:`ConfigError` quoting Hydra's message, with a fix. Then the release's own code is
+applied: a key that verl's config dataclass for that node lacks (``+key`` passes Hydra, verl's
+``omega_conf_to_dataclass`` stops with TypeError) fails, and the fix names the key that
+replaced it (``matrices/verl_config/renames.json``) or says to delete it.
 """
 
+import atexit
 import copy
 import dataclasses
 import difflib
 import json
 import os
 import re
+import shutil
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -32,13 +39,15 @@ from ..errors import UsageError
 from ..matrix import _read, parse_version
 from ..redact import MASK as SECRET_MASK
 from ..redact import add_secret, is_secret_key, redact
-from .overrides import ConfigError, LaunchSpec, Override, _element, _top_level_split
+from .overrides import ConfigError, LaunchSpec, Override
 
-__all__ = ["Composed", "ComposeUnsupported", "compose", "compose_stored", "stored_index", "load_stored",
-           "merge", "apply_override", "Resolver", "resolve", "flatten", "provenance", "get_path", "MISSING",
-           "redact_config_value", "FileUnreadable"]
+__all__ = ["Composed", "ComposeUnsupported", "compose", "compose_stored", "stored_index", "stored_release",
+           "release_doc", "stored_tree", "flatten", "provenance", "get_path", "MISSING", "redact_config_value",
+           "FileUnreadable", "unknown_fields", "key_fix", "HYDRA_KEYS"]
 
 MISSING = "???"  #: OmegaConf's mandatory-value marker
+#: Keys hydra.utils.instantiate consumes itself before calling a ``_target_`` class.
+HYDRA_KEYS = ("_target_", "_recursive_", "_convert_", "_partial_", "_args_")
 
 
 class FileUnreadable(UsageError):
@@ -48,8 +57,8 @@ class FileUnreadable(UsageError):
 
 
 class ComposeUnsupported(Exception):
-    """The stored-defaults composer cannot do what was asked (a config group override, a file
-    with its own defaults list); ``fix`` says how to get Hydra to do it."""
+    """Nothing can compose what was asked: no stored config tree for the release or config name,
+    or no Hydra in the checker itself; ``fix`` says what to do."""
 
     def __init__(self, message: str, fix: str) -> None:
         super().__init__(message)
@@ -98,324 +107,211 @@ def flatten(tree: Any, prefix: str = "") -> Dict[str, Any]:
     return out
 
 
-def merge(base: Any, over: Any) -> Any:
-    """OmegaConf merge of plain data: dicts merge key by key (recursively), anything else in
-    ``over`` replaces. Neither input is changed."""
-    if isinstance(base, dict) and isinstance(over, dict):
-        out = copy.deepcopy(base)
-        for k, v in over.items():
-            out[k] = merge(out[k], v) if k in out else copy.deepcopy(v)
-        return out
-    return copy.deepcopy(over)
+# ---- stored config trees --------------------------------------------------------------------
+def _json(rel: str) -> Optional[Dict[str, Any]]:
+    raw = _read(os.path.join("verl_config", rel), None)
+    return None if raw is None else json.loads(raw.decode("utf-8"))
 
 
-# ---- stored defaults ------------------------------------------------------------------------
-def stored_index() -> Dict[str, List[str]]:
-    """Stored releases -> config names (``matrices/verl_config/index.json``)."""
-    raw = _read(os.path.join("verl_config", "index.json"), None)
-    if raw is None:
-        return {}
-    return dict(json.loads(raw.decode("utf-8")).get("versions", {}))
+def stored_index() -> Dict[str, Dict[str, Any]]:
+    """Stored releases -> ``{"wheel", "sha256", "configs"}`` (``matrices/verl_config/index.json``)."""
+    doc = _json("index.json") or {}
+    return dict(doc.get("versions", {}))
 
 
-def load_stored(version: Optional[str], config_name: str) -> Tuple[Dict[str, Any], List[str]]:
-    """(stored document, notes) for the release nearest ``version`` (the newest at or below it,
-    else the oldest stored) that has ``config_name``.
+def stored_release(version: Optional[str], config_name: Optional[str] = None) -> Tuple[str, List[str]]:
+    """(stored release to compose with, notes): ``version`` itself when stored, else the newest
+    stored release below it, else the oldest; only releases that have ``config_name``.
 
-    Raises ComposeUnsupported when no release has that config stored.
+    Raises ComposeUnsupported when no stored release has that config.
     """
-    idx = {v: names for v, names in stored_index().items() if config_name in names}
+    idx = {v: d for v, d in stored_index().items() if config_name is None or config_name in d.get("configs", [])}
     if not idx:
-        raise ComposeUnsupported("no stored defaults for config '%s' (stored: %s)" % (
-            config_name, ", ".join(sorted({n for ns in stored_index().values() for n in ns})) or "none"),
-            "point --python at an environment with verl installed so Hydra composes it")
+        names = sorted({n for d in stored_index().values() for n in d.get("configs", [])})
+        raise ComposeUnsupported("no stored verl release has config '%s' (stored configs: %s)" % (
+            config_name, ", ".join(names) or "none"), "pass --config-name with one of those, or point --python at "
+                                                      "an environment with verl so its own Hydra composes it")
     known = sorted(idx, key=Version)
     pv = parse_version(version) if version else None
-    pick = known[-1]
-    notes: List[str] = []
+    pick, notes = known[-1], []
     if pv is not None:
-        below = [v for v in known if Version(v) <= Version(pv.base_version)]
-        pick = below[-1] if below else known[0]
+        exact = [v for v in known if Version(v) == Version(pv.public)]
+        below = [v for v in known if Version(v) <= Version(pv.public)]
+        pick = exact[0] if exact else (below[-1] if below else known[0])
         if Version(pick) != Version(pv.public):
-            notes.append("no stored defaults for verl %s; using those of %s" % (version, pick))
-    raw = _read(os.path.join("verl_config", pick, config_name + ".json"), None)
-    if raw is None:
-        raise ComposeUnsupported("stored defaults verl_config/%s/%s.json are missing" % (pick, config_name),
+            notes.append("no stored config tree for verl %s; composed with that of %s" % (version, pick))
+    return pick, notes
+
+
+def release_doc(version: str) -> Dict[str, Any]:
+    """``matrices/verl_config/<version>.json``: files, configs, groups and the config dataclasses'
+    fields of a stored release. Raises ComposeUnsupported when it is missing."""
+    doc = _json(version + ".json")
+    if doc is None:
+        raise ComposeUnsupported("matrices/verl_config/%s.json is missing" % version,
                                  "rebuild the zipapp or restore matrices/ from the repository")
-    return json.loads(raw.decode("utf-8")), notes
+    return doc
 
 
-# ---- Hydra's override rules on plain data ---------------------------------------------------
-def _suggest(tree: Dict[str, Any], key: str) -> str:
-    cands = difflib.get_close_matches(key, list(flatten(tree)), n=1, cutoff=0.75)
-    return (" (did you mean %s?)" % cands[0]) if cands else ""
+_TREES: Dict[str, str] = {}
 
 
-def apply_override(tree: Dict[str, Any], ov: Override, groups: Optional[Dict[str, List[str]]] = None,
-                   config_name: str = "ppo_trainer") -> None:
-    """Apply one override to ``tree`` in place, as Hydra does on the composed (struct) config.
-
-    ``key=v`` needs an existing key; ``+key=v`` needs it absent (parents are created);
-    ``++key=v`` sets it either way; ``~key`` deletes an existing key (``~key=v`` only if the value
-    is v). A dict value merges into an existing dict. Raises ConfigError with Hydra's complaint,
-    and ComposeUnsupported for a config group override (``model_engine=megatron``), which needs
-    Hydra's defaults list.
-    """
-    groups = groups or {}
-    head = ov.key.split("@")[0].split("/")[0]
-    if "@" in ov.key or "/" in ov.key or (head in groups and "." not in ov.key and isinstance(ov.value, str)
-                                          and ov.value in groups[head]):
-        raise ComposeUnsupported("'%s' selects a config group option; the stored defaults cannot re-run Hydra's "
-                                 "defaults list" % ov.text,
-                                 "point --python at an environment with verl so Hydra composes it (or use "
-                                 "--config-name for a whole trainer config)")
-    parts = _parts(ov.key)
-    exists = _has(tree, parts)
-    if ov.kind == "delete":
-        if not exists:
-            raise ConfigError("delete_missing", "Hydra: could not delete '%s': the key does not exist" % ov.key,
-                              "remove the override %s" % ov.text)
-        parent = get_path(tree, ".".join(parts[:-1])) if len(parts) > 1 else tree
-        if ov.has_value and parent[parts[-1]] != ov.value:
-            raise ConfigError("delete_mismatch", "Hydra: could not delete '%s': its value is %r, not %r" % (
-                ov.key, parent[parts[-1]], ov.value), "write ~%s without a value" % ov.key)
-        del parent[parts[-1] if isinstance(parent, dict) else int(parts[-1])]
-        return
-    if ov.kind == "set" and not exists:
-        fix = "add it with +%s" % ov.text
-        if ".megatron." in ".%s." % ov.key and config_name != "ppo_megatron_trainer":
-            fix = "add --config-name=ppo_megatron_trainer (the megatron keys live in that config), or %s" % fix
-        raise ConfigError("override_missing", "Hydra: could not override '%s': no such key in the composed config%s"
-                          % (ov.key, _suggest(tree, ov.key)), fix)
-    if ov.kind == "add" and exists:
-        raise ConfigError("append_existing", "Hydra: could not append '%s': the key already exists" % ov.key,
-                          "drop the '+' (%s) or use '++'" % ov.text.lstrip("+"))
-    node = tree
-    for p in parts[:-1]:
-        if isinstance(node, list) and p.isdigit():
-            node = node[int(p)]
-            continue
-        if not isinstance(node, dict):
-            raise ConfigError("override_missing", "Hydra: could not override '%s': '%s' is not a mapping" % (
-                ov.key, p), "check the key path with preflight config --print")
-        if p not in node or not isinstance(node[p], (dict, list)):
-            node[p] = {}
-        node = node[p]
-    last = parts[-1]
-    if isinstance(node, list):
-        node[int(last)] = copy.deepcopy(ov.value)
-    elif isinstance(node.get(last), dict) and isinstance(ov.value, dict):
-        node[last] = merge(node[last], ov.value)
-    else:
-        node[last] = copy.deepcopy(ov.value)
+def _cleanup() -> None:
+    for d in list(_TREES.values()):
+        shutil.rmtree(os.path.dirname(d), ignore_errors=True)
+    _TREES.clear()
 
 
-# ---- interpolation ----------------------------------------------------------------------------
-class _InterpError(Exception):
-    pass
+def stored_tree(version: str) -> str:
+    """A directory holding release ``version``'s stored config tree, for Hydra's file search path
+    (written once per process to a temporary directory, removed at exit: the copy inside the
+    zipapp is not a directory Hydra can search)."""
+    if version in _TREES and os.path.isdir(_TREES[version]):
+        return _TREES[version]
+    doc = release_doc(version)
+    base = tempfile.mkdtemp(prefix="preflight-verl-config-")
+    if not _TREES:
+        atexit.register(_cleanup)
+    root = os.path.join(base, "config")
+    for rel in sorted(doc["files"]):
+        data = _read(os.path.join("verl_config", version, *rel.split("/")), None)
+        if data is None:
+            shutil.rmtree(base, ignore_errors=True)
+            raise ComposeUnsupported("matrices/verl_config/%s/%s is missing" % (version, rel),
+                                     "rebuild the zipapp or restore matrices/ from the repository")
+        dst = os.path.join(root, *rel.split("/"))
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with open(dst, "wb") as fh:
+            fh.write(data)
+    _TREES[version] = root
+    return root
 
 
-def _scan_interp(text: str, start: int) -> int:
-    """Index just past the ``}`` closing the ``${`` at ``start``."""
-    depth, i, quote = 0, start, None
-    while i < len(text):
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = None
-        elif c in "'\"" and depth > 0:
-            quote = c
-        elif text.startswith("${", i):
-            depth += 1
-            i += 2
-            continue
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    raise _InterpError("unclosed interpolation in %r" % text)
+def _hydra_path() -> List[str]:
+    """The sys.path entry that holds the checker's own hydra-core (the zipapp's vendored copy, or
+    the installed one), for the composing child. Raises ComposeUnsupported when there is none."""
+    import importlib.util
 
-
-def _segments(text: str) -> List[Tuple[bool, str]]:
-    """``(is_interpolation, text)`` pieces of a string; ``\\${`` is a literal ``${``."""
-    out: List[Tuple[bool, str]] = []
-    i, lit = 0, []
-    while i < len(text):
-        if text.startswith("\\${", i):
-            lit.append("${")
-            i += 3
-        elif text.startswith("${", i):
-            if lit:
-                out.append((False, "".join(lit)))
-                lit = []
-            end = _scan_interp(text, i)
-            out.append((True, text[i + 2:end - 1]))
-            i = end
-        else:
-            lit.append(text[i])
-            i += 1
-    if lit:
-        out.append((False, "".join(lit)))
+    out = []
+    for mod in ("hydra", "omegaconf", "antlr4", "yaml"):
+        spec = importlib.util.find_spec(mod)
+        if spec is None or not spec.submodule_search_locations:
+            raise ComposeUnsupported("the checker has no %s to compose with" % mod,
+                                     "use dist/preflight.pyz (it carries hydra-core), or point --python at an "
+                                     "environment with verl")
+        top = os.path.dirname(list(spec.submodule_search_locations)[0])
+        if top not in out:
+            out.append(top)
+    if sys.version_info < (3, 9):
+        for mod in ("importlib_resources", "zipp"):
+            spec = importlib.util.find_spec(mod)
+            if spec is not None and spec.origin:
+                top = os.path.dirname(os.path.dirname(spec.origin)) if spec.submodule_search_locations else \
+                    os.path.dirname(spec.origin)
+                if top not in out:
+                    out.append(top)
     return out
 
 
-_RESOLVER = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*:(.*)$", re.S)
+# ---- the release's own rules: config dataclasses and renamed keys ----------------------------
+def unknown_fields(final: Dict[str, Any], defaults: Dict[str, Any],
+                   dataclasses_: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """Keys the user added to a node that verl turns into a dataclass lacking them.
 
-
-class Resolver:
-    """OmegaConf's interpolation on plain data (the subset verl's configs use).
-
-    Supports absolute ``${a.b}``, relative ``${.x}``/``${..x}``, ``${oc.select:key,default}``,
-    ``${oc.env:VAR,default}``, nesting, and string interpolation (``x_${a}``). A whole-string
-    interpolation keeps the referenced value's type. ``???`` stays ``???``; ``oc.select`` on a
-    missing or ``???`` key gives its default. Errors (an absent key, a cycle, an unknown resolver)
-    are kept in :attr:`errors` by path and the raw text is left in place.
+    ``final``/``defaults``: unresolved trees; ``dataclasses_``: ``_target_`` -> ``{"fields"}`` (of
+    that release, read from its source). Returns ``[(dotted key, _target_)]``; a key the release's
+    own defaults already hold is never reported.
     """
+    out: List[Tuple[str, str]] = []
 
-    def __init__(self, root: Dict[str, Any], env: Optional[Dict[str, str]] = None) -> None:
-        self.root = root
-        self.env = os.environ if env is None else env
-        self.errors: Dict[str, str] = {}
-        self._cache: Dict[Tuple[str, ...], Any] = {}
-        self._stack: List[Tuple[str, ...]] = []
-
-    def tree(self) -> Dict[str, Any]:
-        """The whole config, resolved."""
-        return self._node((), self.root)
-
-    def value(self, key: str) -> Any:
-        """Resolved value at dotted ``key``; raises KeyError when absent."""
-        parts = tuple(_parts(key))
-        if not _has(self.root, parts):
-            raise KeyError(key)
-        return self._node(parts, get_path(self.root, key))
-
-    def _node(self, path: Tuple[str, ...], node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: self._node(path + (str(k),), v) for k, v in node.items()}
+    def walk(node: Any, path: List[str]) -> None:
         if isinstance(node, list):
-            return [self._node(path + (str(i),), v) for i, v in enumerate(node)]
-        if isinstance(node, str) and "${" in node:
-            if path in self._cache:
-                return self._cache[path]
-            if path in self._stack:
-                raise _InterpError("interpolation cycle at %s" % ".".join(path))
-            self._stack.append(path)
-            try:
-                val = self._string(node, path[:-1])
-            except _InterpError as exc:
-                if not self._stack[:-1]:  # record at the top level only
-                    self.errors[".".join(path)] = str(exc)
-                    val = node
-                else:
-                    raise
-            finally:
-                self._stack.pop()
-            self._cache[path] = val
-            return val
-        return node
-
-    def _string(self, text: str, parent: Tuple[str, ...]) -> Any:
-        segs = _segments(text)
-        if len(segs) == 1 and segs[0][0]:
-            return self._interp(segs[0][1], parent)
-        out = []
-        for is_interp, t in segs:
-            if is_interp:
-                v = self._interp(t, parent)
-                out.append("None" if v is None else (str(v).lower() if isinstance(v, bool) else str(v)))
-            else:
-                out.append(t)
-        return "".join(out)
-
-    def _lookup(self, key: str, parent: Tuple[str, ...]) -> Tuple[bool, Any]:
-        key = key.strip()
-        dots = len(key) - len(key.lstrip("."))
-        if dots:
-            up = dots - 1
-            if up > len(parent):
-                raise _InterpError("relative key %r goes above the root" % key)
-            base = parent[:len(parent) - up]
-            parts = base + tuple(_parts(key[dots:]))
-        else:
-            parts = tuple(_parts(key))
-        if not _has(self.root, parts):
-            return False, None
-        return True, self._node(parts, get_path(self.root, ".".join(parts)))
-
-    def _arg(self, text: str, parent: Tuple[str, ...]) -> Any:
-        t = text.strip()
-        if "${" in t:
-            return self._string(t, parent)
-        try:
-            return _element(t, t)
-        except ConfigError:
-            return t
-
-    def _interp(self, body: str, parent: Tuple[str, ...]) -> Any:
-        m = _RESOLVER.match(body)
-        if not m:
-            found, val = self._lookup(body, parent)
-            if not found:
-                raise _InterpError("interpolation key '%s' not found" % body.strip())
-            return val
-        name, args = m.group(1), _top_level_split(m.group(2))
-        if name == "oc.select":
-            found, val = self._lookup(args[0], parent)
-            if found and val != MISSING:
-                return val
-            return self._arg(args[1], parent) if len(args) > 1 else None
-        if name == "oc.env":
-            var = args[0].strip()
-            if var in self.env:
-                return self.env[var]
-            if len(args) > 1:
-                d = self._arg(args[1], parent)
-                return None if d is None else str(d)
-            raise _InterpError("environment variable '%s' not found" % var)
-        raise _InterpError("resolver '%s' is not supported by the stored-defaults composer" % name)
+            for i, v in enumerate(node):
+                walk(v, path + [str(i)])
+            return
+        if not isinstance(node, dict):
+            return
+        target = node.get("_target_")
+        info = dataclasses_.get(target) if isinstance(target, str) else None
+        fields = (info or {}).get("fields")
+        base = get_path(defaults, ".".join(path)) if path else defaults
+        for k, v in node.items():
+            if fields is not None and k not in fields and k not in HYDRA_KEYS and \
+                    not (isinstance(base, dict) and k in base):
+                out.append((".".join(path + [str(k)]), target))
+            walk(v, path + [str(k)])
+    walk(final, [])
+    return out
 
 
-def resolve(tree: Dict[str, Any], env: Optional[Dict[str, str]] = None) -> Tuple[Dict[str, Any], Dict[str, str]]:
-    """(resolved copy of ``tree``, errors by dotted path); see :class:`Resolver`."""
-    r = Resolver(tree, env)
-    return r.tree(), r.errors
+def _renames(config_name: str) -> Dict[str, Dict[str, str]]:
+    doc = _json("renames.json") or {}
+    confs = doc.get("configs", {})
+    return confs.get(config_name) or confs.get("ppo_trainer") or {}
+
+
+def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, Any],
+            dataclasses_: Dict[str, Any], text: str = "") -> Tuple[str, str]:
+    """(why, fix) for an override of ``key`` that release ``release``'s config does not have.
+
+    ``tree``: the composed (or default) unresolved config; ``text``: the override as written.
+    A key verl dropped: the key that replaced it (followed to one that exists) or "delete it".
+    A key under a node verl builds into a dataclass: "delete it" (``+key`` dies in verl too).
+    Otherwise a near key, or ``+key`` when the node is a plain mapping verl reads as it is.
+    """
+    text = text or key
+    value = text.split("=", 1)[1] if "=" in text else "..."
+    parts = _parts(key)
+    parent = get_path(tree, ".".join(parts[:-1])) if len(parts) > 1 else tree
+    target = parent.get("_target_") if isinstance(parent, dict) else None
+    fields = (dataclasses_.get(target) or {}).get("fields") if isinstance(target, str) else None
+    if fields is not None and parts[-1] in fields:
+        return "not in the YAML, but a field of %s" % target, "add it with +%s" % text.lstrip("+")
+    ren = _renames(config_name)
+    rec = ren.get(key)
+    pv = parse_version(release) if release else None
+    if rec and (pv is None or Version(rec["removed_in"]) <= Version(pv.public)):
+        new, seen = rec.get("replacement") or "", set()
+        while new and not _has(tree, _parts(new)) and new in ren and new not in seen:
+            seen.add(new)
+            new = ren[new].get("replacement") or ""
+        why = "verl %s dropped %s (last in %s)" % (rec["removed_in"], key, rec["last_in"])
+        if new and _has(tree, _parts(new)):
+            return why + "; %s took its place" % new, "write %s=%s instead of %s" % (new, value, text)
+        return why, "delete the override %s (verl %s has no such option)" % (text, release or rec["removed_in"])
+    if fields is not None:
+        near = difflib.get_close_matches(parts[-1], [f for f in fields if not f.startswith("_")], n=1, cutoff=0.75)
+        why = "verl builds %s into %s, which has no field '%s' (a +%s passes Hydra, then verl stops with " \
+              "TypeError: unexpected keyword argument)" % (".".join(parts[:-1]), target, parts[-1], key)
+        if near:
+            return why, "write %s.%s=%s instead of %s" % (".".join(parts[:-1]), near[0], value, text)
+        return why, "delete the override %s" % text
+    if ".megatron." in ".%s." % key and config_name != "ppo_megatron_trainer":
+        return "the megatron keys live in ppo_megatron_trainer", \
+            "add --config-name=ppo_megatron_trainer (the megatron keys live in that config)"
+    cands = difflib.get_close_matches(key, list(flatten(tree)), n=1, cutoff=0.8)
+    if cands:
+        return "no such key (did you mean %s?)" % cands[0], "write %s=%s instead of %s" % (cands[0], value, text)
+    return "no such key in the composed config", "add it with +%s if your own code reads it, else delete it" % \
+        text.lstrip("+")
+
+
+# ---- provenance -------------------------------------------------------------------------------
+_REF = re.compile(r"\$\{\s*(?:oc\.select\s*:\s*)?(\.*[A-Za-z_][\w\-]*(?:\.[\w\-]+|\[\d+\])*)\s*[,}]")
 
 
 def references(text: Any, path: str) -> List[str]:
-    """Absolute keys a raw value interpolates (``oc.select`` keys included), for provenance."""
+    """Absolute keys a raw value interpolates (``${a.b}``, ``${.x}``, ``${oc.select:k,...}``), for
+    provenance display only (OmegaConf resolves the values)."""
     if not isinstance(text, str) or "${" not in text:
         return []
     parent = _parts(path)[:-1]
     out: List[str] = []
-
-    def walk(s: str) -> None:
-        try:
-            segs = _segments(s)
-        except _InterpError:
-            return
-        for is_interp, body in segs:
-            if not is_interp:
-                continue
-            m = _RESOLVER.match(body)
-            keys = [_top_level_split(m.group(2))[0]] if m and m.group(1) == "oc.select" else ([] if m else [body])
-            for k in keys:
-                k = k.strip()
-                dots = len(k) - len(k.lstrip("."))
-                full = (parent[:len(parent) - (dots - 1)] + _parts(k[dots:])) if dots else _parts(k)
-                if full and ".".join(full) not in out:
-                    out.append(".".join(full))
-            if m:
-                for a in _top_level_split(m.group(2))[1:]:
-                    if "${" in a:
-                        walk(a)
-    walk(text)
+    for k in _REF.findall(text):
+        dots = len(k) - len(k.lstrip("."))
+        full = (parent[:len(parent) - (dots - 1)] + _parts(k[dots:])) if dots else _parts(k)
+        if full and ".".join(full) not in out and not k.startswith(("oc.", "oc_")):
+            out.append(".".join(full))
     return out
 
 
@@ -583,14 +479,17 @@ class Composed:
         return d
 
 
+
+
 #: Largest config file read (bytes). A verl config is a few KB (a full dump of ppo_trainer about
 #: 50 KB); anything far larger is data passed by mistake, and reading it would outlast --timeout.
 MAX_CONFIG_BYTES = 1 << 20
 
 
-def _read_user_file(path: str) -> Optional[Dict[str, Any]]:
-    """A JSON file's content, or None for YAML (read in the target). Raises UsageError for a
-    missing file and FileUnreadable for one that is not JSON or is over :data:`MAX_CONFIG_BYTES`."""
+def _check_user_file(path: str) -> None:
+    """Raise UsageError when ``--file`` is absent, FileUnreadable when it is over
+    :data:`MAX_CONFIG_BYTES` or a .json file is not a JSON mapping (YAML files are read by Hydra's
+    OmegaConf in the composing process)."""
     if not os.path.isfile(path):
         raise UsageError("--file %s: no such file; pass the path of a saved verl config (YAML or JSON)" % path)
     size = os.path.getsize(path)
@@ -605,85 +504,245 @@ def _read_user_file(path: str) -> Optional[Dict[str, Any]]:
             raise FileUnreadable("--file %s: not valid JSON (%s); fix the file or pass the YAML" % (path, exc))
         if not isinstance(data, dict):
             raise FileUnreadable("--file %s: the top level must be a mapping of config keys" % path)
-        return data
-    return None
 
 
-def compose_stored(spec: LaunchSpec, file_tree: Optional[Dict[str, Any]], release: Optional[str],
-                   env: Optional[Dict[str, str]] = None) -> Composed:
-    """Compose from the stored defaults of ``release`` (see module doc). Never runs a process.
+def _args(spec: LaunchSpec, file: Optional[str], config_dir: Optional[str]) -> Dict[str, Any]:
+    return {"config_name": spec.config_name or "ppo_trainer", "config_dir": config_dir,
+            "file": os.path.abspath(file) if file else None, "overrides": spec.override_texts, "resolve": True}
 
-    Raises ComposeUnsupported for what only Hydra can do; a Hydra-style refusal of an override
-    is returned as :attr:`Composed.error`.
-    """
+
+def _config_dir(spec: LaunchSpec) -> Optional[str]:
+    if not spec.config_path:
+        return None
+    cp = os.path.expanduser(spec.config_path)
+    if not os.path.isabs(cp) and spec.entry and spec.entry.endswith(".py"):
+        cp = os.path.join(os.path.dirname(os.path.abspath(spec.entry)), cp)
+    return os.path.abspath(cp) if os.path.isabs(cp) or os.path.isdir(cp) else cp
+
+
+def _target_fields(python: str, final: Dict[str, Any], env: Dict[str, str], timeout: float) -> Dict[str, Any]:
+    """The installed verl's config dataclasses named by ``_target_`` in ``final`` (read with
+    ``ast`` in the target by preflight/target/verl_fields.py); {} when that fails."""
+    from ..probes.process import run_script
+
+    targets: set = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("_target_"), str):
+                targets.add(node["_target_"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(final)
+    out = run_script(python, "verl_fields", {"targets": sorted(targets)}, timeout=timeout, env=env)
+    ev = out.last("fields")
+    return dict(ev["fields"]) if ev else {}
+
+
+def _build(out: Any, spec: LaunchSpec, file: Optional[str], method: str, notes: List[str], python: str,
+           timeout: float, release: Optional[str], fields: Any) -> Composed:
+    """A Composed from the events of one verl_compose run (see the script's header)."""
+    envev = out.last("env")
+    env = dict(spec.env)
+    trees = {e["stage"]: e["tree"] for e in out.events if e.get("event") == "tree"}
+    err = out.last("error")
+    if file and out.last("file_error") is not None:
+        raise _unreadable(file, out.last("file_error"))
+    defaults = trees.get("defaults", {})
+    after = trees.get("file", defaults)
+    final = trees.get("final", after)
     name = spec.config_name or "ppo_trainer"
-    if spec.config_path:
-        raise ComposeUnsupported("--config-path %s: a user config directory needs Hydra" % spec.config_path,
-                                 "point --python at an environment with verl so Hydra composes it")
-    doc, notes = load_stored(release, name)
-    groups = doc.get("groups") or {}
-    defaults = doc["config"]
-    after = copy.deepcopy(defaults)
-    if file_tree is not None:
-        ft = dict(file_tree)
-        dl = ft.pop("defaults", None)
-        ft.pop("hydra", None)
-        if dl is not None:
-            names = [d for d in dl if isinstance(d, str)]
-            if [d for d in dl if not isinstance(d, str)] or [d for d in names if d not in (name, "_self_")]:
-                raise ComposeUnsupported("the file has its own defaults list %s; only [%s, _self_] can be followed "
-                                         "without Hydra" % (dl, name),
-                                         "point --python at an environment with verl so Hydra composes it")
-            if names and names[-1] != "_self_":
-                notes.append("the file lists _self_ before %s: its values are overridden by the defaults" % name)
-                after = merge(ft, defaults)
-            else:
-                after = merge(defaults, ft)
-        else:
-            after = merge(defaults, ft)
-    final = copy.deepcopy(after)
-    out = Composed("stored", doc.get("verl"), name, defaults, after, final,
-                   source="matrices/verl_config/%s/%s.json (%s)" % (doc.get("verl"), name, doc.get("source", "")),
-                   notes=notes, env=dict(spec.env))
+    where = envev.get("primary_dir") or envev.get("config_dir")
+    if method == "stored":
+        where = "matrices/verl_config/%s/ (%s, composed by the vendored Hydra %s)" % (
+            envev.get("verl_version"), name, envev.get("hydra_version"))
+    else:
+        where = "%s (Hydra %s in the target)" % (where, envev.get("hydra_version"))
+    c = Composed(method, envev.get("verl_version"), name, defaults, after, final, source=where, notes=notes, env=env)
+    res = out.last("resolved")
+    if res is not None:
+        c.resolved = res["tree"]
+    else:
+        rerr = out.last("resolve_error")
+        c.resolved = rerr.get("tree", final) if rerr else final
+        if rerr:
+            c.resolve_errors = dict(rerr.get("errors") or {}) or {"(config)": rerr["message"].splitlines()[0]}
+    c.provenance = provenance(defaults, after, final, spec.overrides)
+    rel = release if method == "stored" else (c.verl_version or release)
+    if err is not None:
+        c.error = _hint(err, spec, rel, final or defaults, fields() if callable(fields) else fields)
+    elif "final" not in trees:  # the process died or hung before Hydra answered
+        c.error = _probe_error(python, out, timeout)
+        c.probe = out.evidence()
+    else:
+        dcs = fields() if callable(fields) else fields
+        bad = unknown_fields(final, defaults, dcs)
+        if bad:
+            key, target = bad[0]
+            text = next((o.text for o in spec.overrides if o.key.lstrip("+~") == key), key)
+            why, fix = key_fix(key, rel, name, final, dcs, text)
+            more = "" if len(bad) == 1 else " (and %s)" % ", ".join(k for k, _t in bad[1:4])
+            c.error = ConfigError("unknown_field", "%s: %s%s" % (text, why, more), fix)
+    return c
+
+
+def _script_code(name: str) -> Any:
+    """The compiled script ``preflight/target/<name>.py`` alone (run_here gives it ARGS and emit,
+    which the prelude defines in a child)."""
+    if name not in _CODE:
+        from .. import target as pkg
+
+        path = os.path.join(os.path.dirname(pkg.__file__), name + ".py")
+        loader = getattr(pkg, "__loader__", None)
+        if loader is not None and hasattr(loader, "get_data"):
+            src = loader.get_data(path).decode("utf-8")
+        else:  # pragma: no cover - plain file loaders have get_data
+            with open(path, encoding="utf-8") as fh:
+                src = fh.read()
+        _CODE[name] = compile(src, path, "exec")
+    return _CODE[name]
+
+
+_CODE: Dict[str, Any] = {}
+_DEFAULTS: Dict[Tuple[str, str], Dict[str, Any]] = {}  #: (release, config name) -> composed defaults
+
+
+def run_here(name: str, args: Dict[str, Any], env: Optional[Dict[str, str]] = None) -> Any:
+    """Run target script ``name`` in this process (the checker's own, vendored Hydra): the same
+    code and events as :func:`preflight.probes.process.run_script`, without a process start and a
+    Hydra import per call. ``env`` is set in os.environ while it runs (``${oc.env:...}``), then
+    restored. Returns a ProbeOutput (returncode 1 and the traceback as stderr when it raised)."""
+    import time
+    import traceback
+    import warnings
+
+    from ..probes.process import ProbeOutput
+
+    out = ProbeOutput(argv=["<in-process %s>" % name])
+    t0 = time.monotonic()
+
+    def emit(event: str, **fields: Any) -> None:
+        fields["event"] = event
+        out.events.append(json.loads(json.dumps(fields, default=str)))
+    saved = {k: os.environ.get(k) for k in (env or {})}
     try:
-        for ov in spec.overrides:
-            apply_override(final, ov, groups, name)
-    except ConfigError as exc:
-        out.error = exc
-    env_all = dict(os.environ if env is None else env)
-    env_all.update(spec.env)
-    out.resolved, out.resolve_errors = resolve(final, env_all)
-    out.provenance = provenance(defaults, after, final, spec.overrides)
+        os.environ.update(env or {})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(_script_code(name), {"ARGS": json.loads(json.dumps(args)), "emit": emit, "__name__": "__main__"})
+        out.returncode = 0
+    except BaseException as exc:  # noqa: BLE001 - reported like a crashed probe
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        out.returncode = 1
+        out.stderr_tail = traceback.format_exc()[-2000:]
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        out.duration_s = time.monotonic() - t0
     return out
 
 
-def _hint(err: Dict[str, Any], spec: LaunchSpec) -> ConfigError:
+def compose_stored(spec: LaunchSpec, file: Optional[str] = None, release: Optional[str] = None,
+                   env: Optional[Dict[str, str]] = None, timeout: float = 90.0) -> Composed:
+    """Compose with the checker's own (vendored) Hydra over the stored config tree of ``release``
+    (the nearest stored one; see :func:`stored_release`): in this process (:func:`run_here`) for
+    overrides alone, in a child of this interpreter under ``timeout`` when a ``file`` is read.
+
+    ``file``: a saved config (YAML/JSON path) merged over the defaults. ``env``: the environment
+    for ``${oc.env:...}`` (default: this process's, plus the launch's assignments). Raises
+    ComposeUnsupported (no stored tree, no Hydra here), UsageError/FileUnreadable for ``file``;
+    Hydra's refusal is :attr:`Composed.error`.
+    """
+    name = spec.config_name or "ppo_trainer"
+    if file:
+        _check_user_file(file)
+    pick, notes = stored_release(release, name)
+    tree = stored_tree(pick)
+    args = _args(spec, file, _config_dir(spec))
+    if args["config_dir"] and not os.path.isabs(args["config_dir"]):
+        args["config_dir"] = os.path.join(os.path.dirname(tree), args["config_dir"])
+    args.update({"stored_dir": tree, "stored_version": pick, "sys_path": _hydra_path()})
+    child_env = {} if env is None else dict(env)
+    child_env.update(spec.env)
+    memo_key = (pick, name) if not file and not args["config_dir"] else None
+    args["skip_defaults"] = memo_key in _DEFAULTS
+    if file:  # a user's file can be large: read it in a child of this interpreter, under the deadline
+        from ..probes.process import run_script
+
+        out = run_script(sys.executable, "verl_compose", args, timeout=timeout, env=dict(os.environ, **child_env))
+        if out.last("env") is None and not out.timed_out:
+            raise ComposeUnsupported("the vendored Hydra could not compose: %s" % out.describe(),
+                                     "run the checker with a Python 3.8+ that can import the zipapp's hydra "
+                                     "(stderr: %s)" % (out.stderr_tail.strip().splitlines() or ["-"])[-1][:200])
+        if out.last("env") is None:
+            out.events.insert(0, {"event": "env", "verl_version": pick, "config_dir": tree})
+    else:  # overrides only: bounded work, in this process (no process start, Hydra imported once)
+        out = run_here("verl_compose", args, env=child_env)
+    if memo_key is not None:
+        if args["skip_defaults"]:
+            out.events.insert(1, {"event": "tree", "stage": "defaults", "tree": copy.deepcopy(_DEFAULTS[memo_key])})
+        else:
+            got = [e["tree"] for e in out.events if e.get("event") == "tree" and e.get("stage") == "defaults"]
+            if got:
+                _DEFAULTS[memo_key] = copy.deepcopy(got[0])
+    if out.last("env") is None:
+        raise ComposeUnsupported("the vendored Hydra could not compose: %s" % out.describe(),
+                                 "run the checker with a Python 3.8+ that can import the zipapp's hydra (stderr: "
+                                 "%s)" % (out.stderr_tail.strip().splitlines() or ["-"])[-1][:200])
+    doc = release_doc(pick)
+    return _build(out, spec, file, "stored", list(notes), sys.executable, timeout, pick, doc.get("dataclasses") or {})
+
+
+def _hint(err: Dict[str, Any], spec: LaunchSpec, release: Optional[str], tree: Dict[str, Any],
+          fields: Dict[str, Any]) -> ConfigError:
+    """Hydra's refusal as a ConfigError: Hydra's own first line, and the fix for that kind."""
     msg = str(err.get("message") or "").strip()
     first = msg.splitlines()[0] if msg else err.get("kind", "error")
+    name = spec.config_name or "ppo_trainer"
     fix = "fix the override or file named in the message"
+    kind = "hydra_%s" % err.get("stage", "compose")
     m = re.search(r"Could not override '([^']+)'", msg)
     if m:
         key = m.group(1)
-        fix = "add it with +%s=..., or check the spelling with preflight config --print" % key
-        if ".megatron." in ".%s." % key and (spec.config_name or "ppo_trainer") != "ppo_megatron_trainer":
-            fix = "add --config-name=ppo_megatron_trainer (the megatron keys live in that config)"
-    elif "already at" in msg:
-        fix = "drop the '+' or use '++' to override an existing key"
+        text = next((o.text for o in spec.overrides if o.key == key), key)
+        why, fix = key_fix(key, release, name, tree, fields, text)
+        first, kind = "%s (%s)" % (first, why), "override_missing"
+    elif "Could not append to config. An item is already at" in msg:
+        fix, kind = "drop the '+' (an existing key is set with key=value) or use '++'", "append_existing"
+    elif "Could not delete from config" in msg:
+        fix, kind = "remove the ~ override: the key is not in the config (or has another value)", "delete_missing"
     elif "Ambiguous value" in msg:
-        fix = "write a list as key=[a,b] or quote a string as key='a,b'"
+        fix, kind = "write a list as key=[a,b], quote a string as key='a,b', or drop --multirun sweeps", \
+            "ambiguous_value"
+    elif "Error parsing override" in msg or "mismatched input" in msg or "extraneous input" in msg or \
+            "no viable alternative" in msg or "token recognition error" in msg:
+        fix = "fix the override's syntax (Hydra's grammar: quote values with special characters, e.g. " \
+              "key='a b' inside the shell's quotes)"
+        kind = "override_syntax"
+    elif "Sweep parameters" in msg or "sweep" in msg.lower():
+        fix = "give one value: a launch composes one config (sweeps need --multirun and a sweeper)"
     elif "Cannot find primary config" in msg or "MissingConfigException" in str(err.get("kind")):
         fix = "check --config-name/--config-path (or --file) against the configs of this verl release"
-    return ConfigError("hydra_%s" % err.get("stage", "compose"), "Hydra (%s step): %s" % (err.get("stage"), first), fix)
+    elif "Could not find" in msg and "/" in msg:
+        fix = "pick one of the options Hydra lists for that config group"
+    return ConfigError(kind, "Hydra (%s step): %s" % (err.get("stage"), first), fix)
 
 
 def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: Optional[str] = None,
             timeout: float = 90.0) -> Composed:
     """The effective config of ``spec`` (+ ``file``) for the target interpreter ``python``.
 
-    Hydra in the target when it has verl, else the stored defaults of ``release``. Raises
-    FileUnreadable (a UsageError) for a ``file`` that is not valid YAML/JSON, UsageError when it
-    is absent or YAML with no YAML reader in the target, and
-    ComposeUnsupported when the stored path cannot follow the request.
+    Hydra in the target when it has verl, else the vendored Hydra over the stored tree of
+    ``release`` (:func:`compose_stored`). Raises FileUnreadable (a UsageError) for a ``file``
+    that is not valid YAML/JSON, UsageError when it is absent, and ComposeUnsupported when
+    neither way can compose.
     """
     from ..probes.process import run_script
     from .rules import entry_point
@@ -691,19 +750,10 @@ def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: 
     ep = entry_point(spec.entry)
     if spec.config_name is None and ep is not None:
         spec = dataclasses.replace(spec, config_name=ep["config_name"])  # the entry point's own config
-    file_json = _read_user_file(file) if file else None
-    config_dir = None
-    if spec.config_path:
-        cp = os.path.expanduser(spec.config_path)
-        if not os.path.isabs(cp) and spec.entry and spec.entry.endswith(".py"):
-            cp = os.path.join(os.path.dirname(os.path.abspath(spec.entry)), cp)
-        config_dir = os.path.abspath(cp) if os.path.isabs(cp) or os.path.isdir(cp) else cp
+    if file:
+        _check_user_file(file)
     env = dict(spec.env)
-    out = run_script(python, "verl_compose", {
-        "config_name": spec.config_name or "ppo_trainer", "config_dir": config_dir,
-        "file": os.path.abspath(file) if file else None, "overrides": spec.override_texts, "resolve": True,
-    }, timeout=timeout, env=env)
-    envev = out.last("env")
+    out = run_script(python, "verl_compose", _args(spec, file, _config_dir(spec)), timeout=timeout, env=env)
     notes = list(spec.notes)
     if spec.entry and ep is None:
         notes.append("entry point %s is not one of verl's: composed with %s, the config of "
@@ -711,54 +761,20 @@ def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: 
                          spec.entry, spec.config_name or "ppo_trainer"))
     if spec.ignored:
         notes.append("not read as overrides: %s" % " ".join(spec.ignored))
-    if envev is not None:
-        trees = {e["stage"]: e["tree"] for e in out.events if e.get("event") == "tree"}
-        err = out.last("error")
-        if file and out.last("file_error") is not None:
-            raise _unreadable(file, out.last("file_error"))
-        defaults = trees.get("defaults", {})
-        after = trees.get("file", defaults)
-        final = trees.get("final", after)
-        c = Composed("hydra", envev.get("verl_version"), spec.config_name or "ppo_trainer", defaults, after, final,
-                     source="%s (Hydra %s in the target)" % (envev.get("primary_dir") or envev.get("config_dir"),
-                                                              envev.get("hydra_version")),
-                     notes=notes, env=env)
-        if err is not None:
-            c.error = _hint(err, spec)
-        elif "final" not in trees:  # the process died or hung before Hydra answered
-            c.error = _probe_error(python, out, timeout)
-            c.probe = out.evidence()
-        res = out.last("resolved")
-        mine, errors = resolve(final, dict(os.environ, **env))
-        c.resolved = res["tree"] if res is not None else mine
-        if res is None:
-            rerr = out.last("resolve_error")
-            c.resolve_errors = errors or ({"(config)": rerr["message"]} if rerr else {})
-        c.provenance = provenance(defaults, after, final, spec.overrides)
-        return c
+    if out.last("env") is not None:
+        memo: Dict[str, Any] = {}
+
+        def fields() -> Dict[str, Any]:
+            if "f" not in memo:
+                trees = [e["tree"] for e in out.events if e.get("event") == "tree"]
+                memo["f"] = _target_fields(python, trees[-1] if trees else {}, env, min(timeout, 60.0))
+            return memo["f"]
+        return _build(out, spec, file, "hydra", notes, python, timeout, release, fields)
     failed_probe = out.last("no_verl") is None
     if failed_probe:
-        notes.append("the target interpreter %s could not compose (%s); used the stored defaults" % (
+        notes.append("the target interpreter %s could not compose (%s); used the stored config tree" % (
             python, out.describe()))
-    file_tree = file_json
-    if file and file_json is None:
-        if out.last("file_tree") is not None:
-            file_tree = out.last("file_tree")["tree"]
-        elif out.last("file_error") is not None:
-            fe = out.last("file_error")
-            raise _unreadable(file, fe)
-        elif out.last("no_yaml") is not None:
-            raise UsageError("--file %s is YAML and %s has neither omegaconf nor PyYAML to read it; pass the config "
-                             "as JSON or point --python at the verl environment" % (file, python))
-        elif out.timed_out:
-            raise UsageError("--file %s: reading it in %s took longer than --timeout %.0f s; raise --timeout or "
-                             "pass a smaller config" % (file, python, timeout))
-        else:
-            raise UsageError("--file %s could not be read: the reading process in %s %s; run that interpreter on "
-                             "the file to see why, or pass the config as JSON" % (file, python, out.describe()))
-        if not isinstance(file_tree, dict):
-            raise FileUnreadable("--file %s: the top level must be a mapping of config keys" % file)
-    c = compose_stored(spec, file_tree, release, env=dict(os.environ, **env))
+    c = compose_stored(spec, file, release, env=dict(os.environ, **env), timeout=timeout)
     c.notes = notes + c.notes
     if failed_probe:
         c.probe = out.evidence()

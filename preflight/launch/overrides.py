@@ -3,10 +3,9 @@
 :func:`parse_launch` takes the command as the user would type it (one string, or the argv words
 after ``--``): leading ``VAR=value`` environment assignments, the program (``python3 -m
 verl.trainer.main_ppo`` or a script), Hydra's ``--config-name``/``--config-path`` flags, and the
-overrides. :func:`parse_override` reads one override with Hydra's rules: ``key=value`` (the key
-must exist), ``+key=value`` (the key must not exist), ``++key=value`` (either), ``~key`` or
-``~key=value`` (delete); :func:`parse_value` reads a value with Hydra's grammar (null, booleans,
-ints, floats, quoted strings, ``[lists]``, ``{dicts}``; anything else is a string).
+overrides. :func:`parse_override` only splits an override into its prefix (``+``, ``++``, ``~``)
+and its key, for provenance and redaction; the value grammar, the override rules and
+interpolation are Hydra's own, applied where the config is composed (:mod:`.compose`).
 """
 
 import os
@@ -15,7 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-__all__ = ["Override", "LaunchSpec", "ConfigError", "parse_launch", "parse_override", "parse_value"]
+__all__ = ["Override", "LaunchSpec", "ConfigError", "parse_launch", "parse_override"]
 
 
 class ConfigError(Exception):
@@ -40,7 +39,7 @@ class Override:
         text: the override as given (``+trainer.foo=1``).
         kind: ``set`` (``key=v``), ``add`` (``+key=v``), ``force`` (``++key=v``), ``delete`` (``~key``).
         key: dotted key (``actor_rollout_ref.rollout.n``) or a config group (``model_engine``).
-        value: the parsed value (None for a delete without value).
+        value: the value as written (None for ``~key``); Hydra parses it.
         has_value: False only for ``~key``.
         origin: ``override`` for the user's, ``--gpus``/``--nnodes`` for the shorthands.
     """
@@ -82,7 +81,6 @@ class LaunchSpec:
 
 
 _ENV_RE = re.compile(r"^([A-Z_][A-Z0-9_]*)=(.*)$", re.S)
-_KEY_RE = re.compile(r"^[A-Za-z0-9_.@/\-\[\]]+$")
 _SHELL_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _PYTHON_RE = re.compile(r"(^|/)(python[0-9.]*|uv|torchrun|ray)$")
 
@@ -119,8 +117,8 @@ def _split(command: Union[str, Sequence[str]]) -> List[str]:
 def parse_launch(command: Union[str, Sequence[str]]) -> LaunchSpec:
     """Read a launch command (a string, or argv words) into a :class:`LaunchSpec`.
 
-    Raises ConfigError for an override Hydra would reject while parsing (a sweep such as
-    ``a=1,2``, a malformed list) and ValueError when a string command has unbalanced quotes.
+    Raises ValueError when a string command has unbalanced quotes (what Hydra refuses in an
+    override is reported when the config is composed).
     """
     words = _split(command)
     spec = LaunchSpec()
@@ -182,138 +180,17 @@ def parse_launch(command: Union[str, Sequence[str]]) -> LaunchSpec:
 
 
 def parse_override(text: str, origin: str = "override") -> Override:
-    """One Hydra override string -> :class:`Override`.
-
-    Raises ConfigError for a malformed key or a value Hydra refuses (a sweep ``1,2``).
+    """One override word -> :class:`Override`: its prefix (``+``, ``++``, ``~``) and the key before
+    the first ``=``. The value is kept as written: Hydra's own parser reads it when the config is
+    composed (and reports what it refuses). Never raises.
     """
     s = text.strip()
-    if s.startswith("~"):
-        key, eq, val = s[1:].partition("=")
-        _check_key(key, text)
-        if not eq:
-            return Override(text, "delete", key, None, False, origin)
-        return Override(text, "delete", key, parse_value(val, text), True, origin)
     kind = "set"
-    if s.startswith("++"):
+    if s.startswith("~"):
+        kind, s = "delete", s[1:]
+    elif s.startswith("++"):
         kind, s = "force", s[2:]
     elif s.startswith("+"):
         kind, s = "add", s[1:]
     key, eq, val = s.partition("=")
-    if not eq:
-        raise ConfigError("override_syntax", "override '%s' has no '=' (Hydra expects key=value)" % text,
-                          "write it as key=value, or ~key to delete a key")
-    _check_key(key, text)
-    return Override(text, kind, key, parse_value(val, text), True, origin)
-
-
-def _check_key(key: str, text: str) -> None:
-    if not key or not _KEY_RE.match(key) or key.startswith(".") or key.endswith(".") or ".." in key:
-        raise ConfigError("override_syntax", "override '%s': '%s' is not a config key" % (text, key),
-                          "use a dotted key such as data.train_batch_size=64")
-
-
-# ---- values ---------------------------------------------------------------------------------
-_INT = re.compile(r"^[+-]?(0|[1-9](_?[0-9])*)$")
-_FLOAT = re.compile(r"^[+-]?((\d(_?\d)*)?\.\d(_?\d)*([eE][+-]?\d+)?|\d(_?\d)*\.(\d(_?\d)*)?([eE][+-]?\d+)?|"
-                    r"\d(_?\d)*[eE][+-]?\d+|[iI][nN][fF]|[nN][aA][nN])$")
-_FUNC = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)\s*\(")
-
-
-def _top_level_split(text: str, sep: str = ",") -> List[str]:
-    """Split ``text`` at ``sep`` outside brackets, braces, ``${...}`` and quotes."""
-    parts, depth, quote, cur = [], 0, None, []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if quote:
-            cur.append(c)
-            if c == "\\" and i + 1 < len(text):
-                cur.append(text[i + 1])
-                i += 2
-                continue
-            if c == quote:
-                quote = None
-        elif c in "'\"":
-            quote = c
-            cur.append(c)
-        elif c in "[{(":
-            depth += 1
-            cur.append(c)
-        elif c in "]})":
-            depth -= 1
-            cur.append(c)
-        elif c == "\\" and i + 1 < len(text):
-            cur.append(text[i:i + 2])
-            i += 2
-            continue
-        elif c == sep and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-        i += 1
-    parts.append("".join(cur))
-    return parts
-
-
-def _scalar(text: str) -> Any:
-    t = text.strip()
-    if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
-        body = t[1:-1]
-        return re.sub(r"\\(.)", r"\1", body)
-    low = t.lower()
-    if low == "null":
-        return None
-    if low in ("true", "false"):
-        return low == "true"
-    if _INT.match(t):
-        return int(t.replace("_", ""))
-    if _FLOAT.match(t):
-        return float(t.replace("_", ""))
-    return re.sub(r"\\([\\,()\[\]{}:=\s])", r"\1", t)
-
-
-def _element(text: str, whole: str) -> Any:
-    t = text.strip()
-    if t.startswith("[") and t.endswith("]"):
-        inner = t[1:-1].strip()
-        return [] if not inner else [_element(p, whole) for p in _top_level_split(inner)]
-    if t.startswith("{") and t.endswith("}") and not t.startswith("${"):
-        inner = t[1:-1].strip()
-        out: Dict[str, Any] = {}
-        if inner:
-            for p in _top_level_split(inner):
-                k, colon, v = p.partition(":")
-                if not colon:
-                    raise ConfigError("override_syntax", "override '%s': dict item '%s' has no ':'" % (whole, p.strip()),
-                                      "write dicts as {key: value, ...}")
-                out[str(_scalar(k))] = _element(v, whole)
-        return out
-    if t.startswith("[") or (t.startswith("{") and not t.startswith("${")):
-        raise ConfigError("override_syntax", "override '%s': unbalanced bracket in '%s'" % (whole, t),
-                          "close the list or dict, and quote the whole override for the shell")
-    return _scalar(t)
-
-
-def parse_value(text: str, whole: str = "") -> Any:
-    """A Hydra override value -> Python value (see module doc).
-
-    Raises ConfigError for a sweep (a top-level comma: Hydra's "Ambiguous value") and for
-    sweep/cast functions (``choice(...)``, ``range(...)``), which need Hydra itself.
-    """
-    whole = whole or text
-    t = text.strip()
-    if t == "":
-        return ""
-    m = _FUNC.match(t)
-    if m and t.endswith(")") and not t.startswith("${"):
-        raise ConfigError("override_function", "override '%s' uses Hydra function %s(...)" % (whole, m.group(1)),
-                          "give a plain value, or point --python at an environment with verl so Hydra itself "
-                          "composes the config")
-    parts = _top_level_split(t)
-    if len(parts) > 1:
-        raise ConfigError("ambiguous_value", "Hydra rejects '%s': ambiguous value (a comma outside brackets is a "
-                          "sweep)" % whole,
-                          "write a list as key=[a,b] or quote a string as key='a,b'")
-    return _element(t, whole)
-
+    return Override(text, kind, key.strip(), val if eq else None, bool(eq), origin)
