@@ -243,3 +243,18 @@ def test_checker_failure_is_one_line(tmp_path):
     assert proc.returncode == 2
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "injected" in lines[0]
+
+
+def test_absurd_gloo_world_size_is_refused(matrix):
+    """--nccl-world-size 100000 with gloo would start 100000 processes: refused by name, at once."""
+    from preflight.checks.nccl import gloo_rank_cap
+    from preflight.context import Context, Options
+    from preflight.runner import run
+
+    ctx = Context(Options(python=sys.executable, timeout=30, nccl_world_size=100000,
+                          extra={"nccl_backend": "gloo"}), matrix)
+    t0 = time.monotonic()
+    r = {x.id: x for x in run(ctx, ["nccl"])}["nccl.allreduce"]
+    assert time.monotonic() - t0 < 5
+    assert r.status.value == "fail" and "--nccl-world-size 100000" in r.message
+    assert "<= %d" % gloo_rank_cap() in r.fix

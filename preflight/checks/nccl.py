@@ -218,6 +218,11 @@ def _world(ctx) -> Tuple[int, str]:
     return int(info.get("device_count") or 0), "GPUs torch sees"
 
 
+def gloo_rank_cap() -> int:
+    """Most gloo ranks the stage starts on this host: twice its CPUs, at least 8."""
+    return max(8, 2 * (os.cpu_count() or 1))
+
+
 def _hint(backend: str) -> str:
     """The fix of a failed run: a wrong socket-interface variable first, when there is one."""
     from ..netif import check_ifname
@@ -251,6 +256,10 @@ def allreduce(ctx):
     ev: Dict[str, Any] = {"backend": backend, "world_size": world, "world_size_from": why}
     if world < 1:
         return skipped("no GPU visible to torch", ["gpu.torch"], ev)
+    cap = gloo_rank_cap()
+    if backend != "nccl" and world > cap:  # each rank is a process importing torch: not thousands of them
+        return failed("--nccl-world-size %d with gloo: more ranks than this host can run (at most %d here, twice "
+                      "its %d CPUs or 8)" % (world, cap, os.cpu_count() or 1), "use --nccl-world-size <= %d" % cap, ev)
     if backend == "nccl":
         info = ctx.torch_cuda().last("torch_cuda") or {}
         if world > int(info.get("device_count") or 0):
