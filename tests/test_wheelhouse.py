@@ -216,3 +216,47 @@ def test_missing_requirements_follow_requested_extras(tmp_path):
     rows = wh.missing_requirements(str(tmp_path), manifest, env, installed={})
     assert {r["name"]: r["required_by"] for r in rows} == {"c": ["a 1.0: c"], "d": ["b 1.0: d"]}
     assert wh.missing_requirements(str(tmp_path), manifest, env, installed={"c": "2", "d": "1"}) == []
+
+
+def test_pylock_gives_the_same_wheelhouse(lock_file, built, tmp_path):
+    """A PEP 751 pylock.toml with the same pins and hashes serves the same files."""
+    out, m = built
+    lines = ['lock-version = "1.0"', 'created-by = "test"', ""]
+    for r in m["wheels"]:
+        lines += ["[[packages]]", 'name = "%s"' % r["name"], 'version = "%s"' % r["version"],
+                  'wheels = [{name = "%s", hashes = {sha256 = "%s"}}]' % (os.path.basename(r["file"]), r["sha256"]), ""]
+    pylock = tmp_path / "pylock.toml"
+    pylock.write_text("\n".join(lines))
+    entries = wh.read_lock(str(pylock))
+    assert {(e.key, e.version, tuple(e.hashes)) for e in entries} == {
+        (e.key, e.version, tuple(e.hashes)) for e in wh.read_lock(lock_file)}
+    m2 = wh.build(str(pylock), str(tmp_path / "wh"), PY, cache=os.path.join(CACHE, "dl"))
+    assert sorted((r["key"], r["sha256"]) for r in m2["wheels"]) == sorted((r["key"], r["sha256"]) for r in m["wheels"])
+
+
+def test_exclude_installed_and_omit_reasons(lock_file, tmp_path):
+    entries = wh.read_lock(lock_file)
+    six = next(e for e in entries if e.key == "six")
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text("six==%s\nJinja2==0.1\n" % six.version)  # jinja2 at another version: still carried
+    inst = wh.installed_versions(str(freeze))
+    keep, left = wh.plan(entries, omit=[("Markup*", "bring your own")], installed=inst)
+    assert sorted(e.key for e in keep) == ["jinja2"]
+    reasons = {o["name"].lower(): o["reason"] for o in left}
+    assert reasons["six"] == "%s listed in %s" % (six.version, freeze)
+    assert reasons["markupsafe"] == "--omit Markup*: bring your own"
+    # the interpreter itself as the source: this test venv's pip is installed there
+    pip_v = wh.installed_versions(sys.executable)[0].get("pip")
+    assert pip_v and pip_v == subprocess.check_output([sys.executable, "-m", "pip", "--version"],
+                                                      universal_newlines=True).split()[1]
+
+
+def test_sdist_built_when_the_target_is_this_machine(tmp_path):
+    """antlr4-python3-runtime 4.9.3 has only a source distribution: for this machine's Python and
+    platform the wheelhouse builds it with pip wheel and says so in the manifest."""
+    lock = tmp_path / "sdist.lock"
+    lock.write_text("antlr4-python3-runtime==4.9.3\n")
+    m = wh.build(str(lock), str(tmp_path / "wh"), PY, cache=os.path.join(CACHE, "dl"))
+    (row,) = m["wheels"]
+    assert row["file"].endswith(".whl") and row["source"].startswith("built from the source distribution")
+    assert wh.verify(str(tmp_path / "wh"))[1] == []
