@@ -14,14 +14,17 @@
 #   --check-only        do not install; check --python PATH, else the environment at --prefix
 #   --python PATH       interpreter to check with --check-only
 #   --json FILE         write the JSON report there
-#   --log FILE          append everything this script and the checker print there
+#   --log FILE          append everything this script and the checker print there (secrets masked);
+#                       a --log that cannot be written is one warning, never a failure
 #   --dry-run           print the commands, run nothing
 #   -h, --help          this text
 #
 # exit codes: 0 ready; 1 not ready (a check failed); 2 usage error or checker/installer failure;
 #             3 no Python >= 3.8 found; 4 the zipapp could not be fetched or its sha256 does not match.
-# Safe to run twice: a prefix that already has the resolved lock installed is left as it is,
-# and the checks run again.
+# Safe to run twice: a prefix that already has the resolved lock is left as it is,
+# and the checks run again. Nothing is echoed unmasked: the command lines it prints are
+# redacted by the checker's own redactor. A zipapp given with --sha256 is copied into a private
+# directory (mktemp -d), verified there and run from there, so no other user can swap it.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,6 +33,7 @@ SHA=""
 VERL=""
 BACKEND="vllm"
 PREFIX="/opt/verl"
+PYZ_OK=""
 INSTALL_ARGS=""
 WHEELHOUSE=""
 CHECK_ONLY=0
@@ -39,8 +43,17 @@ LOG=""
 DRY=0
 
 usage() {
-    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '/^set -u$/q; 2,$p' "$0" | sed 's/^# \{0,1\}//'
 }
+
+# a private directory for the downloaded or copied zipapp and the exit status; removed on exit
+WORK=""
+# shellcheck disable=SC2317  # called by the traps
+cleanup() {
+    if [ -n "$WORK" ]; then rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'cleanup; exit 2' HUP INT TERM
 
 die() {
     code=$1
@@ -51,9 +64,26 @@ die() {
 
 say() {
     if [ -n "$LOG" ]; then
-        printf '%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >>"$LOG"
+        printf '%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >>"$LOG" 2>/dev/null
     fi
     printf '%s\n' "$*" >&2
+}
+
+# a URL as it may be printed: user and password removed (before the checker is there to redact)
+url_shown() {
+    printf '%s\n' "$1" | sed 's#://[^/@]*@#://***@#'
+}
+
+# a command line as it may be printed: redacted by the verified checker's own redactor
+# (tokens, passwords, KEY=value, URL userinfo); without it, only the command's name is shown
+shown() {
+    if [ -n "$PYZ_OK" ] && "$PY" -I -S -c 'import sys
+sys.path.insert(0, sys.argv[1])
+from preflight.redact import redact_text
+print(redact_text(" ".join(sys.argv[2:])))' "$PYZ" "$@" 2>/dev/null; then
+        return 0
+    fi
+    printf '%s (%d arguments not shown: they may hold secrets)\n' "$1" $(($# - 1))
 }
 
 need_arg() {
@@ -105,17 +135,33 @@ sha256_of() {
 }
 
 run() {
-    say "+ $*"
+    say "+ $(shown "$@")"
     [ "$DRY" -eq 1 ] && return 0
     if [ -n "$LOG" ]; then
-        # keep the command's exit status while copying its output to the log
-        { "$@" 2>&1; echo "rc=$?" >"$LOG.rc"; } | tee -a "$LOG"
-        rc=$(sed -n 's/^rc=//p' "$LOG.rc")
-        rm -f "$LOG.rc"
+        # keep the command's exit status (in the private directory) while copying its output to the log
+        rm -f "$WORK/rc"
+        { "$@" 2>&1; echo "$?" >"$WORK/rc"; } | tee -a "$LOG"
+        rc=$(cat "$WORK/rc" 2>/dev/null)
+        case "$rc" in
+            '' | *[!0-9]*) rc=2 ;;
+        esac
         return "$rc"
     fi
     "$@"
 }
+
+if [ -n "$LOG" ] && ! (: >>"$LOG") 2>/dev/null; then
+    bad_log=$LOG
+    LOG=""
+    say "bootstrap.sh: warning: --log $bad_log cannot be written (missing directory or no permission); logging to stderr only"
+fi
+case "$SHA" in
+    '') ;;
+    *[!0-9a-fA-F]*) die 2 "--sha256 $SHA: not a sha256 (64 hexadecimal digits)" ;;
+    *) [ "${#SHA}" -eq 64 ] || die 2 "--sha256 $SHA: not a sha256 (64 hexadecimal digits)" ;;
+esac
+SHA=$(printf '%s' "$SHA" | tr 'A-F' 'a-f')
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/verl-preflight.XXXXXXXX") || die 2 "cannot make a private temporary directory in ${TMPDIR:-/tmp}; set TMPDIR to a writable directory"
 
 PY=$(find_python) || die 3 "no Python >= 3.8 found on PATH; install python3 first"
 say "bootstrap.sh: using $PY ($("$PY" -c 'import platform; print(platform.python_version())'))"
@@ -129,26 +175,35 @@ if [ -z "$PYZ" ]; then
 fi
 case "$PYZ" in
     http://* | https://*)
-        [ -n "$SHA" ] || die 2 "--pyz $PYZ is a URL: pass --sha256 too, so what runs is what you meant"
-        dest="${TMPDIR:-/tmp}/verl-preflight-$SHA.pyz"
-        if [ "$DRY" -eq 0 ] && { [ ! -f "$dest" ] || [ "$(sha256_of "$dest")" != "$SHA" ]; }; then
-            say "bootstrap.sh: downloading $PYZ"
+        [ -n "$SHA" ] || die 2 "--pyz $(url_shown "$PYZ") is a URL: pass --sha256 too, so what runs is what you meant"
+        if [ "$DRY" -eq 0 ]; then
+            say "bootstrap.sh: downloading $(url_shown "$PYZ")"
+            # into the private directory: nothing another user planted (a symlink) is followed
             if command -v curl >/dev/null 2>&1; then
-                curl -fsSL --retry 3 -o "$dest.part" "$PYZ" || die 4 "could not download $PYZ"
+                curl -fsSL --retry 3 -o "$WORK/preflight.pyz" "$PYZ" || die 4 "could not download $(url_shown "$PYZ")"
             elif command -v wget >/dev/null 2>&1; then
-                wget -q -O "$dest.part" "$PYZ" || die 4 "could not download $PYZ"
+                wget -q -O "$WORK/preflight.pyz" "$PYZ" || die 4 "could not download $(url_shown "$PYZ")"
             else
-                die 4 "neither curl nor wget is installed to download $PYZ"
+                die 4 "neither curl nor wget is installed to download $(url_shown "$PYZ")"
             fi
-            mv "$dest.part" "$dest"
+            PYZ=$WORK/preflight.pyz
         fi
-        PYZ=$dest
         ;;
-    *) [ -f "$PYZ" ] || die 2 "--pyz $PYZ: no such file" ;;
+    *)
+        [ -f "$PYZ" ] || die 2 "--pyz $PYZ: no such file"
+        if [ -n "$SHA" ] && [ "$DRY" -eq 0 ]; then
+            # verify and run a private copy, so the file cannot be swapped between the two
+            cp "$PYZ" "$WORK/preflight.pyz" || die 4 "could not copy $PYZ into $WORK"
+            PYZ=$WORK/preflight.pyz
+        fi
+        ;;
 esac
 if [ -n "$SHA" ] && [ "$DRY" -eq 0 ]; then
-    got=$(sha256_of "$PYZ")
-    [ "$got" = "$SHA" ] || die 4 "$PYZ has sha256 $got, expected $SHA; not running it"
+    got=$(sha256_of "$PYZ" | tr 'A-F' 'a-f')
+    [ "$got" = "$SHA" ] || die 4 "the zipapp has sha256 $got, expected $SHA; not running it"
+fi
+if [ "$DRY" -eq 0 ] || { [ -z "$SHA" ] && [ -f "$PYZ" ]; }; then
+    PYZ_OK=1  # verified, or the user's own file: its redactor may mask what is printed
 fi
 
 # 2. install (idempotent), then 3. check

@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 from . import __version__
 from .commands import COMMANDS
 from .errors import UsageError
+from .redact import redact_text
 from .report import EXIT_USAGE
 
 __all__ = ["main", "build_parser", "UsageError"]
@@ -124,7 +125,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     except (UsageError, MatrixError) as exc:
         from .report.render import localise_commands
 
-        print("error: %s" % localise_commands(str(exc)), file=sys.stderr)
+        print("error: %s" % localise_commands(redact_text(str(exc))), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         n = kill_all()
@@ -137,7 +138,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
 
         tb = traceback.extract_tb(exc.__traceback__)
         where = "%s:%d" % (os.path.basename(tb[-1].filename), tb[-1].lineno) if tb else "?"
-        print("error: verl-preflight failed: %s: %s (at %s; please report it)" % (type(exc).__name__, exc, where),
+        print("error: verl-preflight failed: %s: %s (at %s; please report it)" % (type(exc).__name__,
+                                                                                  redact_text(str(exc)), where),
               file=sys.stderr)
         return EXIT_USAGE
     finally:

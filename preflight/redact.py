@@ -47,6 +47,7 @@ _SECRET_LAST = {"token", "secret", "password", "passwd", "pwd", "pass", "passphr
                 "credentials", "auth", "authorization", "cookie", "apikey", "accesskey", "secretkey", "privatekey",
                 "pat", "sessiontoken", "authtoken", "accesstoken", "refreshtoken", "clientsecret"}
 _SECRET_ANY = {"password", "passwd", "secret", "credentials", "apikey", "passphrase"}
+_SWITCH = {"disable", "enable", "disabled", "enabled"}
 _SECRET_SUFFIX = ("token", "password", "passwd", "secret", "apikey")
 _FIELD_KEY = {"prompt", "image", "images", "video", "videos", "audio", "response", "reward", "fn", "label", "labels",
               "answer", "query", "question", "chosen", "rejected", "text", "input", "output", "data", "source",
@@ -69,8 +70,8 @@ def is_secret_key(key: str) -> bool:
     ``key``: any name, dotted or dashed (``+trainer.wandb_key``, ``--api-key``, ``HF_TOKEN``).
     """
     parts = _parts(key)
-    if not parts:
-        return False
+    if not parts or parts in (["pwd"], ["oldpwd"]) or _SWITCH.intersection(parts):
+        return False  # the shell's working directories; switches (HF_HUB_DISABLE_IMPLICIT_TOKEN=1)
     last = parts[-1]
     if last in _SECRET_LAST or _SECRET_ANY.intersection(parts) or last.endswith(_SECRET_SUFFIX):
         return True
@@ -171,6 +172,7 @@ _PEM_END = "-----END"
 _KEY = re.compile(r"(?<![\w.\-])(?P<key>-{0,2}[A-Za-z_][\w.\-]*)"
                   r"(?P<sep>(?:\\?[\"'])?[ \t]*(?P<op>[=:])[ \t]*|(?<=[A-Za-z0-9])[ \t]+(?=[^\s=:]))")
 _WS = re.compile(r"\s")
+_INNER_ASSIGN = re.compile(r"[A-Za-z_][\w.\-]*=[^=]")
 _EOL = re.compile(r"[\r\n]")
 
 
@@ -231,6 +233,9 @@ def _assignments(s: str, collect: bool) -> str:
             continue
         start, end = _value_end(s, m.end(), op or "", flag)
         val = s[start:end]
+        if flag and _INNER_ASSIGN.match(val):
+            i = m.end()  # --secret id=netrc,src=FILE: the value is itself assignments, looked at next
+            continue
         if val and val != MASK:
             if collect:
                 add_secret(val)

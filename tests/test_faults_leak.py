@@ -134,3 +134,195 @@ def test_redaction_is_linear_time():
                           timeout=120)
     assert proc.returncode == 0
     assert time.monotonic() - t0 < 60
+
+
+# ---- every output of the product ------------------------------------------------------------------
+def pf(pyz, *args, env=None, timeout=300):
+    full = dict(os.environ)
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-I", "-S", pyz] + list(args), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout, env=full)
+
+
+def _py311():
+    from preflight.outputs.lock import find_interpreter
+
+    py = find_interpreter("%d.%d" % sys.version_info[:2])
+    return py or sys.executable
+
+
+@LEAK
+@pytest.mark.parametrize("printed", [
+    'print({"WANDB_API_KEY": os.environ["WANDB_API_KEY"]})',                  # s09: a dict
+    'print(json.dumps({"MY_PASSWORD": os.environ["WANDB_API_KEY"]}))',        # s09: JSON
+    'print("token:", os.environ["WANDB_API_KEY"])',                           # bare, after a plain word
+    'print(os.environ["WANDB_API_KEY"])',                                     # bare, alone
+    'print("https://user:%s@host/x" % os.environ["WANDB_API_KEY"])',          # in a URL
+    'import sys; sys.stderr.write("DB_PASSWORD=\'%s, x\'\\n" % os.environ["WANDB_API_KEY"])',  # stderr, quoted
+])
+def test_target_output_is_masked_in_console_and_json(pyz, tmp_path, printed):
+    # s09: a target that prints a secret in any form: masked in the evidence, console -v and JSON
+    v = tmp_path / "v"
+    subprocess.run([_py311(), "-m", "venv", "--without-pip", str(v)], check=True)
+    site = next(v.glob("lib/python3.*/site-packages"))
+    (site / "sitecustomize.py").write_text("import os, json\n" + printed + "\n")
+    secret = "abc123secret-Z"
+    out = tmp_path / "r.json"
+    p = pf(pyz, "check", "--python", str(v / "bin" / "python"), "--stage", "python", "-v", "--json", str(out),
+           env={"WANDB_API_KEY": secret})
+    assert p.returncode in (0, 1), p.stderr
+    text = out.read_text()
+    assert "stdout_tail" in text or "stderr_tail" in text or MASK in text
+    for where in (text, p.stdout, p.stderr):
+        assert secret not in where
+
+
+@LEAK
+@pytest.mark.parametrize("var", ["RAY_REDIS_PASS", "NCCL_IB_PASSWORD", "HF_TOKEN", "CUDA_SOME_SECRET",
+                                 "RAY_AUTH_KEY", "HF_API_KEY"])
+def test_captured_variables_are_masked(pyz, tmp_path, var):
+    # s01a: the gpu stage captures RAY_/NCCL_/CUDA_/HF_ variables: a secret-named one is masked
+    out = tmp_path / "r.json"
+    p = pf(pyz, "check", "--stage", "gpu", "-v", "--json", str(out), env={var: "pw123-value"})
+    assert p.returncode in (0, 1, 2)
+    for where in (out.read_text(), p.stdout, p.stderr):
+        assert "pw123-value" not in where
+
+
+@LEAK
+@pytest.mark.parametrize("key", ["trainer.wandb_key", "trainer.hf_key", "actor.openai_key", "x.api_token",
+                                 "ray_kwargs.env.COMET_PASS"])
+def test_config_overrides_are_masked(pyz, tmp_path, key):
+    # s02a: a user's +key=value override whose name ends in _key (or another secret name)
+    out = tmp_path / "r.json"
+    p = pf(pyz, "config", "--verl", "0.9.1", "--json", str(out), "--", "+%s=0123456789abcdef" % key)
+    assert p.returncode in (0, 1), p.stderr
+    for where in (out.read_text(), p.stdout, p.stderr):
+        assert "0123456789abcdef" not in where
+    assert MASK in out.read_text()
+
+
+def bootstrap(*args, env=None):
+    full = dict(os.environ)
+    full.update(env or {})
+    return subprocess.run(["sh", os.path.join(ROOT, "bootstrap.sh")] + list(args), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=300, env=full)
+
+
+@LEAK
+@pytest.mark.parametrize("launch,secret", [
+    ("WANDB_API_KEY=wk-123456 python3 -m verl.trainer.main_ppo", "wk-123456"),
+    ("python3 -m verl.trainer.main_ppo +api_key=sk-abcdefghijklmnop1234", "sk-abcdefghijklmnop1234"),
+    ("python3 -m verl.trainer.main_ppo +trainer.wandb_key=0123456789abcdef", "0123456789abcdef"),
+    ("HF_TOKEN='a b, c' python3 -m verl.trainer.main_ppo", "a b, c"),
+    ("python3 -m verl.trainer.main_ppo data.train_files=https://u:pw-in-url@host/x.parquet", "pw-in-url"),
+])
+def test_bootstrap_trace_and_log_are_masked(pyz, tmp_path, launch, secret):
+    # s06: bootstrap.sh printed its whole command line to stderr and --log
+    log = tmp_path / "bs.log"
+    p = bootstrap("--pyz", pyz, "--check-only", "--python", sys.executable, "--log", str(log), "--",
+                  "--stage", "config", "--launch", launch)
+    assert p.returncode in (0, 1), p.stderr
+    assert "+ " in p.stderr and MASK in p.stderr
+    for where in (log.read_text(), p.stdout, p.stderr):
+        assert secret not in where
+
+
+@LEAK
+@pytest.mark.parametrize("url,secret", [("https://u:hunter2@idx.example/simple", "hunter2"),
+                                        ("https://:hunter2@idx.example/simple", "hunter2"),
+                                        ("https://ghp_abcdefghijklmnopqrstuvwxyz0123@idx.example/simple",
+                                         "ghp_abcdefghijklmnopqrstuvwxyz0123")])
+def test_bootstrap_install_args_are_masked(pyz, tmp_path, url, secret):
+    # s07: --install-args '--torch-index https://u:pw@...' in the dry run's trace and the log
+    log = tmp_path / "bs.log"
+    p = bootstrap("--pyz", pyz, "--dry-run", "--log", str(log), "--install-args", "--torch-index " + url)
+    assert p.returncode == 0, p.stderr
+    assert "--torch-index" in p.stderr
+    for where in (log.read_text(), p.stdout, p.stderr):
+        assert secret not in where
+
+
+@LEAK
+def test_bootstrap_download_url_credentials_are_not_printed(tmp_path):
+    # the --pyz URL itself may carry a user and password; nothing listens on the port
+    log = tmp_path / "bs.log"
+    p = bootstrap("--pyz", "http://u:hunter2@127.0.0.1:9/preflight.pyz", "--sha256", "0" * 64, "--log", str(log))
+    assert p.returncode == 4
+    for where in (log.read_text(), p.stdout, p.stderr):
+        assert "hunter2" not in where
+
+
+@LEAK
+def test_lock_and_environment_json_carry_no_index_credentials(matrix, tmp_path):
+    # s03/s04 at the writers: a lock resolved through an index with credentials names the index
+    # without them; environment.json too; the credentials stay in memory for this run's pip
+    from preflight.outputs.lock import LockResult, Locked, parse_lock, render_lock
+    from preflight.outputs.spec import Spec, write_spec
+    from preflight.resolve import resolve
+
+    urls = ["https://tuser:tpass@idx.example/simple", "https://:tpass2@idx2.example/whl/cu130"]
+    lock = LockResult([Locked("six", "1.17.0", ["sha256:" + "a" * 64])], "https://iu:tpass3@idx3.example/simple",
+                      urls, "3.11", "interpreter x")
+    text = render_lock(lock, ["verl-preflight test (index https://tuser:tpass@idx.example/simple)"])
+    assert parse_lock(text) == {"six": "1.17.0"}
+    assert "--extra-index-url https://idx.example/simple" in text and "--index-url https://idx3.example/simple" in text
+    res = resolve(matrix, matrix.verl_versions()[-1], python="3.11")
+    stack = {"extra_index_urls": urls, "overrides": {"torch_index": urls[0]}, "private_index": "x"}
+    spec = Spec(["six==1.17.0"], lock, text, [], stack, urls)
+    paths = write_spec(spec, str(tmp_path / "out"), matrix, res, {}, {"note": urls[1]})
+    for p in paths:
+        body = open(p).read()
+        assert "tpass" not in body, p
+    assert "idx.example/simple" in open(paths[1]).read()
+
+
+@LEAK
+def test_spec_console_masks_the_index_password(pyz, tmp_path):
+    # errors mask it; a user's lock in the way stops the run before pip, so this stays fast (the
+    # console of a whole run is checked by test_image_with_index_credentials_writes_none)
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "requirements.lock").write_text("# mine\n")
+    p = pf(pyz, "spec", "--verl", "0.9.1", "--no-backend", "--torch", "2.13.0", "--torch-index",
+           "http://tuser:tpass@127.0.0.1:9/simple", "--python", "3.11", "--no-probe", "-o", str(out))
+    assert p.returncode == 2 and "tpass" not in p.stderr + p.stdout
+    assert "o/requirements.lock" in p.stderr
+
+
+@LEAK
+@pytest.mark.realenv
+def test_image_with_index_credentials_writes_none(pyz, tmp_path):
+    # s03/s04 end to end: image (lock, environment.json, Dockerfile, console) with --torch-index
+    # http://tuser:tpass@... served here; pip reaches it with the credentials, no file holds them
+    import http.server
+    import socketserver
+    import threading
+
+    seen = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = socketserver.TCPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = "http://tuser:tpass@127.0.0.1:%d/simple" % srv.server_address[1]
+        out = tmp_path / "img"
+        p = pf(pyz, "image", "--verl", "0.9.1", "--no-backend", "--torch", "2.13.0", "--torch-index", url,
+               "--python", "3.11", "--no-probe", "-o", str(out), timeout=900)
+    finally:
+        srv.shutdown()
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert any(a and a.startswith("Basic ") for a in seen)   # pip did use the credentials
+    for f in ("requirements.lock", "environment.json", "Dockerfile"):
+        assert "tpass" not in (out / f).read_text(), f
+    assert "--extra-index-url http://127.0.0.1:" in (out / "requirements.lock").read_text()
+    assert "--mount=type=secret,id=netrc" in (out / "Dockerfile").read_text()
+    assert "tpass" not in p.stderr + p.stdout

@@ -89,8 +89,10 @@ def run(args: argparse.Namespace) -> int:
     from .. import __version__
     from ..outputs.dockerfile import ImageSpec, base_image_for, render_dockerfile
 
+    from ..redact import redact_text
+
     console = Console(highlight=False, stderr=True)
-    say = lambda s: console.print(s, markup=False, soft_wrap=True)  # noqa: E731
+    say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
     out = args.output
     from ..paths import check_output_dir
 
@@ -101,39 +103,45 @@ def run(args: argparse.Namespace) -> int:
 
         return dry_run(args, say, "lock it and write a Dockerfile, the locks and the checker into %s%s" % (
             out, ", then build it" if args.build else ""))
-    mx, res, spec, paths = make_spec(args, out, say)
+    mx, res, spec, paths = make_spec(args, out, say, more_files=("Dockerfile", "preflight.pyz"))
     if spec is None:
         say("no stack works for verl %s here: %s" % (res.verl, "; ".join(res.problems[:2])))
         return 1
     variant = "cpu" if args.torch_index == "none" and (args.torch or "").endswith("cpu") else res.variant
     base = base_image_for(mx, variant or "cpu", res.python)
+    from ..outputs.owned import OutputDir
+
+    outdir = OutputDir(out, "-o", args.force)
     checker = _checker_path()
     if checker:
-        shutil.copyfile(checker, os.path.join(out, "preflight.pyz"))
+        outdir.copy("preflight.pyz", checker)
     else:
         say("note: running from a source tree: build the zipapp (python3 tools/build_pyz.py) and copy "
             "dist/preflight.pyz into %s before building" % out)
-    text = render_dockerfile(ImageSpec(base=base, python=res.python, verl=res.verl, tool_version=__version__))
+    text = render_dockerfile(ImageSpec(base=base, python=res.python, verl=res.verl, tool_version=__version__,
+                                       index_secret=bool(spec.index_credentials)))
     if spec.post_install:
         text = text.replace("ENV PATH=/opt/verl/bin", "# after the lock (source build, needs the GPU toolchain):\n"
                             "# RUN /opt/verl/bin/python -m %s\nENV PATH=/opt/verl/bin" % spec.post_install[0].replace(
                                 "pip install", "pip install", 1), 1)
-    from ..atomic import write_atomic
-
-    path = os.path.join(out, "Dockerfile")
-    write_atomic(path, text, "-o")
+    path = outdir.write("Dockerfile", redact_text(text))
     print(os.path.abspath(path))
     tag = args.tag or "verl:%s" % res.verl
+    secret = " --secret id=netrc,src=$HOME/.netrc" if spec.index_credentials else ""
+    if secret:
+        say("the index needs credentials: put them in ~/.netrc (machine HOST login USER password PW) and pass it "
+            "as a build secret, never as a build argument (see README, Index credentials)")
     if not args.build:
-        say("build it with: docker build -t %s %s" % (tag, out))
+        say("build it with: docker build%s -t %s %s" % (secret, tag, out))
         return 0
     name, cmd = find_builder()
     if name is None:
         say("no working container builder (%s); build it where one runs with:" % cmd)
-        say("  docker build -t %s %s" % (tag, out))
+        say("  docker build%s -t %s %s" % (secret, tag, out))
         return 0
     say("building with %s ..." % name)
-    proc = subprocess.run(cmd + ["-t", tag, out])
+    proc = subprocess.run(cmd + (["--secret", "id=netrc,src=%s" % os.path.expanduser("~/.netrc")] if secret else [])
+                          + ["-t", tag, out])
     if proc.returncode != 0:
         raise UsageError("%s build of %s failed (exit %d); its output is above" % (name, out, proc.returncode))
     return 0

@@ -1,7 +1,9 @@
-"""``preflight install``: resolve and lock the stack (as ``spec``), create a venv at --prefix,
-install the lock with hashes required, then run the checks against it. Idempotent: a prefix that
-already holds the same lock is left alone. An interrupted or failed install leaves the prefix
-marked incomplete, which ``check`` reports."""
+"""``preflight install``: resolve and lock the stack (as ``spec``, into ``PREFIX.spec/``), create a
+venv at --prefix, install the lock with hashes required, then run the checks against it.
+Idempotent: a prefix that already holds the same lock is left alone. Only a prefix the tool made
+is changed (see :mod:`preflight.outputs.install`); two installs at one prefix run one after the
+other. An interrupted or failed install leaves the prefix marked incomplete, which ``check``
+reports and the next install resumes."""
 
 import argparse
 import os
@@ -25,7 +27,7 @@ exit codes: 0 installed and ready, 1 installed but a check failed, 2 bad input o
 def register(p: argparse.ArgumentParser) -> None:
     """Add ``install``'s options."""
     add_stack_options(p)
-    p.add_argument("--prefix", metavar="DIR", required=True, help="the virtual environment to create or reuse")
+    p.add_argument("--prefix", metavar="DIR", required=True, help="the virtual environment to create or reuse (one verl-preflight made; the spec goes to DIR.spec/)")
     p.add_argument("--lock", metavar="FILE", default=None,
                    help="install this requirements.lock instead of resolving (needs --python)")
     p.add_argument("--wheelhouse", metavar="DIR",
@@ -60,6 +62,7 @@ def satisfied_lock(args: argparse.Namespace, prefix: str, spec_dir: str):
 
     from ..outputs.install import INCOMPLETE, INSTALLED, lock_digest
     from ..outputs.spec import top_level
+    from ..redact import strip_userinfo
     from .spec import resolve_stack
 
     lock = os.path.join(spec_dir, "requirements.lock")
@@ -82,7 +85,7 @@ def satisfied_lock(args: argparse.Namespace, prefix: str, spec_dir: str):
     lines = text.splitlines()
     indexes = [l for l in lines if l.startswith("--extra-index-url ")]
     same = ("# top-level pins: %s" % " ".join(reqs) in lines and _python_of(prefix) == res.python
-            and indexes == ["--extra-index-url %s" % u for u in extra])
+            and indexes == ["--extra-index-url %s" % strip_userinfo(u) for u in extra])
     return lock if same else None
 
 
@@ -92,17 +95,16 @@ def run(args: argparse.Namespace) -> int:
 
     from ..outputs.install import install
     from ..outputs.lock import find_interpreter
+    from ..redact import redact_text
 
     console = Console(highlight=False, stderr=True)
-    say = lambda s: console.print(s, markup=False, soft_wrap=True)  # noqa: E731
+    say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
     prefix = os.path.abspath(os.path.expanduser(args.prefix))
+    from ..outputs.install import check_prefix
     from ..paths import check_output_dir
 
     check_output_dir(prefix, "--prefix")
-    if os.path.isdir(prefix) and os.listdir(prefix) and not os.path.exists(os.path.join(prefix, "pyvenv.cfg")) \
-            and not os.path.exists(os.path.join(prefix, ".verl-preflight-incomplete")):
-        raise UsageError("--prefix %s exists and is not a virtual environment; choose a new or empty directory "
-                         "(nothing there was changed)" % prefix)
+    check_prefix(prefix)
     if args.lock and not os.path.isfile(args.lock):
         raise UsageError("--lock %s: no such file; run 'preflight spec -o DIR' and pass DIR/requirements.lock" % args.lock)
     pip_args = []
@@ -141,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
                 "required%s (nothing was changed)" % (prefix, python, n, lock_path,
                                                      ", then check it" if not args.no_check else ""))
             return 0
+        creds = []
     else:
         spec_dir = prefix.rstrip("/") + ".spec"
         done = satisfied_lock(args, prefix, spec_dir)
@@ -149,7 +152,9 @@ def run(args: argparse.Namespace) -> int:
             mx = res = spec = None
             paths = [done]
         else:
-            mx, res, spec, paths = make_spec(args, spec_dir, say)
+            check_output_dir(spec_dir, "--prefix")
+            mx, res, spec, paths = make_spec(args, spec_dir, say, option="--prefix (its spec directory)")
+        creds = []
         if done is not None:
             lock_path, python = done, args.python or _python_of(prefix)
         elif spec is None:
@@ -160,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
                              "'preflight resolve --verl %s')" % (res.verl, res.verl))
         else:
             lock_path, python = paths[0], res.python
+            creds = spec.index_credentials
             for p in spec.post_install:
                 say("note: after the lock, run in the prefix: %s" % p)
     base = find_interpreter(python)
@@ -167,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no Python %s on this machine to create the venv with; install it (e.g. 'uv python "
                          "install %s', deadsnakes, or conda) and run again" % (python, python))
     result = install(lock_path, prefix, base, say=say, use_uv=args.uv, pip_args=pip_args,
-                     system_site_packages=args.system_site_packages)
+                     system_site_packages=args.system_site_packages, index_urls=creds)
     say("%s: %s with %s (%s)" % (prefix, "installed" if result.changed else "already up to date, nothing changed",
                                  result.tool, result.python))
     if args.no_check:

@@ -34,7 +34,10 @@ def add_stack_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--torch", metavar="VERSION", default=None,
                    help="pin torch to this release instead of the resolved one (torchvision/torchaudio follow)")
     p.add_argument("--torch-index", metavar="URL", default=None,
-                   help="index for torch ('none': only pip's configured indexes, e.g. a mirror or find-links)")
+                   help="index for torch ('none': only pip's configured indexes, e.g. a mirror or find-links); "
+                        "a user:password in it is used for resolving but never written to a file")
+    p.add_argument("--force", action="store_true",
+                   help="replace files in the output directory that verl-preflight did not write (or that changed)")
     p.add_argument("--dry-run", action="store_true",
                    help="resolve and print what would be locked, written or installed; change nothing (seconds: "
                         "no package download, no lock)")
@@ -103,26 +106,37 @@ def dry_run(args: argparse.Namespace, say, what: str) -> int:
     return 0
 
 
-def make_spec(args: argparse.Namespace, out_dir: str, say) -> Tuple[Any, Any, Any, List[str]]:
+def make_spec(args: argparse.Namespace, out_dir: str, say, option: str = "-o",
+              more_files: Tuple[str, ...] = ()) -> Tuple[Any, Any, Any, List[str]]:
     """Resolve, lock and write the spec into ``out_dir``; returns (matrix, resolution, spec, paths).
-    Raises UsageError (exit 2) for bad input or a pip failure; returns res.ok False untouched."""
-    from ..outputs.spec import build_spec, write_spec
+    Raises UsageError (exit 2) for bad input, a pip failure, or files in ``out_dir`` (the spec's
+    and ``more_files``) that the tool did not write (without --force; checked before any work);
+    returns res.ok False untouched."""
+    from ..outputs.owned import OutputDir
+    from ..outputs.spec import SPEC_FILES, build_spec, write_spec
+    from ..redact import redact_text
 
+    out = OutputDir(out_dir, option, getattr(args, "force", False))
+    out.check(SPEC_FILES + tuple(more_files))
     mx, res, how, opts = resolve_stack(args)
     for h in how:
         if "not checked" in h or "unknown" in h:
             say("note: %s" % h)
     if not res.ok:
         return mx, res, None, []
-    say("resolved: verl %s, Python %s, torch %s (%s), %s" % (
+    say(redact_text("resolved: verl %s, Python %s, torch %s (%s), %s" % (
         res.verl, res.python, args.torch or res.torch,
         "pip's configured indexes" if args.torch_index == "none" else args.torch_index or res.variant,
-        "no rollout backend" if opts.no_backend else "%s %s" % (res.backend, res.backend_version)))
+        "no rollout backend" if opts.no_backend else "%s %s" % (res.backend, res.backend_version))))
     say("locking the complete set with pip (metadata only) ...")
     spec = build_spec(mx, res, opts)
+    if spec.index_credentials:
+        say("note: the user name and password of %s are used for this run only; requirements.lock and "
+            "environment.json name the index without them: %s" % (
+                redact_text(", ".join(spec.index_credentials)), spec.stack.get("private_index")))
     inputs = {"verl": res.verl, "backend": None if opts.no_backend else res.backend, "driver": res.driver,
               "cc": res.cc, "gpu": res.gpu, "python": res.python, "machine_from": how}
-    paths = write_spec(spec, out_dir, mx, res, machine_doc(), inputs)
+    paths = write_spec(spec, out_dir, mx, res, machine_doc(), inputs, out)
     return mx, res, spec, paths
 
 
@@ -134,11 +148,13 @@ def run(args: argparse.Namespace) -> int:
 
     check_output_dir(args.output, "-o")
     console = Console(highlight=False, stderr=True)
+    from ..redact import redact_text
+
+    say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
     if args.dry_run:
-        return dry_run(args, lambda s: console.print(s, markup=False, soft_wrap=True),
-                       "lock the complete set and write requirements.lock, pylock.toml and environment.json into %s"
-                       % args.output)
-    mx, res, spec, paths = make_spec(args, args.output, lambda s: console.print(s, markup=False, soft_wrap=True))
+        return dry_run(args, say, "lock the complete set and write requirements.lock, pylock.toml and "
+                                  "environment.json into %s" % args.output)
+    mx, res, spec, paths = make_spec(args, args.output, say)
     if spec is None:
         console.print("[bold red]no stack works[/] for verl %s here:" % res.verl)
         for p in res.problems:

@@ -23,7 +23,8 @@ __all__ = ["ImageSpec", "base_image_for", "render_dockerfile"]
 class ImageSpec:
     """What the Dockerfile needs: ``base`` (matrix row of the base image), ``python`` (minor the
     venv uses), ``verl`` (version, for labels), ``tool_version``, ``lock_name`` (file beside the
-    Dockerfile), ``pyz_name`` (the checker beside it)."""
+    Dockerfile), ``pyz_name`` (the checker beside it), ``index_secret`` (an index of the lock
+    needs credentials: pip reads them from a ``netrc`` build secret, so they never enter a layer)."""
 
     base: Dict[str, Any]
     python: str
@@ -31,6 +32,7 @@ class ImageSpec:
     tool_version: str
     lock_name: str = "requirements.lock"
     pyz_name: str = "preflight.pyz"
+    index_secret: bool = False
 
 
 def base_image_for(mx, variant: str, python: Optional[str] = None) -> Dict[str, Any]:
@@ -86,7 +88,9 @@ def render_dockerfile(spec: ImageSpec) -> str:
         "    && useradd --no-log-init --create-home --uid %d --user-group %s" % (USER_UID, USER_NAME),
         "",
         "COPY %s /opt/verl-preflight/requirements.lock" % spec.lock_name,
-        "RUN %s -m venv /opt/verl \\" % py,
+        ("# The index needs credentials: docker build --secret id=netrc,src=$HOME/.netrc (never a build argument)\n"
+         "RUN --mount=type=secret,id=netrc,target=/root/.netrc %s -m venv /opt/verl \\" % py) if spec.index_secret
+        else "RUN %s -m venv /opt/verl \\" % py,
         "    && /opt/verl/bin/python -m pip install --require-hashes --no-deps -r /opt/verl-preflight/requirements.lock",
         "ENV PATH=/opt/verl/bin:$PATH VIRTUAL_ENV=/opt/verl",
         "",

@@ -1,27 +1,40 @@
 """Install a requirements.lock into a new virtual environment, safely and idempotently.
 
-The prefix carries two markers: ``.verl-preflight-incomplete`` is written before anything is
-installed and removed only after pip succeeded (an interrupted or failed install leaves it, and
-``check`` reports that prefix as incomplete); ``.verl-preflight-installed`` records the sha256 of
-the lock that was installed, so a second run with the same lock changes nothing. The interpreter
-the tool was started from is never modified: a new venv is made with uv when present, else with
-``python -m venv``, and packages go into it with hashes required.
+The prefix carries markers: ``.verl-preflight-venv`` is written when the tool creates the prefix
+(before the venv), and only a prefix with one of the tool's markers is ever changed: a venv the
+user made, or any other non-empty directory, is refused (:func:`check_prefix`) and left as it
+is. ``.verl-preflight-incomplete`` is written before anything is installed and removed only after
+pip succeeded (an interrupted or failed install leaves it, ``check`` reports that prefix as
+incomplete, and the next install resumes: a venv whose interpreter or pip does not run is made
+again). ``.verl-preflight-installed`` records the sha256 of the lock that was installed, so a
+second run with the same lock changes nothing. ``.verl-preflight-lock`` is locked (``fcntl``)
+for the whole install, so two installs at one prefix run one after the other, never together.
+The interpreter the tool was started from is never modified: a new venv is made with uv when
+present, else with ``python -m venv``, and packages go into it with hashes required. Index
+credentials reach pip through its environment (``PIP_EXTRA_INDEX_URL``), never its command line.
 """
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from ..errors import UsageError
+from ..redact import redact_text
 
-__all__ = ["InstallResult", "install", "INCOMPLETE", "INSTALLED", "lock_digest"]
+__all__ = ["InstallResult", "install", "check_prefix", "prefix_lock", "INCOMPLETE", "INSTALLED", "CREATED",
+           "LOCKFILE", "lock_digest"]
 
 INCOMPLETE = ".verl-preflight-incomplete"
 INSTALLED = ".verl-preflight-installed"
+CREATED = ".verl-preflight-venv"
+LOCKFILE = ".verl-preflight-lock"
+_MARKERS = (CREATED, INCOMPLETE, INSTALLED)
 
 
 @dataclass
@@ -40,12 +53,73 @@ def lock_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _is_venv(prefix: str) -> bool:
-    return os.path.exists(os.path.join(prefix, "pyvenv.cfg"))
+def check_prefix(prefix: str, option: str = "--prefix") -> None:
+    """Raise UsageError unless ``prefix`` is absent, an empty directory, or a prefix this tool
+    created (one of its markers is there). Nothing is changed."""
+    prefix = os.path.abspath(os.path.expanduser(prefix))
+    if os.path.lexists(prefix) and not os.path.isdir(prefix):
+        raise UsageError("%s %s exists and is not a directory; choose a new or empty directory (nothing there was "
+                         "changed)" % (option, prefix))
+    if not os.path.isdir(prefix) or not os.listdir(prefix):
+        return
+    if any(os.path.exists(os.path.join(prefix, m)) for m in _MARKERS):
+        return
+    what = "a venv made by someone else" if os.path.exists(os.path.join(prefix, "pyvenv.cfg")) else "other files"
+    raise UsageError("%s %s is not a virtual environment verl-preflight created (it holds %s); choose a new or "
+                     "empty directory: install never changes a prefix it did not make (nothing there was changed)"
+                     % (option, prefix, what))
+
+
+@contextlib.contextmanager
+def prefix_lock(prefix: str, say: Callable[[str], None] = lambda s: None, timeout: float = 3600.0):
+    """Hold an exclusive ``fcntl`` lock on ``prefix``/.verl-preflight-lock (created with the
+    prefix) while the block runs; a second install at the same prefix waits for the first (up to
+    ``timeout`` seconds, then UsageError)."""
+    os.makedirs(prefix, exist_ok=True)
+    path = os.path.join(prefix, LOCKFILE)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock, as before
+            fcntl = None
+        if fcntl is not None:
+            deadline = time.monotonic() + timeout
+            told = False
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    if not told:
+                        say("%s: another install is running there; waiting for it to finish" % prefix)
+                        told = True
+                    if time.monotonic() > deadline:
+                        raise UsageError("--prefix %s: another install held it for %.0f s; wait for it or stop it, "
+                                         "then run install again" % (prefix, timeout))
+                    time.sleep(0.5)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _drop_interpreters(prefix: str) -> None:
+    """Remove bin/python* of a venv (ours, left broken) so that making it again replaces them."""
+    b = os.path.join(prefix, "bin")
+    for name in os.listdir(b) if os.path.isdir(b) else []:
+        if name.startswith("python"):
+            os.unlink(os.path.join(b, name))
+
+
+def _works(cmd: List[str]) -> bool:
+    try:
+        return subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def _run(cmd: List[str], log: List[str], say: Callable[[str], None], timeout: float,
-         live: Optional[bool] = None) -> None:
+         env: Optional[Dict[str, str]] = None, live: Optional[bool] = None) -> None:
     """Run one install step. On a terminal (``live``, default: stderr is a terminal) the
     installer's own output and progress bars go straight to it (``--quiet`` dropped), so a
     multi-gigabyte download is never a silent wait; elsewhere (CI logs) it is captured and only
@@ -56,21 +130,22 @@ def _run(cmd: List[str], log: List[str], say: Callable[[str], None], timeout: fl
         live = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
     if live:
         cmd = [c for c in cmd if c != "--quiet"]
-    log.append(" ".join(cmd))
-    say("$ " + " ".join(cmd))
+    shown = redact_text(" ".join(cmd))
+    log.append(shown)
+    say("$ " + shown)
     try:
         if live:
-            proc = subprocess.run(cmd, stdout=sys.stderr, timeout=timeout)
+            proc = subprocess.run(cmd, stdout=sys.stderr, timeout=timeout, env=env)
         else:
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                                  timeout=timeout)
+                                  timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise UsageError("'%s' did not finish within %.0f s; the prefix stays marked incomplete" % (cmd[0], timeout))
     if proc.returncode != 0:
         tail = ([l for l in (proc.stdout or "").strip().splitlines() if l.strip()][-1:] if not live else
                 ["its output is above"]) or ["exit %d" % proc.returncode]
         raise UsageError("install step failed (%s): %s; the prefix stays marked incomplete, fix the cause and run "
-                         "install again" % (os.path.basename(cmd[0]), tail[0][:300]))
+                         "install again" % (os.path.basename(cmd[0]), redact_text(tail[0][:300])))
 
 
 #: The first releases that install from a PEP 751 pylock.toml: uv 0.6.15 (``uv pip install -r``),
@@ -117,31 +192,45 @@ def pylock_beside(lock_path: str, lock_text: str) -> Optional[str]:
 
 def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], None] = lambda s: None,
             timeout: float = 3600.0, use_uv: Optional[bool] = None, pip_args: Sequence[str] = (),
-            system_site_packages: bool = False) -> InstallResult:
-    """Create (or reuse) the venv ``prefix`` with ``base_python`` and install ``lock_path`` into it.
+            system_site_packages: bool = False, index_urls: Sequence[str] = ()) -> InstallResult:
+    """Create (or reuse, or repair) the venv ``prefix`` with ``base_python`` and install
+    ``lock_path`` into it, holding the prefix's lock (:func:`prefix_lock`).
 
     ``pip_args`` go to the install command (a wheelhouse's ``--no-index --find-links ...``; with
     uv, ``--offline`` is added when ``--no-index`` is among them). ``system_site_packages``: the
     venv sees the base interpreter's packages (e.g. a GPU node's preinstalled torch); without
     ensurepip (Debian/Ubuntu python3 without python3-venv) the venv is made ``--without-pip`` and
-    uses the base's pip.
+    uses the base's pip. ``index_urls``: extra index URLs with credentials (kept out of the
+    lock); pip and uv get them through their environment.
 
-    Raises UsageError when the lock is missing, the prefix is something other than a venv this
-    tool made (never overwritten), or a step fails (the prefix is left marked incomplete).
+    Raises UsageError when the lock is missing, the prefix is something other than a prefix this
+    tool made (never changed), or a step fails (the prefix is left marked incomplete, and the
+    next run resumes).
     """
     try:
         with open(lock_path, encoding="utf-8") as fh:
             lock_text = fh.read()
     except OSError as exc:
         raise UsageError("lock file %s: %s; run 'preflight spec' first" % (lock_path, exc.strerror or exc))
-    digest = lock_digest(lock_text)
     prefix = os.path.abspath(os.path.expanduser(prefix))
+    check_prefix(prefix)
+    fresh = not os.path.isdir(prefix) or not os.listdir(prefix)
+    if fresh:
+        os.makedirs(prefix, exist_ok=True)
+        with open(os.path.join(prefix, CREATED), "w", encoding="utf-8") as fh:
+            fh.write("made by verl-preflight: 'preflight install' changes only prefixes with this file\n")
+    with prefix_lock(prefix, say, timeout):
+        return _install_locked(lock_text, lock_path, prefix, base_python, say, timeout, use_uv, pip_args,
+                               system_site_packages, index_urls)
+
+
+def _install_locked(lock_text: str, lock_path: str, prefix: str, base_python: str, say: Callable[[str], None],
+                    timeout: float, use_uv: Optional[bool], pip_args: Sequence[str], system_site_packages: bool,
+                    index_urls: Sequence[str]) -> InstallResult:
+    digest = lock_digest(lock_text)
     py = os.path.join(prefix, "bin", "python")
     marker_ok = os.path.join(prefix, INSTALLED)
     marker_bad = os.path.join(prefix, INCOMPLETE)
-    if os.path.exists(prefix) and os.listdir(prefix) and not _is_venv(prefix) and not os.path.exists(marker_bad):
-        raise UsageError("--prefix %s exists and is not a virtual environment; choose a new or empty directory "
-                         "(nothing there was changed)" % prefix)
     if os.path.exists(marker_ok) and not os.path.exists(marker_bad):
         try:
             with open(marker_ok, encoding="utf-8") as fh:
@@ -151,7 +240,7 @@ def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], 
         if done.get("lock_sha256") == digest and os.path.exists(py):
             say("%s already has this lock installed (sha256 %s): nothing to do" % (prefix, digest[:12]))
             return InstallResult(py, False, done.get("tool", "?"), [])
-    os.makedirs(prefix, exist_ok=True)
+    resuming = os.path.exists(marker_bad)
     with open(marker_bad, "w", encoding="utf-8") as fh:
         json.dump({"lock_sha256": digest, "lock": os.path.abspath(lock_path)}, fh)
     if os.path.exists(marker_ok):
@@ -159,21 +248,33 @@ def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], 
     uv = shutil.which("uv") if use_uv is not False else None
     if use_uv and not uv:
         raise UsageError("--uv given but uv is not on PATH; install uv or leave --uv out")
+    env = dict(os.environ)
+    if index_urls:
+        extra = " ".join(list(index_urls) + [u for u in env.get("PIP_EXTRA_INDEX_URL", "").split() if u])
+        env["PIP_EXTRA_INDEX_URL"] = extra
+        env["UV_EXTRA_INDEX_URL"] = extra
     log: List[str] = []
     ssp = ["--system-site-packages"] if system_site_packages else []
     if uv:
-        if not os.path.exists(py):
+        if not _works([py, "-c", "pass"]):
+            if resuming and os.path.exists(py):
+                say("%s: the interrupted install left a venv that does not run; making it again" % prefix)
+            _drop_interpreters(prefix)
             _run([uv, "venv", "--python", base_python, "--allow-existing"] + ssp + [prefix], log, say, 600)
         extra = list(pip_args) + (["--offline"] if "--no-index" in pip_args else [])
         pylock = pylock_beside(lock_path, lock_text)
         if pylock and _version_of([uv, "--version"]) >= UV_PYLOCK:  # the PEP 751 lock: its hashes are verified
-            _run([uv, "pip", "install", "--python", py, "--no-deps"] + extra + ["-r", pylock], log, say, timeout)
+            _run([uv, "pip", "install", "--python", py, "--no-deps"] + extra + ["-r", pylock], log, say, timeout, env)
         else:
             _run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-deps"] + extra + ["-r", lock_path],
-                 log, say, timeout)
+                 log, say, timeout, env)
         tool = "uv"
     else:
-        if not os.path.exists(py):
+        if not _works([py, "-m", "pip", "--version"]):
+            if resuming and os.path.exists(py):
+                say("%s: the interrupted install left a venv without a working pip; making it again" % prefix)
+            if not _works([py, "-c", "pass"]):
+                _drop_interpreters(prefix)
             try:
                 _run([base_python, "-m", "venv"] + ssp + [prefix], log, say, 600)
             except UsageError:
@@ -186,7 +287,7 @@ def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], 
         if pylock and _version_of([py, "-m", "pip", "--version"]) >= PIP_PYLOCK:
             source = pylock  # pip >= 26.1 reads PEP 751 locks (experimental), hashes included
         _run([py, "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--no-deps"]
-             + ([] if source == pylock else ["--require-hashes"]) + list(pip_args) + ["-r", source], log, say, timeout)
+             + ([] if source == pylock else ["--require-hashes"]) + list(pip_args) + ["-r", source], log, say, timeout, env)
         tool = "pip"
     with open(marker_ok, "w", encoding="utf-8") as fh:
         json.dump({"lock_sha256": digest, "lock": os.path.abspath(lock_path), "tool": tool}, fh, sort_keys=True)

@@ -192,13 +192,18 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
 
 
 def render_lock(res: LockResult, header: Sequence[str] = ()) -> str:
-    """requirements.lock text: comment header, index lines, then ``name==version`` with its
-    ``--hash`` lines, sorted by name. Same input, same bytes."""
-    lines = ["# %s" % h for h in header]
+    """requirements.lock text: comment header, index lines (without userinfo: credentials are
+    passed to pip another way), then ``name==version`` with its ``--hash`` lines, sorted by name.
+    Same input, same bytes."""
+    from ..redact import redact_text, strip_userinfo
+
+    # a lock is shared (committed, copied into images): index credentials never go in (see
+    # README, "Index credentials"), and no other secret either
+    lines = ["# %s" % redact_text(h) for h in header]
     if res.index_url:
-        lines.append("--index-url %s" % res.index_url)
+        lines.append("--index-url %s" % strip_userinfo(res.index_url))
     for u in res.extra_index_urls:
-        lines.append("--extra-index-url %s" % u)
+        lines.append("--extra-index-url %s" % strip_userinfo(u))
     for p in res.packages:
         if p.hashes:
             lines.append("%s==%s \\" % (p.name, p.version))
@@ -217,6 +222,7 @@ def render_pylock(res: LockResult) -> str:
     ``environments`` marker says which."""
     from urllib.parse import unquote
 
+    from ..redact import strip_userinfo
     import tomli_w
     from packaging.markers import Marker
     from packaging.pylock import Package, PackageSdist, PackageWheel, Pylock
@@ -230,12 +236,13 @@ def render_pylock(res: LockResult) -> str:
         for h in p.hashes:
             algo, _, hexd = h.partition(":")
             hashes.setdefault(algo, hexd)
-        name = unquote(p.url.rsplit("/", 1)[-1].split("#", 1)[0]) if p.url else None
+        url = strip_userinfo(p.url) if p.url else None  # never an index's credentials in a shared file
+        name = unquote(url.rsplit("/", 1)[-1].split("#", 1)[0]) if url else None
         kw = {}
         if name and name.endswith(".whl"):
-            kw["wheels"] = [PackageWheel(name=name, url=p.url, hashes=hashes)]
-        elif p.url:
-            kw["sdist"] = PackageSdist(name=name, url=p.url, hashes=hashes)
+            kw["wheels"] = [PackageWheel(name=name, url=url, hashes=hashes)]
+        elif url:
+            kw["sdist"] = PackageSdist(name=name, url=url, hashes=hashes)
         packages.append(Package(name=canonicalize_name(p.name), version=Version(p.version), **kw))
     lock = Pylock(lock_version=Version("1.0"), created_by="verl-preflight",
                   environments=[Marker('sys_platform == "linux" and platform_machine == "x86_64" and '

@@ -8,17 +8,22 @@ writes the two files. flash-attn is left out of the lock when it has to be built
 (that build needs torch already installed); the spec records it as a post-install step.
 """
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from .. import __version__
 from ..errors import UsageError
+from ..redact import redact, strip_userinfo, url_has_userinfo
 from .environment import render_environment
 from .install import lock_digest
 from .lock import LockResult, render_lock, render_pylock, resolve_lock
+from .owned import OutputDir
 
-__all__ = ["SpecOptions", "Spec", "build_spec", "write_spec", "top_level"]
+__all__ = ["SpecOptions", "Spec", "build_spec", "write_spec", "top_level", "CREDENTIALS_NOTE", "SPEC_FILES"]
+
+#: What environment.json says, and the console tells, when an index URL carried credentials.
+CREDENTIALS_NOTE = ("not written: give them to pip where it runs (PIP_EXTRA_INDEX_URL, pip config, ~/.netrc or "
+                    "keyring; in a Docker build, a build secret; see the README, Index credentials)")
 
 
 @dataclass
@@ -41,7 +46,9 @@ class SpecOptions:
 class Spec:
     """A resolved, locked stack: ``requirements`` (top-level pins), ``lock`` (pip's complete set),
     ``lock_text``, ``post_install`` (commands after the lock, e.g. a flash-attn source build),
-    ``stack`` (the choices, for environment.json), ``pylock_text`` (the same set as pylock.toml)."""
+    ``stack`` (the choices, for environment.json), ``pylock_text`` (the same set as pylock.toml),
+    ``index_credentials`` (the index URLs that carried a user or password: used for this run's
+    pip only, never written to a file)."""
 
     requirements: List[str]
     lock: LockResult
@@ -49,6 +56,7 @@ class Spec:
     post_install: List[str] = field(default_factory=list)
     stack: Dict[str, Any] = field(default_factory=dict)
     pylock_text: str = ""
+    index_credentials: List[str] = field(default_factory=list)
 
 
 def top_level(mx, res, opts: SpecOptions):
@@ -107,31 +115,40 @@ def build_spec(mx, res, opts: SpecOptions, pip_python: Optional[str] = None) -> 
     header += ["after it: %s" % p for p in post]
     text = render_lock(lock, header)
     torch_pin = next((r.split("==")[1] for r in reqs if r.startswith("torch==")), None)
+    creds = [u for u in extra if url_has_userinfo(u)]
+    overrides = {k: v for k, v in opts.__dict__.items() if v}
+    if overrides.get("torch_index"):
+        overrides["torch_index"] = strip_userinfo(overrides["torch_index"])
     stack = {"verl": res.verl, "backend": None if opts.no_backend else res.backend,
              "backend_version": None if opts.no_backend else res.backend_version, "python": res.python,
              "torch": torch_pin, "variant": "pip configuration" if opts.torch_index == "none" else res.variant,
-             "extra_index_urls": extra, "top_level": reqs, "post_install": post,
-             "overrides": {k: v for k, v in opts.__dict__.items() if v}}
-    return Spec(reqs, lock, text, post, stack, render_pylock(lock))
+             "extra_index_urls": [strip_userinfo(u) for u in extra], "top_level": reqs, "post_install": post,
+             "overrides": overrides}
+    if creds:
+        stack["private_index"] = CREDENTIALS_NOTE
+    return Spec(reqs, lock, text, post, stack, render_pylock(lock), creds)
 
 
-def write_spec(spec: Spec, out_dir: str, mx, res, machine: Dict[str, Any], inputs: Dict[str, Any]) -> List[str]:
+#: The files :func:`write_spec` writes into its directory.
+SPEC_FILES = ("requirements.lock", "pylock.toml", "environment.json")
+
+
+def write_spec(spec: Spec, out_dir: str, mx, res, machine: Dict[str, Any], inputs: Dict[str, Any],
+               out: Optional[OutputDir] = None) -> List[str]:
     """Write requirements.lock, pylock.toml and environment.json into ``out_dir`` (created);
     return the paths.
 
-    Files are written whole (:func:`preflight.atomic.write_atomic`); same inputs give the same bytes.
+    Files are written whole (:func:`preflight.atomic.write_atomic`); same inputs give the same
+    bytes. ``out`` (default: ``OutputDir(out_dir, "-o")``) refuses to replace a file the tool did
+    not write (UsageError). environment.json is redacted (:func:`preflight.redact.redact`).
     """
-    from ..atomic import write_atomic
-
-    os.makedirs(out_dir, exist_ok=True)
-    lock_path = os.path.join(out_dir, "requirements.lock")
-    pylock_path = os.path.join(out_dir, "pylock.toml")
-    env_path = os.path.join(out_dir, "environment.json")
-    env_text = render_environment(__version__, mx.version, inputs, machine, spec.stack, res.citations,
-                                  lock_digest(spec.lock_text))
+    out = out or OutputDir(out_dir, "-o")
+    out.check(SPEC_FILES)
+    env_text = render_environment(__version__, mx.version, redact(inputs), machine, redact(spec.stack),
+                                  res.citations, lock_digest(spec.lock_text))
     written = []
-    for path, text in ((lock_path, spec.lock_text), (pylock_path, spec.pylock_text), (env_path, env_text)):
+    for name, text in (("requirements.lock", spec.lock_text), ("pylock.toml", spec.pylock_text),
+                       ("environment.json", env_text)):
         if text:
-            write_atomic(path, text)
-            written.append(path)
+            written.append(out.write(name, text))
     return written
