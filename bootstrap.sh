@@ -161,9 +161,12 @@ case "$SHA" in
     *) [ "${#SHA}" -eq 64 ] || die 2 "--sha256 $SHA: not a sha256 (64 hexadecimal digits)" ;;
 esac
 SHA=$(printf '%s' "$SHA" | tr 'A-F' 'a-f')
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/verl-preflight.XXXXXXXX") || die 2 "cannot make a private temporary directory in ${TMPDIR:-/tmp}; set TMPDIR to a writable directory"
 
 PY=$(find_python) || die 3 "no Python >= 3.8 found on PATH; install python3 first"
+# private (mode 0700, a fresh name): mktemp, else Python's tempfile
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/verl-preflight.XXXXXXXX" 2>/dev/null) ||
+    WORK=$("$PY" -c 'import tempfile; print(tempfile.mkdtemp(prefix="verl-preflight."))') ||
+    die 2 "cannot make a private temporary directory in ${TMPDIR:-/tmp}; set TMPDIR to a writable directory"
 say "bootstrap.sh: using $PY ($("$PY" -c 'import platform; print(platform.python_version())'))"
 
 # 1. the checker
