@@ -269,7 +269,7 @@ def test_lock_and_environment_json_carry_no_index_credentials(matrix, tmp_path):
     assert "--extra-index-url https://idx.example/simple" in text and "--index-url https://idx3.example/simple" in text
     res = resolve(matrix, matrix.verl_versions()[-1], python="3.11")
     stack = {"extra_index_urls": urls, "overrides": {"torch_index": urls[0]}, "private_index": "x"}
-    spec = Spec(["six==1.17.0"], lock, text, [], stack, urls)
+    spec = Spec(["six==1.17.0"], lock, text, [], stack, index_credentials=urls)
     paths = write_spec(spec, str(tmp_path / "out"), matrix, res, {}, {"note": urls[1]})
     for p in paths:
         body = open(p).read()

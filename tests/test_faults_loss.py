@@ -289,3 +289,18 @@ def test_bootstrap_log_keeps_the_checkers_exit_code(pyz, tmp_path):
                     "--stage", "nosuchstage")
     assert ok.returncode == 0 and bad.returncode == 2
     assert not os.path.exists(str(log) + ".rc") and "bootstrap.sh: ready" in log.read_text()
+
+
+@LOSS
+@pytest.mark.parametrize("where", ["-o", "--parts-dir"])
+def test_wheelhouse_refuses_a_directory_it_did_not_write(pyz, tmp_path, where):
+    # the same kind: wheelhouse rewrites DIR/simple/ and the parts directory
+    lock = tmp_path / "tiny.lock"
+    lock.write_text(TINY_LOCK)
+    mine = tmp_path / ("wh" if where == "-o" else "parts")
+    (mine / "simple").mkdir(parents=True)
+    (mine / "simple" / "index.html").write_text("my own index")
+    p = pf(pyz, "wheelhouse", "--lock", str(lock), "--python", "3.12", "-o", str(tmp_path / "wh"), "--split",
+           "64MiB", "--parts-dir", str(tmp_path / "parts"))
+    assert p.returncode == 2 and str(mine) in p.stderr and "--force" in p.stderr
+    assert (mine / "simple" / "index.html").read_text() == "my own index"

@@ -49,6 +49,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="leave out pins the target already has at that version: its interpreter, or a 'pip list "
                         "--format=json' / 'pip freeze' file from it")
     p.add_argument("--pyz", metavar="FILE", help="the checker zipapp to put beside the wheels (default: this one)")
+    p.add_argument("--force", action="store_true", help="write into a non-empty -o/--parts-dir that is not a wheelhouse")
     p.add_argument("--check", metavar="DIR", help="is the wheelhouse DIR complete for --python PATH?")
     p.add_argument("--json", metavar="FILE", help="--check: also write the answer as JSON ('-' for stdout)")
 
@@ -106,6 +107,11 @@ def run(args: argparse.Namespace) -> int:
     parts_dir = args.parts_dir or (args.output.rstrip("/") + ".parts")
     if size:
         check_output_dir(parts_dir, "--parts-dir")
+    from ..outputs.owned import check_dir_is_ours
+
+    check_dir_is_ours(args.output, "-o", wh.MANIFEST, args.force)
+    if size:
+        check_dir_is_ours(parts_dir, "--parts-dir", wh.PARTS_MANIFEST, args.force)
     if args.pyz and not os.path.isfile(args.pyz):
         raise UsageError("--pyz %s: no such file; build it with 'python3 tools/build_pyz.py'" % args.pyz)
     m = wh.build(args.lock, args.output, python, args.platform or wh.DEFAULT_PLATFORMS, args.omit,

@@ -88,7 +88,8 @@ def render_dockerfile(spec: ImageSpec) -> str:
         "    && useradd --no-log-init --create-home --uid %d --user-group %s" % (USER_UID, USER_NAME),
         "",
         "COPY %s /opt/verl-preflight/requirements.lock" % spec.lock_name,
-        ("# The index needs credentials: docker build --secret id=netrc,src=$HOME/.netrc (never a build argument)\n"
+        ("# The index needs a login: pass ~/.netrc as a build secret, never a build argument:\n"
+         "#   docker build --secret id=netrc,src=$HOME/.netrc ...\n"
          "RUN --mount=type=secret,id=netrc,target=/root/.netrc %s -m venv /opt/verl \\" % py) if spec.index_secret
         else "RUN %s -m venv /opt/verl \\" % py,
         "    && /opt/verl/bin/python -m pip install --require-hashes --no-deps -r /opt/verl-preflight/requirements.lock",

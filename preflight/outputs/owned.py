@@ -18,7 +18,7 @@ from typing import Dict, Iterable, List, Optional
 from ..atomic import write_atomic
 from ..errors import UsageError
 
-__all__ = ["MANIFEST", "OutputDir"]
+__all__ = ["MANIFEST", "OutputDir", "check_dir_is_ours"]
 
 MANIFEST = ".verl-preflight-outputs.json"
 
@@ -149,3 +149,18 @@ class OutputDir:
         write_atomic(path, data, self.option, mode=0o755)
         self._record(name)
         return path
+
+
+def check_dir_is_ours(path: str, option: str, marker: str, force: bool = False) -> None:
+    """For a command that rewrites a whole directory (``wheelhouse -o DIR``, its parts): raise
+    UsageError unless ``path`` is absent, empty, or holds ``marker`` (the manifest the tool writes
+    there), or ``force``. The message lists a few of the entries found. Nothing is changed."""
+    if force or not os.path.isdir(path):
+        return
+    entries = sorted(os.listdir(path))
+    if not entries or os.path.isfile(os.path.join(path, marker)):
+        return
+    shown = ", ".join(entries[:5]) + (" and %d more" % (len(entries) - 5) if len(entries) > 5 else "")
+    raise UsageError("%s %s is a directory verl-preflight did not write (it holds %s, and no %s); choose a new or "
+                     "empty directory, or pass --force to write into it (nothing was changed)"
+                     % (option, path, shown, marker))
