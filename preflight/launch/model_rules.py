@@ -13,11 +13,10 @@ fixes carry their overrides (``alts``), so :mod:`preflight.launch.fixes` can re-
 """
 
 import json
-import math
 import os
 import re
 import struct
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .model import ModelFacts
 

@@ -427,7 +427,6 @@ class _Ctx:
 def _suggest_micro(v: Values, role: str) -> Tuple[int, str]:
     """A micro-batch size that fits: a divisor of the per-GPU mini-batch (actor, critic) or of the
     per-GPU sequences (log-prob passes), at most 4 for training and 16 for log-probs."""
-    sp = v.critic_sp if role == "critic" else v.sp
     dp = _dp(v, role)
     if dp is None:
         return 4, "4"
