@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .checks.base import Outcome, errored, failed, passed, skipped, warned
 from .result import Result, Status
 
-__all__ = ["NodeInfo", "label_nodes", "attach_outcomes", "cpu_outcomes", "node_results", "node_facts",
+__all__ = ["NodeInfo", "label_nodes", "best_fit", "attach_outcomes", "cpu_outcomes", "node_results", "node_facts",
            "drift_outcomes", "verl_pools", "resource_outcomes", "collective_outcome", "to_results"]
 
 #: Facts compared across nodes besides the distributions: (key, label).
@@ -345,6 +345,21 @@ def verl_pools(nnodes: int, n_gpus_per_node: int) -> List[Dict[str, Any]]:
              "groups": [[dict(bundle) for _ in range(n_gpus_per_node)] for _ in range(nnodes)]}]
 
 
+def best_fit(gpus_of: Dict[str, float], nnodes: int, per: int) -> Optional[Tuple[int, int]]:
+    """The launch (nodes, GPUs per node) that Ray can place on nodes offering ``gpus_of`` (label ->
+    available GPUs) with the most GPUs, never more GPUs per node than asked; ties keep
+    ``n_gpus_per_node``, then the node count nearest the one asked. None when no node has a GPU."""
+    best = None
+    for k in range(1, per + 1):
+        m = sum(1 for g in gpus_of.values() if g >= k)
+        if m < 1:
+            continue
+        key = (m * k, k == per, -abs(m - nnodes))
+        if best is None or key > best[0]:
+            best = (key, (m, k))
+    return best[1] if best else None
+
+
 def resource_outcomes(events: Dict[str, Any], nodes: Sequence[NodeInfo], launch: Dict[str, Any],
                       pools: Sequence[Dict[str, Any]]) -> List[Outcome]:
     """A launch's GPUs against Ray's numbers: the total (verl's own check and message), the nodes
@@ -362,36 +377,25 @@ def resource_outcomes(events: Dict[str, Any], nodes: Sequence[NodeInfo], launch:
     ev = {"trainer.nnodes": nn, "trainer.n_gpus_per_node": per, "desired_gpus": want,
           "ray_available_gpus": avail, "ray_cluster_gpus": total, "available_gpus_per_node": gpus_of}
     out: List[Outcome] = []
+    fit = best_fit(gpus_of, nn, per)
+    nodes_short = max(0, nn - sum(1 for g in gpus_of.values() if g >= per))
+    change = ("trainer.nnodes=%d trainer.n_gpus_per_node=%d (%d GPUs, the most this cluster places that way)" % (
+        fit[0], fit[1], fit[0] * fit[1]) if fit else "no launch fits: the cluster offers no GPU")
+    grow = "or keep the launch and add %d node(s) with %d free GPUs each (`ray start --address=HEAD:PORT " \
+           "--num-gpus=%d`)" % (max(nodes_short, -(-int(want - avail) // per) if avail < want else 0), per, per)
     if avail < want:
-        fits = [(k, int(avail // k)) for k in range(per, 0, -1) if avail // k >= 1]
-        fix = []
-        if avail >= per:
-            fix.append("trainer.nnodes=%d" % int(avail // per))
-        if fits:
-            k = max(range(1, per + 1), key=lambda k: min(nn, sum(1 for g in gpus_of.values() if g >= k)) * k)
-            m = min(nn, sum(1 for g in gpus_of.values() if g >= k))
-            if m >= 1 and (k, m) != (per, nn):
-                fix.append("trainer.nnodes=%d trainer.n_gpus_per_node=%d" % (m, k))
-        fix.append("or add %d GPU(s) to the cluster (%d more node(s) with %d GPUs each)" % (
-            want - avail, -(-(want - avail) // per), per))
         out.append(failed("Total available GPUs %g is less than total desired GPUs %d (trainer.nnodes=%d x "
                           "trainer.n_gpus_per_node=%d; Ray: %g GPUs in the cluster, %g available)" % (
-                              avail, want, nn, per, total, avail), "; ".join(fix), ev, item="gpus"))
+                              avail, want, nn, per, total, avail), "%s; %s" % (change, grow), ev, item="gpus"))
     else:
         out.append(passed("%d GPUs wanted (%d x %d), Ray has %g available of %g" % (want, nn, per, avail, total), ev,
                           item="gpus"))
     enough = sorted([lab for lab, g in gpus_of.items() if g >= per])
     if len(enough) < nn:
-        best = sorted(gpus_of.values(), reverse=True)[:nn]
-        k = int(min(best)) if len(best) == nn and min(best) >= 1 else 0
-        fix = ("trainer.n_gpus_per_node=%d (what the %d best-equipped nodes all offer)" % (k, nn) if k else
-               "trainer.nnodes=%d" % max(1, len(enough)))
         out.append(failed("%d node(s) offer trainer.n_gpus_per_node=%d GPUs, trainer.nnodes=%d needs %d (available "
                           "GPUs per node: %s; %d alive node(s))" % (
                               len(enough), per, nn, nn, ", ".join("%s %g" % kv for kv in sorted(gpus_of.items())),
-                              len(alive)),
-                          fix + "; or start more nodes with `ray start --address=HEAD:PORT --num-gpus=%d`" % per, ev,
-                          item="nodes"))
+                              len(alive)), "%s; %s" % (change, grow), ev, item="nodes"))
     else:
         out.append(passed("%d node(s) offer %d GPUs each: %s" % (len(enough), per, ", ".join(enough)), ev,
                           item="nodes"))
@@ -536,11 +540,17 @@ def node_results(n: NodeInfo, res: Optional[Dict[str, Any]], timeout: float) -> 
         return [], failed("%s: the checker %s and wrote no report" % (
             n.name, "ran out of time" if r.get("timed_out") else "exited with %s" % r.get("rc")),
             "run `python3 preflight.pyz check` on that node to see the error", ev, item=n["label"])
+    tmp_pyz = r.get("pyz")
+
+    def here(text: Optional[str]) -> Optional[str]:  # the node's copy of the zipapp is gone after the run
+        return text.replace(tmp_pyz, "preflight.pyz") if text and tmp_pyz else text
+
     rows = []
     for row in doc.get("results") or []:
         rows.append(Result(id="%s.%s" % (n["label"], row["id"]), stage=stage, status=Status(row["status"]),
-                           message=row.get("message") or "", evidence=row.get("evidence") or {}, fix=row.get("fix"),
-                           caused_by=["%s.%s" % (n["label"], c) for c in row.get("caused_by") or []],
+                           message=here(row.get("message")) or "", evidence=row.get("evidence") or {},
+                           fix=here(row.get("fix")), caused_by=["%s.%s" % (n["label"], c) for c in
+                                                                 row.get("caused_by") or []],
                            duration_s=float(row.get("duration_s") or 0)))
     c = doc.get("summary") or {}
     ev["summary"] = c
@@ -548,7 +558,8 @@ def node_results(n: NodeInfo, res: Optional[Dict[str, Any]], timeout: float) -> 
         return rows, passed("%s ready: %d passed, %d warnings (%s, %.0f s)" % (
             n.name, c.get("pass", 0), c.get("warn", 0), r.get("python"), r.get("seconds") or 0), ev, item=n["label"])
     bad = [row for row in rows if row.status.blocks]
-    return rows, failed("%s not ready: %s" % (n.name, "; ".join("%s %s" % (b.id, b.message[:120]) for b in bad[:3])),
+    return rows, failed("%s not ready: %d row(s) failed: %s" % (n.name, len(bad), ", ".join(b.id for b in bad[:6])
+                                                                + (", ..." if len(bad) > 6 else "")),
                         "see the rows of %s below" % n["label"], ev, item=n["label"])
 
 

@@ -98,6 +98,8 @@ def test_every_node_reported(big_launch, cluster, ray_py):
         # each node's own rows are in the report, under its label
         assert "%s.host.os" % n["label"] in r and "%s.packages.consistency" % n["label"] in r
     assert sorted(pythons.values()) == sorted(n["python"] for _p, n in cluster.nodes)  # each ran in its own Python
+    # the node's temporary copy of the zipapp is gone: no fix points at it
+    assert not any("preflight-node-" in (row["fix"] or "") + row["message"] for row in doc["results"])
     assert rc == 1
 
 
@@ -140,10 +142,10 @@ def test_launch_larger_than_cluster_fails_with_rays_numbers(big_launch, cluster,
     row = r["cluster.resources.gpus"]
     assert row["status"] == "fail"
     assert "Total available GPUs %g is less than total desired GPUs 6" % gpus in row["message"]
-    assert "trainer.nnodes=2" in row["fix"]  # 2 x 2 = 4 fits Ray's count
     nodes_row = r["cluster.resources.nodes"]
     assert nodes_row["status"] == "fail" and "1 node(s) offer trainer.n_gpus_per_node=2" in nodes_row["message"]
-    assert "trainer.n_gpus_per_node=1" in nodes_row["fix"]
+    # the suggested launch is re-checked against Ray in test_fitting_launch_and_verl_attach
+    assert "trainer.nnodes=3 trainer.n_gpus_per_node=1" in row["fix"] and row["fix"] == nodes_row["fix"]
     assert r["cluster.resources.pool"]["status"] == "fail"
 
 
@@ -160,11 +162,15 @@ def test_gloo_across_nodes(big_launch, cluster, ray_py):
     assert ev["sizes"] and all(s["busbw_gbps"] > 0 and s["time_us"] > 0 for s in ev["sizes"])
 
 
-def test_fitting_launch_and_verl_attach(pyz, ray_py, cluster, tmp_path):
+def test_fitting_launch_and_verl_attach(big_launch, pyz, ray_py, cluster, tmp_path):
+    # the launch the failed run suggested, checked again against the same cluster
+    import re
+
+    fix = rows(big_launch[1])["cluster.resources.gpus"]["fix"]
+    suggested = re.search(r"trainer\.nnodes=\d+ trainer\.n_gpus_per_node=\d+", fix).group(0).split()
     env = dict(cluster.env, RAY_TMPDIR=str(tmp_path))  # no state file: verl's ray.init() finds no cluster
     rc, doc, _dt, text = cluster_cmd(pyz, ray_py, env, "--address", cluster.address, "--collective", "none",
-                                     "--stage", "host", "--timeout", "60", "--",
-                                     "trainer.nnodes=2", "trainer.n_gpus_per_node=1",
+                                     "--stage", "host", "--timeout", "60", "--", *suggested,
                                      "ray_kwargs.ray_init.num_cpus=1")
     r = rows(doc)
     # verl passes ray_init.num_cpus to ray.init(); Ray refuses it when attaching (its own message)

@@ -134,7 +134,7 @@ def node_check(pyz_bytes, argv, timeout, node_id):
             "python": sys.executable, "python_version": "%d.%d.%d" % sys.version_info[:3],
             "cpus": _cpus(), "dists": _dists(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "rc": rc, "timed_out": timed_out,
-            "output_tail": text[-3000:], "report": doc, "seconds": round(time.time() - t0, 2)}
+            "output_tail": text[-3000:], "report": doc, "seconds": round(time.time() - t0, 2), "pyz": pyz}
 
 
 class RankActor(object):
