@@ -37,12 +37,13 @@ def main() -> int:
             info = c.add(ray_py, num_cpus=4, num_gpus=1, env={"CUDA_VISIBLE_DEVICES": gpu})
             print("node GPU %s: %s (%.1f s)" % (gpu, info["node_id"], time.monotonic() - t0), flush=True)
         cmd = [sys.executable, pyz, "cluster", "--python", ray_py, "--address", c.address, "--collective", "nccl",
-               "--stage", "host,python,packages,imports,gpu", "--backend", "none", "--timeout", "180",
+               "--stage", "host,python,packages,imports,gpu", "--backend", "none", "--timeout", "120",
+               "--node-timeout", "240",
                "--json", report, "-v", "--", "trainer.nnodes=2", "trainer.n_gpus_per_node=1"]
         print("$ " + " ".join(cmd), flush=True)
         t1 = time.monotonic()
         proc = subprocess.run(cmd, env=c.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              universal_newlines=True, timeout=900)
+                              universal_newlines=True, timeout=480)
         print(proc.stdout[-20000:])
         print("preflight cluster: exit %d in %.1f s" % (proc.returncode, time.monotonic() - t1))
         with open(report) as fh:
