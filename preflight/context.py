@@ -9,7 +9,7 @@ Tests build a Context with pre-filled facts instead of patching probes.
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional, Tuple, Union
 
 from packaging.markers import Marker
 from packaging.utils import canonicalize_name
@@ -20,10 +20,92 @@ from .probes import host as host_probe
 from .probes import nvml as nvml_probe
 from .probes.process import ProbeOutput, run_script
 
-__all__ = ["Options", "Context", "Dist"]
+__all__ = ["Options", "LaunchOptions", "NcclOptions", "VllmOptions", "Context", "Dist"]
 
 
 @dataclass
+class LaunchOptions:
+    """The config stage's input (``check --launch/--config``, the ``config`` and ``cluster``
+    commands).
+
+    Attributes:
+        words: the launch command or its overrides (a string to split, or argv words).
+        config_file: a saved verl config (YAML/JSON) applied before the overrides.
+        gpus, nnodes: ``--gpus``/``--nnodes`` (set trainer.n_gpus_per_node / trainer.nnodes).
+        given: the user asked for the config stage even with nothing to compose (the ``config``
+            command): then a missing launch is an error, not a skip.
+    """
+
+    words: Union[str, List[str], None] = None
+    config_file: Optional[str] = None
+    gpus: Optional[int] = None
+    nnodes: Optional[int] = None
+    given: bool = False
+
+
+@dataclass
+class NcclOptions:
+    """The nccl stage: ``backend`` (``nccl``, or ``gloo`` on CPUs for testing) and ``inject`` (a
+    fault the rank script simulates, for tests)."""
+
+    backend: str = "nccl"
+    inject: Optional[str] = None
+
+
+@dataclass
+class VllmOptions:
+    """The vllm stage: ``compile`` (also run the generation the way verl's rollout does, with CUDA
+    graphs and torch.compile) and ``session`` (keep the process that imported vLLM for the
+    generation)."""
+
+    compile: bool = False
+    session: bool = False
+
+
+#: ``Options.extra`` keys (the old untyped spelling) -> (typed group, attribute).
+_EXTRA_KEYS = {
+    "launch": ("launch", "words"), "config_file": ("launch", "config_file"), "gpus": ("launch", "gpus"),
+    "nnodes": ("launch", "nnodes"), "launch_given": ("launch", "given"),
+    "nccl_backend": ("nccl", "backend"), "nccl_inject": ("nccl", "inject"),
+    "vllm_compile": ("vllm", "compile"), "vllm_session": ("vllm", "session"),
+}
+
+
+class _ExtraView(MutableMapping):
+    """``Options.extra`` as a dict over the typed groups, so code written against the old
+    untyped dict reads and writes the typed fields; unknown keys are kept aside."""
+
+    def __init__(self, options: "Options") -> None:
+        self._o = options
+
+    def __getitem__(self, key: str) -> Any:
+        if key in _EXTRA_KEYS:
+            group, attr = _EXTRA_KEYS[key]
+            return getattr(getattr(self._o, group), attr)
+        return self._o.other[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key in _EXTRA_KEYS:
+            group, attr = _EXTRA_KEYS[key]
+            setattr(getattr(self._o, group), attr, value)
+        else:
+            self._o.other[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if key in _EXTRA_KEYS:
+            group, attr = _EXTRA_KEYS[key]
+            setattr(getattr(self._o, group), attr, getattr(type(getattr(self._o, group))(), attr))
+        else:
+            del self._o.other[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(_EXTRA_KEYS) + list(self._o.other))
+
+    def __len__(self) -> int:
+        return len(_EXTRA_KEYS) + len(self._o.other)
+
+
+@dataclass(init=False)
 class Options:
     """What the user asked for.
 
@@ -34,6 +116,14 @@ class Options:
         timeout: seconds each subprocess check may take before its process group is killed.
         nccl_world_size: ranks for the nccl stage (None: every visible GPU).
         backend: rollout backend to check for (``vllm``/``sglang``; None: the installed one).
+        vllm_tp: tensor_parallel_size of the vllm stage's generation.
+        launch, nccl, vllm: the typed options of the config, nccl and vllm stages.
+        other: options no typed group holds yet (read through :attr:`extra`).
+
+    ``extra=`` (a dict with the old keys ``launch``, ``config_file``, ``gpus``, ``nnodes``,
+    ``launch_given``, ``nccl_backend``, ``nccl_inject``, ``vllm_compile``, ``vllm_session``) is
+    still accepted at construction and :attr:`extra` still reads and writes them, through the
+    typed fields.
     """
 
     python: str = sys.executable
@@ -42,7 +132,29 @@ class Options:
     nccl_world_size: Optional[int] = None
     backend: Optional[str] = None
     vllm_tp: int = 1
-    extra: Dict[str, Any] = field(default_factory=dict)
+    launch: LaunchOptions = field(default_factory=LaunchOptions)
+    nccl: NcclOptions = field(default_factory=NcclOptions)
+    vllm: VllmOptions = field(default_factory=VllmOptions)
+    other: Dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, python: str = sys.executable, verl: Optional[str] = None, timeout: float = 120.0,
+                 nccl_world_size: Optional[int] = None, backend: Optional[str] = None, vllm_tp: int = 1,
+                 launch: Optional[LaunchOptions] = None, nccl: Optional[NcclOptions] = None,
+                 vllm: Optional[VllmOptions] = None, other: Optional[Dict[str, Any]] = None,
+                 extra: Optional[Dict[str, Any]] = None) -> None:
+        self.python, self.verl, self.timeout = python, verl, timeout
+        self.nccl_world_size, self.backend, self.vllm_tp = nccl_world_size, backend, vllm_tp
+        self.launch = launch if launch is not None else LaunchOptions()
+        self.nccl = nccl if nccl is not None else NcclOptions()
+        self.vllm = vllm if vllm is not None else VllmOptions()
+        self.other = dict(other or {})
+        for k, v in (extra or {}).items():  # the old untyped spelling
+            self.extra[k] = v
+
+    @property
+    def extra(self) -> MutableMapping:
+        """The old untyped option dict, as a view over the typed fields (see the class doc)."""
+        return _ExtraView(self)
 
 
 @dataclass

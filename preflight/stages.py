@@ -30,7 +30,7 @@ class Stage:
 
 
 def _nccl_needs(ctx: Any) -> Sequence[str]:
-    if ctx.options.extra.get("nccl_backend") == "gloo":
+    if ctx.options.nccl.backend == "gloo":
         return ("imports.torch",)
     return ("gpu.nvml", "gpu.torch", "imports.torch")
 

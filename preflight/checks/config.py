@@ -1,10 +1,10 @@
 """config stage: a verl launch checked before it starts.
 
 Runs only when a launch command or a saved config is given (``check --launch "..."`` or
-``check --config FILE``; the ``config`` command always gives one). Reads from
-``ctx.options.extra``: ``launch`` (a string or argv words), ``config_file``, ``gpus`` and
-``nnodes`` (shorthands for trainer.n_gpus_per_node / trainer.nnodes), ``launch_given`` (compose
-even with no overrides: verl's defaults).
+``check --config FILE``; the ``config`` command always gives one). Reads
+``ctx.options.launch`` (:class:`preflight.context.LaunchOptions`): ``words`` (a string or argv
+words), ``config_file``, ``gpus`` and ``nnodes`` (shorthands for trainer.n_gpus_per_node /
+trainer.nnodes), ``given`` (compose even with no overrides: verl's defaults).
 
 Rows: ``config.compose`` (the effective config), ``config.batch`` (the batch pipeline),
 ``config.rules.<rule>[.<role>]`` (verl's rules and the known silent failures, see
@@ -38,19 +38,19 @@ def launch_facts(ctx: Any) -> Optional[Dict[str, Any]]:
     (a non-PPO entry point whose config cannot be composed here); ``"entry"`` is the entry
     point's row of verl_rules.toml (None for an unknown program).
     """
-    extra = ctx.options.extra
-    launch = extra.get("launch")
-    cfile = extra.get("config_file")
-    if not launch and not cfile and not extra.get("launch_given"):
+    lo = ctx.options.launch
+    launch = lo.words
+    cfile = lo.config_file
+    if not launch and not cfile and not lo.given:
         return None
 
     def build() -> Dict[str, Any]:
         try:
             spec = parse_launch(launch or [])
-            if extra.get("gpus") is not None:
-                spec.overrides.append(parse_override("trainer.n_gpus_per_node=%d" % extra["gpus"], "--gpus"))
-            if extra.get("nnodes") is not None:
-                spec.overrides.append(parse_override("trainer.nnodes=%d" % extra["nnodes"], "--nnodes"))
+            if lo.gpus is not None:
+                spec.overrides.append(parse_override("trainer.n_gpus_per_node=%d" % lo.gpus, "--gpus"))
+            if lo.nnodes is not None:
+                spec.overrides.append(parse_override("trainer.nnodes=%d" % lo.nnodes, "--nnodes"))
         except ConfigError as exc:
             return {"error": exc}
         except ValueError as exc:
@@ -163,8 +163,8 @@ def compose_check(ctx: Any) -> Outcome:
         u = facts["usage"]
         if isinstance(u, FileUnreadable):  # verl could not read it either
             return failed(str(u), "fix the file (it must be a YAML or JSON mapping of config keys)",
-                          {"file": ctx.options.extra.get("config_file")})
-        return errored(str(u), {"python": ctx.options.python, "file": ctx.options.extra.get("config_file")},
+                          {"file": ctx.options.launch.config_file})
+        return errored(str(u), {"python": ctx.options.python, "file": ctx.options.launch.config_file},
                        fix="fix the file, pass it as JSON, or point --python at the verl environment")
     if "unsupported" in facts:
         u = facts["unsupported"]
@@ -172,7 +172,7 @@ def compose_check(ctx: Any) -> Outcome:
     c = facts["composed"]
     spec = facts["spec"]
     ev = {"method": c.method, "source": c.source, "verl_version": c.verl_version, "config_name": c.config_name,
-          "overrides": c.shown_overrides(spec.overrides), "file": ctx.options.extra.get("config_file"),
+          "overrides": c.shown_overrides(spec.overrides), "file": ctx.options.launch.config_file,
           "notes": c.notes}
     if c.error is not None and c.error.kind == "compose_probe":  # the launch was not checked
         return errored(c.error.message, dict(ev, kind=c.error.kind, probe=c.probe), fix=c.error.fix)
@@ -181,8 +181,8 @@ def compose_check(ctx: Any) -> Outcome:
     how = "Hydra in the target (verl %s)" % c.verl_version if c.method == "hydra" else \
         "verl %s's stored defaults" % c.verl_version
     msg = "%s composed with %s: %d override(s)%s" % (c.config_name, how, len(spec.overrides),
-                                                     ", file %s" % os.path.basename(ctx.options.extra["config_file"])
-                                                     if ctx.options.extra.get("config_file") else "")
+                                                     ", file %s" % os.path.basename(ctx.options.launch.config_file)
+                                                     if ctx.options.launch.config_file else "")
     if c.probe and c.method == "stored":
         return warned("%s, because the target interpreter could not compose (%s)" % (msg, c.probe.get("exit")),
                       "check that %s starts and imports hydra/omegaconf (stderr tail in the evidence); the stored "

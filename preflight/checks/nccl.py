@@ -212,7 +212,7 @@ def run_ranks(python: str, world: int, backend: str, sizes: List[int], warmup: i
 def _world(ctx) -> Tuple[int, str]:
     if ctx.options.nccl_world_size:
         return int(ctx.options.nccl_world_size), "--nccl-world-size"
-    if ctx.options.extra.get("nccl_backend") == "gloo":
+    if ctx.options.nccl.backend == "gloo":
         return 2, "gloo default"
     info = ctx.torch_cuda().last("torch_cuda") or {}
     return int(info.get("device_count") or 0), "GPUs torch sees"
@@ -249,7 +249,7 @@ def _failure_hint(backend: str, python: str, steps: Dict[int, Any], crashed: Lis
 @check("nccl.allreduce")
 def allreduce(ctx):
     """One rank per GPU: init_process_group and an all_reduce sweep with a sum check, busbw against the links."""
-    backend = ctx.options.extra.get("nccl_backend") or "nccl"
+    backend = ctx.options.nccl.backend or "nccl"
     world, why = _world(ctx)
     data = ctx.matrix.curated.get("nccl", {})
     m = data.get("measure", {})
@@ -280,7 +280,7 @@ def allreduce(ctx):
     sizes = [s * MIB for s in sizes_mib]
     ev["nccl_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
     outs, timed_out, alive, wall = run_ranks(ctx.options.python, world, backend, sizes, warmup, iters, ctx.options.timeout,
-                                             ctx.options.extra.get("nccl_inject"), min_timed_s, max_iters)
+                                             ctx.options.nccl.inject, min_timed_s, max_iters)
     ev["wall_s"] = round(wall, 2)
     steps = {i: (o.last("step") or {}).get("name") for i, o in enumerate(outs)}
     done = [o.last("done") is not None for o in outs]

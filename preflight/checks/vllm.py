@@ -434,7 +434,7 @@ def _generation_args(ctx, engine: str, tp: int, mode: str, workdir: str) -> Dict
 def session_wanted(ctx) -> bool:
     """True when one target process should import vLLM for the imports stage and then run the
     vllm stage's generation (both stages selected, vLLM the rollout engine and installed)."""
-    if not ctx.options.extra.get("vllm_session") or ctx.target() is None:
+    if not ctx.options.vllm.session or ctx.target() is None:
         return False
     return ctx.backend()[0] in (None, "vllm") and _engine_dist(ctx, "vllm") is not None
 
@@ -579,7 +579,7 @@ def generate(ctx):
 def compile_path(ctx):
     """With --vllm-compile: the same generation on the path verl's rollout takes (CUDA graphs,
     torch.compile, vLLM's default attention backend and sampler), timed separately."""
-    if not ctx.options.extra.get("vllm_compile"):
+    if not ctx.options.vllm.compile:
         return None
     engine, _ = ctx.backend()
     if engine not in (None, "vllm"):

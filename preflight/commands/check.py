@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from .. import matrix as matrix_mod
-    from ..context import Context, Options
+    from ..context import Context, LaunchOptions, NcclOptions, Options, VllmOptions
     from ..paths import check_output_dir
     from ..report import Report
     from ..report.console import LiveProgress
@@ -132,9 +132,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no stage left to run after --stage/--skip")
     stream = console_stream(args)
     opts = Options(python=python, verl=args.verl, timeout=args.timeout, nccl_world_size=args.nccl_world_size,
-                   backend=args.backend, vllm_tp=args.vllm_tp, extra={"nccl_backend": args.nccl_backend, "vllm_compile": args.vllm_compile,
-                                                                      "vllm_session": "imports" in stages and "vllm" in stages,
-                                                                      "launch": args.launch, "config_file": args.config})
+                   backend=args.backend, vllm_tp=args.vllm_tp, nccl=NcclOptions(backend=args.nccl_backend),
+                   vllm=VllmOptions(compile=args.vllm_compile, session="imports" in stages and "vllm" in stages),
+                   launch=LaunchOptions(words=args.launch, config_file=args.config))
     ctx = Context(opts, mx)
     status = None
     if args.status_dir:

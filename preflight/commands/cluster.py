@@ -132,14 +132,14 @@ def _launch(args: argparse.Namespace, python: str, mx) -> Tuple[Optional[Dict[st
     verl is installed, else the stored defaults)."""
     from ..checks.base import failed, passed
     from ..checks.config import launch_facts
-    from ..context import Context, Options
+    from ..context import Context, LaunchOptions, Options
 
     words: Any = args.launch if args.launch else list(args.overrides or [])
     if words and not isinstance(words, str) and words[0] == "--":
         words = words[1:]
     if not words:
         return None, []
-    ctx = Context(Options(python=python, verl=args.verl, timeout=args.timeout, extra={"launch": words}), mx)
+    ctx = Context(Options(python=python, verl=args.verl, timeout=args.timeout, launch=LaunchOptions(words=words)), mx)
     facts = launch_facts(ctx) or {}
     comp = facts.get("composed")
     err = facts.get("error") or (comp.error if comp is not None else None)

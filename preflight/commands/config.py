@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     from .. import matrix as matrix_mod
     from ..checks.config import evaluation, launch_facts
-    from ..context import Context, Options
+    from ..context import Context, LaunchOptions, Options
     from ..launch import render
     from ..redact import redact
     from ..report import Report, jsonreport
@@ -78,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
     if words and words[0] == "--":
         words = words[1:]
     opts = Options(python=python, verl=args.verl, timeout=args.timeout,
-                   extra={"launch": words, "config_file": args.file, "gpus": args.gpus, "nnodes": args.nnodes,
-                          "launch_given": True})
+                   launch=LaunchOptions(words=words, config_file=args.file, gpus=args.gpus, nnodes=args.nnodes,
+                                        given=True))
     ctx = Context(opts, mx)
     t0 = time.time()
     results = run_stages(ctx, ["config"])
