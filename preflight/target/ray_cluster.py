@@ -284,6 +284,9 @@ def _available_per_node(ray):
 
 
 def run_nodes(ray, alive):
+    """One node_check task per alive node (pinned: NodeAffinitySchedulingStrategy, soft=False; the
+    node's GPUs requested; no CPU, so a busy node still runs it), all at once; a "node_result"
+    event per node as it answers; those not done by node_timeout_s are cancelled and reported."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     with open(ARGS["pyz"], "rb") as fh:
@@ -334,6 +337,9 @@ def try_pools(ray):
 
 
 def run_collective(ray, alive):
+    """One RankActor per GPU (nccl) or per alive node (gloo) in a SPREAD placement group; rank 0's
+    node address and a free port there are the rendezvous; every rank runs the rank script with
+    the same deadline; one "collective" event with where each rank ran and what it reported."""
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
