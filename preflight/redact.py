@@ -148,16 +148,17 @@ def _known_pattern() -> Optional["re.Pattern[str]"]:
 # ---- shapes ------------------------------------------------------------------------------------
 # Each pattern starts with a literal or a \b, and its repeated class cannot restart inside a run it
 # already scanned: linear time.
+# (literals one of which the text must hold, pattern): the substring test skips a pass cheaply
 _SHAPES = [
-    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
-    re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"),
-    re.compile(r"\bpypi-[A-Za-z0-9_-]{16,}"),
-    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-    re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
+    (("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{20,}")),
+    (("sk-",), re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")),
+    (("gh",), re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}")),
+    (("github_pat_",), re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),
+    (("glpat-",), re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
+    (("pypi-",), re.compile(r"\bpypi-[A-Za-z0-9_-]{16,}")),
+    (("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    (("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    (("eyJ",), re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")),
 ]
 _AFTER = re.compile(r"(?P<head>\b(?:[Bb]earer|BEARER)[ \t]+|\bwandb login[ \t]+(?:--\S+[ \t]+)*)"
                     r"(?P<val>[A-Za-z0-9._~+/=\-:]{8,})")
@@ -250,6 +251,17 @@ def _assignments(s: str, collect: bool) -> str:
     return "".join(out)
 
 
+#: Every secret name holds one of these (lower case): a text without any has no KEY=v to mask.
+_NAME_HINTS = ("token", "secret", "pass", "pwd", "key", "auth", "cred", "cookie", "pat")
+
+
+def _may_assign(s: str) -> bool:
+    if "=" not in s and ":" not in s and "-" not in s:
+        return False
+    low = s.lower()
+    return any(h in low for h in _NAME_HINTS)
+
+
 def _pem(s: str) -> str:
     out = []
     pos = 0
@@ -276,10 +288,13 @@ def redact_text(s: str) -> str:
         s = _pem(s)
     if "://" in s:
         s = _URL.sub(_url, s)
-    s = _assignments(s, collect=False)
-    for pat in _SHAPES:
-        s = pat.sub(MASK, s)
-    s = _AFTER.sub(lambda m: m.group("head") + MASK, s)
+    if _may_assign(s):
+        s = _assignments(s, collect=False)
+    for needles, pat in _SHAPES:
+        if any(n in s for n in needles):
+            s = pat.sub(MASK, s)
+    if "earer" in s or "EARER" in s or "wandb login" in s:
+        s = _AFTER.sub(lambda m: m.group("head") + MASK, s)
     return s
 
 
@@ -300,7 +315,7 @@ def _collect(value: Any, key: str = "") -> None:
     elif isinstance(value, (list, tuple)):
         for v in value:
             _collect(v)
-    elif isinstance(value, str) and ("=" in value or ":" in value or "-" in value):
+    elif isinstance(value, str) and _may_assign(value):
         _assignments(value, collect=True)
 
 

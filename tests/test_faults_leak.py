@@ -326,3 +326,20 @@ def test_image_with_index_credentials_writes_none(pyz, tmp_path):
     assert "--extra-index-url http://127.0.0.1:" in (out / "requirements.lock").read_text()
     assert "--mount=type=secret,id=netrc" in (out / "Dockerfile").read_text()
     assert "tpass" not in p.stderr + p.stdout
+
+
+@LEAK
+def test_resolved_env_interpolations_and_values_derived_from_them(pyz, tmp_path):
+    # ${oc.env:...} resolved by Hydra: a secret-named variable's value, a plain-named variable put
+    # under a secret key, and a value built from it are all masked in the console and the JSON
+    out = tmp_path / "r.json"
+    p = pf(pyz, "config", "--verl", "0.9.1", "--print", "--json", str(out), "--",
+           "+trainer.note=${oc.env:MY_SERVICE_PASS}", "+trainer.api_key=${oc.env:UPSTREAM_VAR}",
+           "+trainer.url=pre-${oc.env:UPSTREAM_VAR}-post",
+           env={"MY_SERVICE_PASS": "zzsecret99", "UPSTREAM_VAR": "plainvalue77"})
+    assert p.returncode in (0, 1), p.stderr
+    values = json.loads(out.read_text())["launch"]["config"]["values"]
+    assert values["trainer.note"]["value"] == MASK and values["trainer.api_key"]["value"] == MASK
+    assert values["trainer.url"]["value"] == "pre-%s-post" % MASK
+    for where in (out.read_text(), p.stdout, p.stderr):
+        assert "zzsecret99" not in where and "plainvalue77" not in where
