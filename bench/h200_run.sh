@@ -66,10 +66,11 @@ do_check() {
 do_bench() {
     say "bench: stages, vLLM split cold and warm, nccl stage beside nccl-tests / the bare loop"
     ntests=""
-    if [ -f .wh/nccl-tests.tar ] && command -v nvcc >/dev/null 2>&1; then
+    nvcc=$(command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+    if [ -f .wh/nccl-tests.tar ] && [ -n "$nvcc" ]; then
         src=/tmp/nccl-tests-src
         rm -rf "$src" && mkdir -p "$src" && tar xf .wh/nccl-tests.tar -C "$src"
-        cuda=$(dirname "$(dirname "$(command -v nvcc)")")
+        cuda=$(dirname "$(dirname "$nvcc")")
         t=$(now)
         if make -s -j16 -C "$src/src" MPI=0 CUDA_HOME="$cuda" NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" \
             BUILDDIR="$src/build" "$src/build/all_reduce_perf" >"$OUT/nccl-tests-build.log" 2>&1; then
@@ -78,6 +79,8 @@ do_bench() {
         else
             echo "nccl-tests did not build (tail of $OUT/nccl-tests-build.log):"; tail -5 "$OUT/nccl-tests-build.log"
         fi
+    else
+        echo "nccl-tests not built: $([ -f .wh/nccl-tests.tar ] || echo 'no .wh/nccl-tests.tar carried; ')$([ -n "$nvcc" ] || echo 'no nvcc')"
     fi
     # shellcheck disable=SC2086
     "$PY" bench/gpu_bench.py --python "$PREFIX/bin/python" --out "$OUT" ${ntests:+--nccl-tests "$ntests"} \
