@@ -137,8 +137,12 @@ def evaluation(ctx: Any) -> Dict[str, Any]:
 
 def outcome_of(f: Finding, item: Optional[str] = None) -> Outcome:
     """A rule finding as a check outcome (item: ``item``, else the finding's id)."""
+    from ..launch.rules import override_line
+
     ev = dict(f.evidence)
     ev.update({"verl_check": f.check, "verl_where": f.where, "verl_stops": f.stops, "silent": f.silent})
+    if f.alts:  # the fix as launch words, each re-checked against every rule
+        ev["fix_overrides"] = [override_line(a) for a in f.alts]
     item = item or f.id
     if f.status == "fail":
         return failed(f.message, f.fix or "(no fix recorded)", ev, item=item)
