@@ -6,7 +6,7 @@ pins with the chosen indexes, under an interpreter of the chosen Python when one
 (``--target`` with ``--python-version``/``--platform``, wheels only). When uv is present (``$UV``
 or on PATH), :func:`resolve_lock` asks ``uv pip compile`` instead (faster; the same cross-resolution:
 the target Python and manylinux platform, wheels only, candidates from every index as pip takes
-them). Nothing here resolves versions. :func:`render_lock` writes requirements.lock and
+them, and pip's own index, find-links and constraint settings, which uv does not read itself). Nothing here resolves versions. :func:`render_lock` writes requirements.lock and
 :func:`render_pylock` the PEP 751 ``pylock.toml`` of the same set (with packaging's ``pylock``
 model and tomli-w, as ``pip lock`` does), both deterministically.
 """
@@ -86,6 +86,33 @@ def find_uv() -> Optional[str]:
     return shutil.which("uv")
 
 
+#: pip settings uv must be given to resolve what pip would (uv does not read pip's configuration).
+_PIP_TO_UV = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "--find-links",
+              "constraint": "--constraint"}
+
+
+def pip_settings(python: Optional[str] = None) -> Dict[str, List[str]]:
+    """pip's effective index-url, extra-index-url, find-links and constraint settings (from
+    ``pip config list``: environment variables first, then site, user and global files), as
+    ``{key: [values]}``; {} when pip cannot tell."""
+    try:
+        out = subprocess.run([python or sys.executable, "-m", "pip", "config", "list"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, universal_newlines=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    rank = {":env:": 0, "site": 1, "user": 2, "global": 3}
+    best: Dict[str, tuple] = {}
+    for line in out.splitlines():
+        head, sep, value = line.partition("=")
+        scope, _, key = head.rpartition(".")
+        if not sep or key not in _PIP_TO_UV:
+            continue
+        r = rank.get(scope, 4)
+        if key not in best or r < best[key][0]:
+            best[key] = (r, value.strip().strip("'\""))
+    return {k: v[1].split() for k, v in best.items()}
+
+
 def _uv_lock(uv: str, requirements: Sequence[str], python: str, index_url: Optional[str],
              extra_index_urls: Sequence[str], timeout: float) -> LockResult:
     try:
@@ -99,10 +126,14 @@ def _uv_lock(uv: str, requirements: Sequence[str], python: str, index_url: Optio
         cmd = [uv, "pip", "compile", "--quiet", "--generate-hashes", "--format", "pylock.toml",
                "--python-version", python, "--python-platform", UV_PLATFORM, "--only-binary", ":all:",
                "--index-strategy", "unsafe-best-match", "--no-header", "-o", out]
+        conf = pip_settings()
         if index_url:
-            cmd += ["--index-url", index_url]
-        for u in extra_index_urls:
-            cmd += ["--extra-index-url", u]
+            conf["index-url"] = [index_url]
+        conf["extra-index-url"] = list(conf.get("extra-index-url", [])) + [
+            u for u in extra_index_urls if u not in conf.get("extra-index-url", [])]
+        for key, flag in sorted(_PIP_TO_UV.items()):
+            for v in conf.get(key, []):
+                cmd += [flag, v]
         try:
             proc = subprocess.run(cmd + [req_in], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   universal_newlines=True, timeout=timeout)
@@ -133,8 +164,8 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
     Args:
         requirements: top-level requirement strings (e.g. ``"torch==2.11.0"``).
         python: the target Python minor version.
-        index_url, extra_index_urls: indexes (None keeps the installer's configured index: pip's
-            configuration for pip, uv's own (``UV_INDEX_URL``, uv.toml) for uv).
+        index_url, extra_index_urls: indexes (None keeps pip's configured index; uv is given pip's
+            index, extra-index, find-links and constraint settings, :func:`pip_settings`).
         pip_python: interpreter to run pip with (default: one of ``python`` on this machine, else
             the current one in cross-resolution mode); given, pip is used.
         cross: resolve for Python ``python`` on manylinux x86_64 wheels whatever interpreters
