@@ -28,7 +28,8 @@ except (OSError, ValueError) as exc:
 nccl, env = rows.get("nccl.allreduce", {}), rows.get("gpu.env", {})
 ok = left == 0
 if expect == "fail":
-    ok = ok and rc == 1 and nccl.get("status") == "fail" and "NCCL WARN" in nccl.get("message", "") \
+    quoted = "NCCL WARN" in nccl.get("message", "") or "(NCCL: " in nccl.get("message", "")  # its log, or its "Last error"
+    ok = ok and rc == 1 and nccl.get("status") == "fail" and quoted \
         and "UserWarning" not in nccl.get("message", "") and env.get("status") == "fail" \
         and "NCCL_SOCKET_IFNAME" in env.get("message", "")
 else:
