@@ -81,7 +81,10 @@ def test_every_exit_of_the_checker_leaves_nothing(pyz, tmp_path, how):
     py, token = _hanging_target(tmp_path)
     argv = [sys.executable, "-I", "-S", pyz, "check", "--python", py, "--stage", "python,imports",
             "--json", str(tmp_path / "r.json"), "--timeout", "4" if how == "normal" else "120"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    # a test run in the background inherits SIGINT ignored (the shell's rule for background jobs),
+    # and Python keeps an ignored SIGINT ignored: give the checker the default, as a terminal would
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert len(wait_running(token, 3)) >= 3, "the probe and its children never started"
         if how != "normal":

@@ -121,7 +121,8 @@ def test_interrupting_the_checker_kills_its_probes(pyz, envs, sig):
     venv = os.path.dirname(os.path.dirname(envs["hang"]))
     proc = subprocess.Popen([sys.executable, "-I", "-S", pyz, "check", "--python", envs["hang"], "--stage", "imports",
                              "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            universal_newlines=True)
+                            universal_newlines=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # not inherited ignored
     deadline = time.time() + 30
     # the checker's own command line names the venv too: wait for a probe, not for the checker
     while time.time() < deadline and not _procs_running(venv, exclude=(proc.pid,)):
