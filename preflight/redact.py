@@ -32,7 +32,8 @@ import threading
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from urllib.parse import quote, urlsplit, urlunsplit
 
-__all__ = ["MASK", "redact", "redact_text", "is_secret_key", "add_secret", "collect_environ", "forget_secrets",
+__all__ = ["MASK", "redact", "redact_text", "is_secret_key", "add_secret", "collect", "collect_environ",
+           "forget_secrets",
            "strip_userinfo", "url_has_userinfo"]
 
 MASK = "***"
@@ -317,6 +318,13 @@ def _collect(value: Any, key: str = "") -> None:
             _collect(v)
     elif isinstance(value, str) and _may_assign(value):
         _assignments(value, collect=True)
+
+
+def collect(value: Any) -> None:
+    """Register every value hidden by name anywhere in ``value`` (nested dicts, lists, texts with
+    ``KEY=v``), so that redacting the parts of a document one by one, in any order, hides each
+    of them everywhere. Call it on the whole document first."""
+    _collect(value)
 
 
 def _mask(value: Any, key: str = "") -> Any:

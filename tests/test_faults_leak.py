@@ -343,3 +343,19 @@ def test_resolved_env_interpolations_and_values_derived_from_them(pyz, tmp_path)
     assert values["trainer.url"]["value"] == "pre-%s-post" % MASK
     for where in (out.read_text(), p.stdout, p.stderr):
         assert "zzsecret99" not in where and "plainvalue77" not in where
+
+
+@LEAK
+def test_report_boundary_hides_a_secret_everywhere_once_seen_anywhere():
+    # the boundary redacts field by field: a value seen under a secret name in one row's evidence
+    # is hidden in an earlier row's message and in the target facts too
+    from preflight.report import Report
+    from preflight.report.render import redact_report
+    from preflight.result import Result, Status
+
+    rows = [Result("python.a", "python", Status.WARN, "import failed: quoting sekrit-value-9 here", fix="x"),
+            Result("gpu.env", "gpu", Status.PASS, "set", evidence={"variables": {"SOME_SERVICE_PASSWD":
+                                                                                  "sekrit-value-9"}})]
+    out = redact_report(Report(results=rows, stages=["python", "gpu"], target={"note": "sekrit-value-9"}))
+    text = json.dumps([[r.message, r.evidence] for r in out.results] + [out.target])
+    assert "sekrit-value-9" not in text and MASK in out.results[0].message

@@ -13,7 +13,7 @@ import io
 import sys
 from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 
-from ..redact import is_secret_key, redact
+from ..redact import collect, is_secret_key, redact
 from ..result import Result
 from . import Report
 
@@ -93,6 +93,9 @@ def redact_report(report: Report) -> Report:
     redacted it). The one redaction pass of the output layer; it also spells every
     ``preflight <command>`` in messages and fixes as the user ran the tool (:func:`localise_commands`)."""
     how = invocation()
+    # a secret hidden by name anywhere (evidence) is hidden everywhere (a message quoting it)
+    collect([[r.message, r.evidence, r.fix] for r in report.results] + [report.target, report.verl, report.machine]
+            + [v for v in report.sections.values()])
     rows = [Result(id=r.id, stage=r.stage, status=r.status, message=localise_commands(redact(r.message), how),
                    evidence=redact(r.evidence), fix=localise_commands(redact(r.fix), how) if r.fix else r.fix,
                    caused_by=list(r.caused_by), duration_s=r.duration_s)
