@@ -193,6 +193,9 @@ def interpret(ctx, engine: str, dist, out: ProbeOutput, log_text: str = "", time
     if device:
         ev["gpus"] = device.get("gpus")
         ev["gpu_memory_utilization"] = device.get("gpu_memory_utilization")
+    inspect = out.last("model_inspect") or {}
+    if inspect:
+        ev["model_inspect"] = inspect
     if engine_ev:
         ev.update(engine_start_s=engine_ev.get("seconds"), dtype=engine_ev.get("dtype"),
                   tensor_parallel_size=engine_ev.get("tensor_parallel_size"))

@@ -118,6 +118,36 @@ def _works(cmd: List[str]) -> bool:
         return False
 
 
+_BASE_VENV_PTH = "_preflight_base_venv.pth"
+
+
+def _see_base_venv(base_python: str, prefix: str, say: Callable[[str], None]) -> None:
+    """Make ``--system-site-packages`` see a base interpreter that is itself a venv.
+
+    A venv made with ``--system-site-packages`` sees the site-packages of the *base* installation
+    (``sys.base_prefix``), not those of a venv its creating Python belongs to; on a GPU node whose
+    ``python3`` is ``/opt/torch/.venv/bin/python3`` (torch installed there), the new venv then has
+    no torch (seen on the H200 nodes, bench/RESULTS.md). When ``base_python`` runs in a venv,
+    its site-packages directories are appended through a .pth file in the new venv (after the
+    venv's own, so what the lock installs wins). No-op when the base is not a venv.
+    """
+    code = ("import json, site, sys; print(json.dumps([sys.prefix != getattr(sys, 'base_prefix', sys.prefix), "
+            "site.getsitepackages() if hasattr(site, 'getsitepackages') else []]))")
+    try:
+        out = subprocess.run([base_python, "-c", code], capture_output=True, text=True, timeout=60)
+        in_venv, dirs = json.loads(out.stdout.strip().splitlines()[-1])
+        mine = subprocess.run([os.path.join(prefix, "bin", "python"), "-c",
+                               "import site; print(site.getsitepackages()[0])"],
+                              capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return
+    if not in_venv or not dirs or not mine or not os.path.isdir(mine):
+        return
+    with open(os.path.join(mine, _BASE_VENV_PTH), "w", encoding="utf-8") as fh:
+        fh.write("".join(d + "\n" for d in dirs if os.path.isdir(d)))
+    say("%s runs in a venv: its site-packages (%s) are visible in %s too" % (base_python, ", ".join(dirs), prefix))
+
+
 def _run(cmd: List[str], log: List[str], say: Callable[[str], None], timeout: float,
          env: Optional[Dict[str, str]] = None, live: Optional[bool] = None) -> None:
     """Run one install step. On a terminal (``live``, default: stderr is a terminal) the
@@ -261,6 +291,8 @@ def _install_locked(lock_text: str, lock_path: str, prefix: str, base_python: st
                 say("%s: the interrupted install left a venv that does not run; making it again" % prefix)
             _drop_interpreters(prefix)
             _run([uv, "venv", "--python", base_python, "--allow-existing"] + ssp + [prefix], log, say, 600)
+            if ssp:
+                _see_base_venv(base_python, prefix, say)
         extra = list(pip_args) + (["--offline"] if "--no-index" in pip_args else [])
         pylock = pylock_beside(lock_path, lock_text)
         if pylock and _version_of([uv, "--version"]) >= UV_PYLOCK:  # the PEP 751 lock: its hashes are verified
@@ -282,6 +314,8 @@ def _install_locked(lock_text: str, lock_path: str, prefix: str, base_python: st
                     raise
                 # no ensurepip: the venv takes pip from the base's site-packages it can see
                 _run([base_python, "-m", "venv", "--without-pip"] + ssp + [prefix], log, say, 600)
+            if ssp:
+                _see_base_venv(base_python, prefix, say)
         pylock = pylock_beside(lock_path, lock_text)
         source = lock_path
         if pylock and _version_of([py, "-m", "pip", "--version"]) >= PIP_PYLOCK:
