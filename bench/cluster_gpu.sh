@@ -20,7 +20,7 @@ if ! "$ENV/bin/python" -c "import ray" 2>/dev/null; then
     if [ -d "$d" ]; then cp "$d"/* "$WH"/; fi
   done
   (cd "$WH" && cat ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl.part-* > ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl \
-     && grep -F -f <(ls *.whl) SHA256SUMS | sha256sum -c -)
+     && grep -F -f <(ls -- *.whl) SHA256SUMS | sha256sum -c -)
   if "$PY" -m venv --system-site-packages "$ENV" 2>/dev/null && "$ENV/bin/python" -m pip --version >/dev/null 2>&1; then
     "$ENV/bin/python" -m pip install -q --no-index --find-links "$WH" ray==2.60.0
   else  # no ensurepip: a venv without pip, filled by the machine's pip
@@ -29,6 +29,11 @@ if ! "$ENV/bin/python" -c "import ray" 2>/dev/null; then
     "$PY" -m pip --python "$ENV/bin/python" install -q --no-index --find-links "$WH" ray==2.60.0
   fi
 fi
+# a base Python that is itself a venv (/opt/torch/.venv on the H200 nodes): --system-site-packages
+# sees only its base installation, so point the new venv at the base venv's site-packages too
+"$PY" -c 'import site, sys; sys.exit(0 if sys.prefix != sys.base_prefix else 1)' \
+  && "$PY" -c 'import site; print("\n".join(site.getsitepackages()))' \
+     > "$("$ENV/bin/python" -c 'import site; print(site.getsitepackages()[0])')/_preflight_base_venv.pth"
 "$ENV/bin/python" -c "import ray, torch; print('ray', ray.__version__, 'torch', torch.__version__, 'GPUs', torch.cuda.device_count())"
 nvidia-smi -L || true
 exec "$PY" bench/cluster_gpu.py "$ENV/bin/python" "$OUT"
