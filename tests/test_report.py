@@ -381,12 +381,13 @@ def test_fixes_name_a_command_that_runs_from_here(pyz, bare_python, tmp_path):
         assert p.returncode == 0 and p.stdout.startswith("verl-preflight"), (cmd, p.stdout)
 
 
-@pytest.mark.skipif(not os.environ.get("PREFLIGHT_GPU_REPORTS"),
-                    reason="set PREFLIGHT_GPU_REPORTS to the folder bench/gpu_report_formats.sh wrote on a GPU node")
 def test_gpu_run_reports():
     """The reports of a real GPU run (bench/gpu_report_formats.sh), read back by the independent
-    readers: NCCL busbw per message size in the Prometheus text equals the JSON evidence."""
-    d = os.environ["PREFLIGHT_GPU_REPORTS"]
+    readers: NCCL busbw per message size in the Prometheus text equals the JSON evidence.
+
+    Default: the reports of the 2 x H200 run of 2026-11-30 (vLLM 0.24.0 from the wheelhouse,
+    tests/data/gpu_run_h200x2); PREFLIGHT_GPU_REPORTS points at a fresh run's folder instead."""
+    d = os.environ.get("PREFLIGHT_GPU_REPORTS") or os.path.join(os.path.dirname(__file__), "data", "gpu_run_h200x2")
     doc = validate_report(open(os.path.join(d, "report.json")).read())
     assert doc["machine"]["nvml"].get("device_count", 0) >= 1
     fams = {f.name: f for f in text_string_to_metric_families(open(os.path.join(d, "report.prom")).read())}
