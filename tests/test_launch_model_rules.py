@@ -355,12 +355,15 @@ def test_cuda_visible_devices_in_the_launch_line_without_nvml():
 
 def test_fc21_ray_num_cpus_with_affinity_limit():
     host = {"cpu": {"logical": 128, "affinity": 8, "cgroup_quota": None, "usable": 8}}
-    c, found = run([], machine={"nvml": {}, "host": host, "env": {}})
+    c, found = run([], machine={"nvml": nvml(8), "host": host, "env": {}})
     f = found["ray_num_cpus"]
     assert f.status == "fail" and f.alts == [{"ray_kwargs.ray_init.num_cpus": 8}]
     assert "ray_kwargs.ray_init.num_cpus=null" in f.message and "8 of 128" in f.message
-    _c, ok = run(["ray_kwargs.ray_init.num_cpus=8"], machine={"nvml": {}, "host": host, "env": {}})
+    _c, ok = run(["ray_kwargs.ray_init.num_cpus=8"], machine={"nvml": nvml(8), "host": host, "env": {}})
     assert ok["ray_num_cpus"].status == "pass"
+    # a machine without GPUs (a login node) is not the training node: not judged
+    _c, login = run([], machine={"nvml": {"error": {"kind": "library_not_found"}}, "host": host, "env": {}})
+    assert login["ray_num_cpus"].status == "skip" and login["host_memory"].status == "skip"
     # an older release's config has the top-level key: the rule names that one
     from preflight.launch.model_rules import ray_num_cpus
     from preflight.launch.rules import _Ctx, load_rules, ruleset

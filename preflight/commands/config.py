@@ -119,7 +119,10 @@ def run(args: argparse.Namespace) -> int:
         console.print(render.verdict(rep.results))
         line = next((r for r in rep.results if r.id == "config.rules.fix_line"), None)
         if line is not None and line.fix:  # every fix together, re-checked against every rule
-            console.print(Text("fix all at once: %s" % line.fix, style="bold"))
+            left = (line.evidence or {}).get("left")
+            console.print(Text("%s: %s%s" % ("fix all at once" if not left else "fix these at once", line.fix,
+                                             "" if not left else " (not fixed by any override: %s)" % ", ".join(left)),
+                               style="bold"))
 
     spec = facts.get("spec")
     launch = {

@@ -834,6 +834,9 @@ def _machine(x: _Ctx, v: Values, machine: Dict[str, Any], model: Optional[ModelF
         reason = "no NVIDIA GPU on this machine (%s); run this on a training node to compare" % how
         if not mr.launch_gpus(x, v, machine.get("launch_env") or {}):
             x.add("gpus_present", "skip", reason)
+        # host memory and CPUs are judged only on a machine that can be a training node
+        x.add("host_memory", "skip", reason)
+        x.add("ray_num_cpus", "skip", reason)
         x.add("gpu_memory", "skip", reason)
     else:
         mr.compute_capability(x, v, get, gpus[:v.gpn] if v.gpn > 0 else gpus)
@@ -870,8 +873,8 @@ def _machine(x: _Ctx, v: Values, machine: Dict[str, Any], model: Optional[ModelF
             else:
                 x.add("gpu_memory", "pass", "gpu_memory_utilization %.2f fits the free memory of %d GPU(s)" % (
                     v.gpu_mem_util, len(used)))
-    mr.host_memory(x, v, machine, model, load_rules().get("estimates", {}))
-    mr.ray_num_cpus(x, get, machine.get("host") or {})
+        mr.host_memory(x, v, machine, model, load_rules().get("estimates", {}))
+        mr.ray_num_cpus(x, get, machine.get("host") or {})
 
 
 def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Optional[Dict[str, Any]] = None,
