@@ -69,6 +69,9 @@ def test_uv_lock_is_the_same_set_as_pips(tools, monkeypatch):
     assert {p.name.lower(): p.version for p in by_uv.packages} == {p.name.lower(): p.version for p in by_pip.packages}
     for a, b in zip(by_pip.packages, by_uv.packages):
         assert set(a.hashes) <= set(b.hashes)  # uv lists every artifact's hash; pip's pick is among them
+    # uv reports artifact sizes (the download size spec prints); pip's report has none
+    assert all(isinstance(p.size, int) and p.size > 0 for p in by_uv.packages)
+    assert all(p.size is None for p in by_pip.packages)
 
 
 @pytest.mark.realenv

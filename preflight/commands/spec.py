@@ -106,6 +106,17 @@ def dry_run(args: argparse.Namespace, say, what: str) -> int:
     return 0
 
 
+def download_size(lock) -> str:
+    """The lock's total download as text (``2.41 GB``), or why it is unknown (pip's resolution
+    report carries no sizes; uv's does)."""
+    sizes = [p.size for p in lock.packages]
+    if sizes and all(isinstance(s, int) for s in sizes):
+        return "%.2f GB" % (sum(sizes) / 1e9)
+    known = [s for s in sizes if isinstance(s, int)]
+    return ("at least %.2f GB (%d of %d artifacts with a known size)" % (sum(known) / 1e9, len(known), len(sizes))
+            if known else "unknown (pip's resolution report has no sizes; with uv on PATH the lock has them)")
+
+
 def make_spec(args: argparse.Namespace, out_dir: str, say, option: str = "-o",
               more_files: Tuple[str, ...] = ()) -> Tuple[Any, Any, Any, List[str]]:
     """Resolve, lock and write the spec into ``out_dir``; returns (matrix, resolution, spec, paths).
@@ -113,6 +124,7 @@ def make_spec(args: argparse.Namespace, out_dir: str, say, option: str = "-o",
     and ``more_files``) that the tool did not write (without --force; checked before any work);
     returns res.ok False untouched."""
     from ..outputs.owned import OutputDir
+    from ..outputs.lock import find_uv
     from ..outputs.spec import SPEC_FILES, build_spec, write_spec
     from ..redact import redact_text
 
@@ -128,7 +140,7 @@ def make_spec(args: argparse.Namespace, out_dir: str, say, option: str = "-o",
         res.verl, res.python, args.torch or res.torch,
         "pip's configured indexes" if args.torch_index == "none" else args.torch_index or res.variant,
         "no rollout backend" if opts.no_backend else "%s %s" % (res.backend, res.backend_version))))
-    say("locking the complete set with pip (metadata only) ...")
+    say("locking the complete set with %s (metadata only) ..." % ("uv" if find_uv() else "pip"))
     spec = build_spec(mx, res, opts)
     if spec.index_credentials:
         say("note: the user name and password of %s are used for this run only; requirements.lock and "
@@ -162,7 +174,8 @@ def run(args: argparse.Namespace) -> int:
         for o in res.options:
             console.print("  option: %s" % o, markup=False)
         return 1
-    console.print("%d packages pinned with hashes (%s)" % (len(spec.lock.packages), spec.lock.mode), markup=False)
+    console.print("%d packages pinned with hashes (%s); download size: %s" % (
+        len(spec.lock.packages), spec.lock.mode, download_size(spec.lock)), markup=False)
     for p in spec.post_install:
         console.print("after installing the lock: %s" % p, markup=False)
     for p in paths:

@@ -37,12 +37,14 @@ UV_PLATFORM = "x86_64-manylinux_2_39"
 @dataclass
 class Locked:
     """One pinned distribution: ``name``, ``version``, ``hashes`` (``sha256:HEX`` strings),
-    ``url`` it would be downloaded from (evidence; not written to the lock)."""
+    ``url`` it would be downloaded from (evidence; not written to the lock), ``size`` of that
+    artifact in bytes when the resolver reports it (uv does; pip's report does not)."""
 
     name: str
     version: str
     hashes: List[str] = field(default_factory=list)
     url: Optional[str] = None
+    size: Optional[int] = None
 
 
 @dataclass
@@ -149,7 +151,8 @@ def _uv_lock(uv: str, requirements: Sequence[str], python: str, index_url: Optio
     for row in data.get("packages", []):
         arts = list(row.get("wheels") or []) + ([row["sdist"]] if row.get("sdist") else [])
         hashes = sorted({"sha256:%s" % a["hashes"]["sha256"] for a in arts if (a.get("hashes") or {}).get("sha256")})
-        pkgs.append(Locked(row["name"], str(row["version"]), hashes, arts[0].get("url") if arts else None))
+        pkgs.append(Locked(row["name"], str(row["version"]), hashes, arts[0].get("url") if arts else None,
+                           arts[0].get("size") if arts else None))
     pkgs.sort(key=lambda p: p.name.lower())
     return LockResult(pkgs, index_url, list(extra_index_urls), python,
                       "uv pip compile for Python %s, %s (wheels only)" % (python, UV_PLATFORM))
@@ -271,9 +274,9 @@ def render_pylock(res: LockResult) -> str:
         name = unquote(url.rsplit("/", 1)[-1].split("#", 1)[0]) if url else None
         kw = {}
         if name and name.endswith(".whl"):
-            kw["wheels"] = [PackageWheel(name=name, url=url, hashes=hashes)]
+            kw["wheels"] = [PackageWheel(name=name, url=url, size=p.size, hashes=hashes)]
         elif url:
-            kw["sdist"] = PackageSdist(name=name, url=url, hashes=hashes)
+            kw["sdist"] = PackageSdist(name=name, url=url, size=p.size, hashes=hashes)
         packages.append(Package(name=canonicalize_name(p.name), version=Version(p.version), **kw))
     lock = Pylock(lock_version=Version("1.0"), created_by="verl-preflight",
                   environments=[Marker('sys_platform == "linux" and platform_machine == "x86_64" and '
