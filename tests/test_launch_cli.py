@@ -127,13 +127,18 @@ def test_check_stage_with_a_broken_launch_quote(pyz, tmp_path, bare_python):
     assert p.returncode == 1 and "Traceback" not in p.stderr
 
 
-def test_config_runs_on_python_38(pyz, bare_python):
+@pytest.mark.parametrize("minor", ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"])
+def test_config_runs_on_every_python(pyz, bare_python, minor):
+    """The vendored Hydra (hydra reads its own package resources) from inside the zip, -I -S."""
     try:
-        py38 = find_python("3.8")
+        py = find_python(minor)
     except LookupError:
-        pytest.skip("no Python 3.8 here")
-    p = pyz_run(pyz, "config", "--python", bare_python, "--", *SEED, python=py38)
-    assert p.returncode == 0 and "60 x 12 = 720" in p.stdout, p.stderr
+        pytest.skip("no Python %s here" % minor)
+    p = pyz_run(pyz, "config", "--python", bare_python, "--", *SEED + ["+trainer.s=str(7)"], python=py)
+    assert p.returncode == 0 and "60 x 12 = 720" in p.stdout, p.stdout + p.stderr
+    p = pyz_run(pyz, "config", "--python", bare_python, "--", "+actor_rollout_ref.actor.fsdp_config.grad_offload=False",
+                python=py)
+    assert p.returncode == 1 and "grad_offload" in p.stdout and "delete the override" in p.stdout, p.stdout
 
 
 @pytest.mark.realenv

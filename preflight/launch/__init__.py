@@ -2,9 +2,9 @@
 
 * :mod:`.overrides` reads a launch command (``python3 -m verl.trainer.main_ppo k=v ...``) into
   Hydra overrides, ``--config-name``/``--config-path`` and leading environment assignments;
-* :mod:`.compose` builds the effective config: with Hydra's compose API inside the target
-  interpreter when it has verl, else from the release's stored defaults (``matrices/verl_config``)
-  with Hydra's override rules and OmegaConf's interpolation rules re-implemented;
+* :mod:`.compose` builds the effective config with Hydra's own compose API: the target's Hydra
+  over the installed verl, else the zipapp's vendored Hydra over the release's stored config tree
+  (``matrices/verl_config``), then the release's own config dataclasses (unknown keys fail);
 * :mod:`.batch` is the batch arithmetic (pure functions);
 * :mod:`.model` reads a model's ``config.json`` from a local path or the local Hugging Face cache;
 * :mod:`.rules` checks verl's own rules of the release (``matrices/verl_rules.toml``) and the
