@@ -39,7 +39,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from .checks.gpu import arch_covers, driver_tuple
+from .hw import arch_covers, driver_supports_gpu, driver_tuple, sm_list
 from .matrix import AnySpec, Matrix
 
 __all__ = ["resolve", "Resolution", "ResolveError", "parse_driver", "parse_cc", "parse_python"]
@@ -84,6 +84,12 @@ class Resolution:
             notes: documented pitfalls of the chosen releases.
         images: official verl images for this release and backend (images.toml), each with
             whether the driver runs its CUDA.
+        bounds: works-with bounds (bounds.toml) added to the requirements: {"id", "package",
+            "spec", "reason", "source", "confidence"}.
+        proof: how the stack was proven to install (see :mod:`preflight.proofs`): {"status":
+            "proven" | "failed" | "unproven" | "not recorded", "resolver", "python", "platform_tags",
+            "glibc", "date", "file", "reason"}.
+        commands: for each entry of ``options``, the exact ``preflight resolve`` command that selects it.
     """
 
     verl: str
@@ -119,6 +125,10 @@ class Resolution:
     options: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     images: List[Dict[str, Any]] = field(default_factory=list)
+    bounds: List[Dict[str, Any]] = field(default_factory=list)
+    backend_build: Optional[str] = None
+    proof: Dict[str, Any] = field(default_factory=dict)
+    commands: List[str] = field(default_factory=list)
 
     @property
     def vllm(self) -> Optional[str]:
@@ -277,8 +287,8 @@ class _Run:
     """State of one resolution: the inputs, the verl row, and the chosen/observed facts."""
 
     def __init__(self, mx: Matrix, verl: str, backend: str, driver: Optional[str], cc: Optional[str],
-                 gpu: Optional[str], python: Optional[str], prefer: Optional[str]):
-        self.mx, self.verl, self.backend = mx, verl, backend
+                 gpu: Optional[str], python: Optional[str], prefer: Optional[str], build: Optional[str] = None):
+        self.mx, self.verl, self.backend, self.build = mx, verl, backend, build
         self.driver, self.cc, self.gpu, self.python, self.prefer = driver, cc, gpu, python, prefer
         self.row = mx.verl(verl) or {}
         self.meta = self.row.get("_meta") or {}
@@ -421,11 +431,7 @@ def _driver_status(mx: Matrix, driver: Optional[str], cuda: str) -> Dict[str, An
     return out
 
 
-def _sm_list(arch: Sequence[str], ptx: bool) -> List[str]:
-    sms = ["sm_%s" % a.replace(".", "") for a in arch]
-    if ptx and arch:
-        sms.append("compute_%s" % arch[-1].replace(".", ""))
-    return sms
+_sm_list = sm_list
 
 
 def _variants(run: _Run, t: str, b_major: Optional[int]) -> List[Dict[str, Any]]:
@@ -576,6 +582,20 @@ def _driver_checks(run: _Run, bv: str, bcuda: Optional[str], best: Dict[str, Any
                   "cuda.toml major %s" % fr["major"], fr["source"], fr.get("confidence", "V"))
     natives = [d["native"] or d["compat"] for d in rows if d["native"] or d["compat"]]
     compats = [d["compat"] or d["native"] for d in rows if d["native"] or d["compat"]]
+    # the GPU architecture's own driver rule (first/last branch), before any CUDA arithmetic
+    if run.cc:
+        ok, why, arow = driver_supports_gpu(mx.arch_driver(), run.driver or "", run.cc)
+        binding = arow is not None and arow.get("first_driver") and (not ok or not compats or driver_tuple(
+            str(arow["first_driver"])) > driver_tuple(min(compats, key=driver_tuple)))
+        if binding:
+            natives.append(str(arow["first_driver"]))
+            compats.append(str(arow["first_driver"]))
+            _cite(ev, "driver for %s GPUs" % arow["arch"], ">= %s (R%s)" % (arow["first_driver"], arow["first_branch"]),
+                  "cuda.toml arch_driver %s" % arow["arch"], arow["source"], arow.get("confidence", "V"))
+        if arow is not None and arow.get("last_branch"):
+            ev["max_branch"] = int(arow["last_branch"])
+        if not ok:
+            _problem(ev, "gpu-driver", why)
     ev["min_driver"] = max(natives, key=driver_tuple) if natives else None
     ev["min_driver_compat"] = max(compats, key=driver_tuple) if compats else None
     if ev.get("fail"):
@@ -614,7 +634,21 @@ def _evaluate(run: _Run, bv: str, extras: List[str], py: str,
     pkg = t_from.split("==")[0]
     _cite(ev, "torch", t, "metadata/%s.json %s requires torch==%s" % (pkg, t_from, t),
           (mx.meta(pkg, t_from.split("==")[1]) or {}).get("source", ""), "V")
-    # the backend wheel's CUDA
+    # the backend wheel's CUDA (a build chosen with --backend-build replaces the PyPI wheel)
+    if run.build and not bcuda_override:
+        row = mx.backend_build(run.backend, bv) or {}
+        pypi_variant = "cu%s" % str(row.get("cuda", "")).replace(".", "")
+        if run.build != pypi_variant:
+            found = [o for o in row.get("other") or [] if o.get("variant") == run.build]
+            if not found:
+                _problem(ev, "build", "%s %s has no recorded %s build (recorded: %s)" % (
+                    _bname(run), bv, run.build, ", ".join([pypi_variant + " (PyPI)"] + [
+                        str(o["variant"]) for o in row.get("other") or []])))
+                return ev
+            bcuda_override = dict(found[0], source=row["source"], versions=row["versions"],
+                                  confidence=max(found[0].get("confidence", "S"), row.get("confidence", "V"),
+                                                 key=lambda c: _RANK[c]))
+            ev["backend_where"] = str(found[0]["where"]).format(version=bv)
     if bcuda_override:
         bcuda, brow = str(bcuda_override["cuda"]), bcuda_override
         label = "%s.toml build %s (%s)" % (run.backend, brow.get("versions", ""), brow.get("variant"))
@@ -701,6 +735,46 @@ def _flash_attn(run: _Run, ev: Dict[str, Any]) -> Dict[str, Any]:
             "source": fa["source"], "confidence": "V"}
 
 
+def _stack_versions(run: _Run, ev: Dict[str, Any]) -> Dict[str, str]:
+    """The chosen versions a bound's or known-bad row's ``when`` is judged against."""
+    out = {"verl": run.verl, run.backend: ev["bv"]}
+    if ev.get("torch"):
+        out["torch"] = ev["torch"]
+    return out
+
+
+def _when_holds(when: Dict[str, Any], versions: Dict[str, str]) -> bool:
+    """Every ``package -> specifier`` of ``when`` admits the stack's version (absent = False)."""
+    for pkg, spec in (when or {}).items():
+        have = versions.get(canonicalize_name(pkg))
+        if have is None or Version(have) not in AnySpec(str(spec)):
+            return False
+    return True
+
+
+def _apply_bounds(run: _Run, ev: Dict[str, Any], res: Resolution, both: List[Requirement]) -> None:
+    """Add the works-with bounds (bounds.toml) that apply to the chosen stack to its specifiers;
+    a bound no recorded release can meet together with the metadata is a conflict problem."""
+    versions = _stack_versions(run, ev)
+    for b in run.mx.bounds():
+        if not _when_holds(b.get("when") or {}, versions):
+            continue
+        name = canonicalize_name(b["package"])
+        res.bounds.append({"id": b["id"], "package": name, "spec": str(b["spec"]), "reason": b["reason"],
+                           "source": b["source"], "confidence": b.get("confidence", "V")})
+        _cite({"citations": res.citations}, "%s bound" % name, str(b["spec"]), "bounds.toml %s" % b["id"],
+              b["source"], b.get("confidence", "V"))
+        if name in ("transformers", "tensordict", "ray"):
+            reqs = _named(both, name) + [Requirement(name + b2["spec"]) for b2 in res.bounds if b2["package"] == name]
+            setattr(res, name, _spec_text(reqs))
+            if _joint([r.specifier for r in reqs], run.mx.versions(name)) is None:
+                res.problems.append("the works-with bound %s%s (%s) leaves no %s release that verl %s and %s %s "
+                                    "admit (%s)" % (name, b["spec"], b["id"], name, run.verl, _bname(run), ev["bv"],
+                                                    _spec_text(_named(both, name))))
+                ev["fail"] = True
+                ev["kinds"].add("conflict")
+
+
 def _fill(run: _Run, ev: Dict[str, Any], res: Resolution) -> None:
     """Copy an evaluated stack into ``res`` (choices, requirements, citations)."""
     mx = run.mx
@@ -720,6 +794,7 @@ def _fill(run: _Run, ev: Dict[str, Any], res: Resolution) -> None:
     res.torchaudio = _exact(both, "torchaudio")
     for name in ("transformers", "tensordict", "ray"):
         setattr(res, name, _spec_text(_named(both, name)))
+    _apply_bounds(run, ev, res, both)
     if ev["fail"]:
         return
     res.flash_attn = _flash_attn(run, ev)
@@ -740,17 +815,24 @@ def _fill(run: _Run, ev: Dict[str, Any], res: Resolution) -> None:
         reqs.append("torchaudio==%s%s" % (res.torchaudio, local))
     extras = sorted({e for r in _named(v_reqs, run.backend) for e in r.extras})
     reqs.append("%s%s==%s" % (run.backend, "[%s]" % ",".join(extras) if extras else "", res.backend_version))
+    bounded = {b["package"] for b in res.bounds}
     for name in ("transformers", "tensordict", "ray"):
         rs = _named(both, name)
-        if rs and getattr(res, name):
+        if (rs or name in bounded) and getattr(res, name):
             ex = sorted({e for r in rs for e in r.extras})
             reqs.append("%s%s%s" % (name, "[%s]" % ",".join(ex) if ex else "", getattr(res, name)))
+    for name in sorted(bounded - {"transformers", "tensordict", "ray"}):
+        spec = _spec_text(_named(both, name) + [Requirement(name + b["spec"]) for b in res.bounds if b["package"] == name])
+        reqs.append("%s%s" % (name, spec))
     if fa["status"] == "wheel":
         reqs.append("flash-attn @ %s" % fa["url"])
     elif fa["status"] == "source build":
         reqs.append("flash-attn==%s" % fa["version"])
     res.requirements = reqs
     res.extra_index_urls = [] if var["pypi"] else [var["index"]]
+    if ev.get("backend_where", "").startswith("https://wheels."):
+        res.extra_index_urls.append(ev["backend_where"])
+    res.backend_build = run.build
     # -- notes
     for n in mx.backend_notes(run.backend, res.backend_version):
         res.notes.append("%s%s (%s)" % (n["text"], _flag(n), n["source"]))
@@ -762,7 +844,8 @@ def _fill(run: _Run, ev: Dict[str, Any], res: Resolution) -> None:
 
 def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Optional[str] = None,
             cc: Optional[str] = None, gpu: Optional[str] = None, python: Optional[str] = None,
-            prefer_python: Optional[str] = None, _options: bool = True) -> Resolution:
+            prefer_python: Optional[str] = None, _options: bool = True,
+            backend_build: Optional[str] = None) -> Resolution:
     """The stack that runs verl ``verl`` with ``backend`` on the described machine.
 
     Args:
@@ -775,6 +858,8 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
             Both None = unknown (arch coverage not checked).
         python: a CPython minor ("3.12") the stack must use; None = any.
         prefer_python: a minor to prefer when it fits (the calling interpreter's), not required.
+        backend_build: another published build of the backend to use instead of its PyPI wheel
+            (a vllm.toml ``other`` variant, e.g. "cu129"); None = the PyPI wheel.
     Returns:
         A :class:`Resolution`; ``ok`` False with ``problems`` and ``options`` when no stack works.
     Raises:
@@ -811,7 +896,9 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
     if gpu_row is not None:
         _cite({"citations": res.citations}, "compute capability", cc, "gpus.toml %s" % gpu,
               "developer.nvidia.com/cuda-gpus", "V")
-    run = _Run(mx, verl, backend, driver, cc, gpu, python, prefer)
+    if backend_build is not None and not re.match(r"^cu\d{3}$", str(backend_build)):
+        raise ResolveError("--backend-build %s: not a CUDA build name; pass e.g. cu129" % backend_build)
+    run = _Run(mx, verl, backend, driver, cc, gpu, python, prefer, backend_build)
     if backend not in extras_map:
         res.problems.append("verl %s has no %s rollout (its backends: %s)" % (
             verl, backend, ", ".join(sorted(extras_map))))
@@ -830,6 +917,8 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
                          % (res.min_driver, res.min_driver_compat))
     if not cc:
         res.notes.insert(0, "GPU not given: compute capability coverage was not checked")
+    if not res.problems and res.requirements:
+        _prove(run, res)
     res.ok = not res.problems
     _images(run, res)
     res.confidence = max([c["confidence"] for c in res.citations] or ["V"], key=lambda c: _RANK.get(c, 2))
@@ -922,6 +1011,11 @@ def _choose(run: _Run, res: Resolution) -> set:
             _bname(run), bv, ", ".join(c for c in cands[:cands.index(bv)])))
     for r in _known_bad(run, bv):
         res.warnings.append("%s (%s)" % (r["reason"], r["source"]))
+    skipped = [c for c in cands if c != bv and _known_bad(run, c) and Version(c) > Version(bv)]
+    if skipped:
+        rows = _dedupe("%s: %s (%s)" % (r["id"], r["reason"], r["source"]) for c in skipped for r in _known_bad(run, c))
+        res.notes.append("%s %s is in verl %s's range but known-bad, so it was not chosen: %s" % (
+            _bname(run), ", ".join(skipped), run.verl, "; ".join(rows)))
     parts = ["verl %s" % run.meta["requires_python"]] if run.meta.get("requires_python") else []
     parts.append("%s %s" % (_bname(run), (mx.meta(run.backend, bv) or {}).get("requires_python") or "any"))
     parts.append("torch wheels %s" % ", ".join((mx.torch_python(chosen["torch"]) or {}).get("python", [])))
@@ -929,6 +1023,39 @@ def _choose(run: _Run, res: Resolution) -> set:
     _cite({"citations": res.citations}, "python", chosen["python"], "fits %s; chosen as %s" % (
         py_src, _pick_python(run, chosen["pys"])[1]), "metadata/*.json Requires-Python; wheels.toml torch_python", "V")
     return kinds | set(chosen["kinds"])
+
+
+def _prove(run: _Run, res: Resolution) -> None:
+    """Attach the recorded platform resolve of the chosen set (preflight.proofs) and check the
+    resolved set against the matrix rules: works-with bounds and known-bad rows. A failed proof or
+    a violated rule is a problem; a missing proof is a warning (the stack is unproven)."""
+    from . import proofs
+
+    p = proofs.lookup(res.requirements, res.python or "", res.extra_index_urls)
+    res.proof = {k: v for k, v in p.items() if k != "installed"}
+    if p["status"] == "failed":
+        builds = p.get("source_builds") or []
+        res.problems.append("pip cannot install this set for CPython %s on %s with binary wheels only%s: %s (%s)" % (
+            res.python, "manylinux (glibc %s)" % p.get("glibc"),
+            "; source build needed for %s" % ", ".join(builds) if builds else "", p.get("error"), p.get("file")))
+        return
+    if p["status"] != "proven":
+        res.warnings.append("not proven to install: %s" % p.get("reason"))
+        return
+    have = {canonicalize_name(k): v for k, v in p["installed"].items()}
+    res.proof["packages"] = len(have)
+    for b in run.mx.bounds():
+        name = canonicalize_name(b["package"])
+        if name in have and _when_holds(b.get("when") or {}, have) and Version(have[name]) not in AnySpec(str(b["spec"])):
+            res.problems.append("the recorded resolve installs %s %s, outside the works-with bound %s%s (%s; %s)" % (
+                name, have[name], name, b["spec"], b["reason"], b["source"]))
+    for r in run.mx.known_bad():
+        name = canonicalize_name(r["package"])
+        if name not in have or r.get("env") or r.get("prerelease_only"):
+            continue
+        if Version(have[name]) in AnySpec(str(r["versions"])) and _when_holds(r.get("when") or {}, dict(have, verl=run.verl)):
+            (res.problems if r.get("severity") == "fail" else res.warnings).append(
+                "the recorded resolve installs %s %s: %s (%s)" % (name, have[name], r["reason"], r["source"]))
 
 
 def _images(run: _Run, res: Resolution) -> None:
@@ -945,33 +1072,74 @@ def _summary(r: Resolution) -> str:
         {"vllm": "vLLM", "sglang": "SGLang"}[r.backend], r.backend_version, r.torch, r.variant, r.python)
 
 
+def _cmd(run: _Run, **change: Any) -> str:
+    """The ``preflight resolve`` command line for this machine with ``change`` applied (keys:
+    verl, backend, driver, python, build); a value of None drops the flag."""
+    import shlex
+
+    v = {"verl": run.verl, "backend": run.backend, "driver": run.driver, "python": run.python, "build": run.build}
+    v.update(change)
+    parts = ["preflight", "resolve", "--verl", v["verl"]]
+    if v["backend"] and v["backend"] != "vllm":
+        parts += ["--backend", v["backend"]]
+    if run.gpu:
+        parts += ["--gpu", run.gpu]
+    elif run.cc:
+        parts += ["--cc", run.cc]
+    if v["driver"]:
+        parts += ["--driver", v["driver"]]
+    if v["python"]:
+        parts += ["--python", v["python"]]
+    if v["build"]:
+        parts += ["--backend-build", v["build"]]
+    return " ".join(shlex.quote(str(p)) for p in parts)
+
+
+def _opt(opts: List[Tuple[str, str]], text: str, cmd: str) -> None:
+    if all(o[0] != text for o in opts):
+        opts.append((text, cmd))
+
+
 def _add_options(run: _Run, res: Resolution, kinds: set) -> None:
     """Nearest fixes (module doc): Python, driver, other builds of the backend, other verl releases,
-    the other backend. Each is a resolution that works, re-run with one input changed."""
+    the other backend. Each is a resolution that works, re-run with one input changed; each option
+    ends with the exact command that selects it (also in ``res.commands``)."""
     mx = run.mx
-    opts: List[str] = []
+    opts: List[Tuple[str, str]] = []
     if "python" in kinds and res.python:
-        opts.append("use Python %s (e.g. uv venv -p %s): %s" % (res.python, res.python, _summary(res)))
-    if res.ok and not (kinds & {"compat"}):
-        res.options = opts
-        return
-    if run.driver and kinds & {"driver", "compat"}:
-        r = resolve(mx, run.verl, run.backend, None, run.cc, None, run.python, run.prefer, _options=False)
-        if r.ok and r.min_driver and driver_tuple(r.min_driver) > driver_tuple(run.driver):
-            branch = mx.driver_branch(r.min_driver) or {}
-            opts.append("upgrade the NVIDIA driver to >= %s%s: %s" % (
-                r.min_driver, " (R%s branch or newer)" % branch["branch"] if branch else "", _summary(r)))
-    if not res.ok and res.backend_version and kinds & {"driver", "major", "arch"}:
-        opts += _other_builds(run, res)
-    if not res.ok:
-        opts += _other_releases(run, res)
-        for other in sorted((run.row.get("backend_extras") or {})):
-            if other == run.backend:
-                continue
-            r = resolve(mx, run.verl, other, run.driver, run.cc, None, run.python, run.prefer, _options=False)
-            if r.ok:
-                opts.append("use --backend %s: %s%s" % (other, _summary(r), _caveat(r)))
-    res.options = _dedupe(opts)
+        _opt(opts, "use Python %s (e.g. uv venv -p %s): %s" % (res.python, res.python, _summary(res)),
+             _cmd(run, python=res.python))
+    if not (res.ok and not (kinds & {"compat"})):
+        if run.driver and kinds & {"driver", "compat", "gpu-driver"}:
+            r = resolve(mx, run.verl, run.backend, None, run.cc, None, run.python, run.prefer, _options=False,
+                        backend_build=run.build)
+            if r.ok and r.min_driver and driver_tuple(r.min_driver) > driver_tuple(run.driver):
+                branch = mx.driver_branch(r.min_driver) or {}
+                _opt(opts, "upgrade the NVIDIA driver to >= %s%s: %s" % (
+                    r.min_driver, " (R%s branch or newer)" % branch["branch"] if branch else "", _summary(r)),
+                    _cmd(run, driver=r.min_driver))
+            elif r.ok and r.min_driver and "gpu-driver" in kinds:
+                # the driver is past the GPU's last branch: the newest driver of that branch
+                arow = [c for c in r.citations if c["row"].startswith("cuda.toml arch_driver")]
+                _opt(opts, "install a driver of the last branch that supports this GPU (%s): %s" % (
+                    "; ".join(p for p in res.problems if "last driver branch" in p)[:200] or "see problems",
+                    _summary(r)), _cmd(run, driver=None))
+                del arow
+        if not res.ok and res.backend_version and kinds & {"driver", "major", "arch"} and not run.build:
+            for text, build in _other_builds(run, res):
+                _opt(opts, text, _cmd(run, build=build))
+        if not res.ok:
+            for text, v in _other_releases(run, res):
+                _opt(opts, text, _cmd(run, verl=v, build=None))
+            for other in sorted((run.row.get("backend_extras") or {})):
+                if other == run.backend:
+                    continue
+                r = resolve(mx, run.verl, other, run.driver, run.cc, None, run.python, run.prefer, _options=False)
+                if r.ok:
+                    _opt(opts, "use --backend %s: %s%s" % (other, _summary(r), _caveat(r)),
+                         _cmd(run, backend=other, build=None))
+    res.options = ["%s; select it with: %s" % (t, c) for t, c in opts]
+    res.commands = [c for _, c in opts]
 
 
 def _caveat(r: Resolution) -> str:
@@ -983,7 +1151,7 @@ def _caveat(r: Resolution) -> str:
     return " (%s)" % ", ".join(bits) if bits else ""
 
 
-def _other_builds(run: _Run, res: Resolution) -> List[str]:
+def _other_builds(run: _Run, res: Resolution) -> List[Tuple[str, str]]:
     """Other published builds of the chosen backend release (vllm.toml ``other``) that would run."""
     mx = run.mx
     row = mx.backend_build(run.backend, res.backend_version or "")
@@ -1000,14 +1168,14 @@ def _other_builds(run: _Run, res: Resolution) -> List[str]:
         where = str(other["where"]).format(version=res.backend_version)
         if o["confidence"] != "V":
             where += "; [%s] published for some releases, not verified for this one" % o["confidence"]
-        out.append("use %s %s's %s build (%s) with torch %s from the %s index (%s)%s" % (
+        out.append(("use %s %s's %s build (%s) with torch %s from the %s index (%s)%s" % (
             _bname(run), res.backend_version, other["variant"], where, ev["torch"], ev["variant"]["variant"],
             ev["variant"]["index"],
-            "; the driver runs it through minor-version compatibility" if ev["warnings"] else ""))
+            "; the driver runs it through minor-version compatibility" if ev["warnings"] else ""), str(other["variant"])))
     return out
 
 
-def _other_releases(run: _Run, res: Resolution) -> List[str]:
+def _other_releases(run: _Run, res: Resolution) -> List[Tuple[str, str]]:
     """The nearest other verl releases that work on this machine (a second one when the nearest
     needs minor-version compatibility or rests on S/U rows)."""
     mx = run.mx
@@ -1024,7 +1192,7 @@ def _other_releases(run: _Run, res: Resolution) -> List[str]:
             continue
         cav = _caveat(r)
         if not out or (not clean and not cav):
-            out.append("use verl %s: %s%s" % (v, _summary(r), cav))
+            out.append(("use verl %s: %s%s" % (v, _summary(r), cav), v))
             clean = clean or not cav
         if clean or len(out) >= 2:
             break

@@ -82,7 +82,10 @@ def test_torch_builds_and_arch(matrix):
     assert matrix.torch_build("2.11.0")[0] == "cu130"
     assert matrix.torch_build("2.7.1")[0] == "cu126"
     arch, ptx = matrix.torch_arch("2.11.0", "cu130")
-    assert "7.0" not in arch and "9.0" in arch and ptx
+    # the PyPI cu130 wheels carry no PTX (audit #34: arch string of torch 2.11.0 / 2.14.1 wheels)
+    assert "7.0" not in arch and "9.0" in arch and not ptx
+    # torch 2.11's cu128 build dropped Volta (audit #32: pytorch/pytorch#182250), 2.10's still has it
+    assert "7.0" not in matrix.torch_arch("2.11.0", "cu128")[0] and "7.0" in matrix.torch_arch("2.10.0", "cu128")[0]
     assert "7.0" not in matrix.torch_arch("2.7.0", "cu128")[0]
     assert "7.0" in matrix.torch_arch("2.8.0", "cu128")[0]
 

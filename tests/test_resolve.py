@@ -110,7 +110,9 @@ def test_driver_470_with_current_verl_upgrade_the_driver(matrix, verl, need):
 def test_a100_driver_550_verl_070_minor_version_compat(matrix):
     r = resolve(matrix, "0.7.0", gpu="A100", driver="550.54.15")
     assert r.ok
-    assert (r.python, r.torch, r.variant, r.vllm, r.backend_cuda) == ("3.12", "2.9.0", "cu128", "0.12.0", "12.9")
+    # vLLM 0.12.0 is in verl 0.7.0's range but fails its rollout import (verl#5087): the newest other one
+    assert (r.python, r.torch, r.variant, r.vllm, r.backend_cuda) == ("3.12", "2.9.0", "cu128", "0.11.2", "12.9")
+    assert any(n.startswith("vLLM 0.12.0 is in verl 0.7.0's range but known-bad") and "verl#5087" in n for n in r.notes)
     assert any(w.startswith("driver 550.54.15 runs CUDA 12.9 only through minor-version compatibility (>= 525.60.13)")
                for w in r.warnings)
     assert (r.min_driver, r.min_driver_compat) == ("575.51.03", "525.60.13")
@@ -131,7 +133,10 @@ def test_l4_driver_570_verl_061(matrix):
     assert r.ok and not any("minor-version" in w for w in r.warnings)
     assert (r.python, r.torch, r.variant, r.vllm) == ("3.12", "2.8.0", "cu128", "0.11.0")
     assert r.flash_attn["wheel"] == "flash_attn-2.8.3+cu12torch2.8cxx11abiTRUE-cp312-cp312-linux_x86_64.whl"
-    assert "transformers>=4.55.2" in r.requirements
+    # vLLM 0.11.0 and verl 0.6.1 give transformers only a lower bound; transformers 5 breaks vLLM <= 0.11.0
+    # (audit kind A, s23: runpod-workers/worker-vllm#258; vLLM 0.11.1's own metadata adds <5)
+    assert "transformers>=4.55.2,<5" in r.requirements
+    assert {b["id"] for b in r.bounds} == {"transformers-5-old-vllm", "transformers-5-verl-0.7.0"}
 
 
 def test_sglang_verl_091_transformers_pins_conflict(matrix):
@@ -304,4 +309,4 @@ def test_zipapp_resolves_on_the_oldest_python(pyz):
                         "550.54.15", "--json", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["resolution"]["vllm"] == "0.12.0"
+    assert json.loads(p.stdout)["resolution"]["vllm"] == "0.11.2"  # 0.12.0 is known-bad with verl 0.7.0

@@ -10,6 +10,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..diagnose import classify
+from ..hw import arch_covers, cuda_from_int, driver_tuple  # noqa: F401 (re-exported)
 from ..redact import redact
 from .base import check, errored, failed, passed, skipped, warned
 
@@ -25,44 +26,6 @@ _NVML_FIX = {
     "gpu_lost": ("a GPU has fallen off the bus (NVML_ERROR_GPU_IS_LOST)",
                  "drain the node: reset the GPU (nvidia-smi -r) or reboot; dmesg shows the Xid (79 = fell off the bus)"),
 }
-
-
-def driver_tuple(v: Optional[str]) -> Tuple[int, ...]:
-    """``"580.159.04"`` -> (580, 159, 4); () when unreadable."""
-    try:
-        return tuple(int(x) for x in str(v).split("."))
-    except (TypeError, ValueError):
-        return ()
-
-
-def cuda_from_int(n: Optional[int]) -> Optional[str]:
-    """NVML's CUDA driver version integer (13000) -> ``"13.0"``."""
-    if not n:
-        return None
-    return "%d.%d" % (n // 1000, (n % 1000) // 10)
-
-
-def arch_covers(cc: str, arch_list: List[str]) -> Tuple[bool, str]:
-    """Whether a torch arch list (``sm_90``, ``compute_120``...) runs compute capability ``cc``.
-
-    SASS for X.Y runs on X.Z with Z >= Y (same major); PTX for any arch <= cc can be JIT-compiled.
-    Returns (covered, how).
-    """
-    major, minor = (int(x) for x in cc.split("."))
-    best = None
-    for a in arch_list:
-        m = re.match(r"(sm|compute)_(\d+)([af]?)$", a)
-        if not m:
-            continue
-        num = int(m.group(2))
-        amaj, amin = divmod(num, 10)
-        if m.group(1) == "sm" and not m.group(3) and amaj == major and amin <= minor:
-            if amin == minor:
-                return True, "native %s" % a
-            best = best or "%s (same major, runs on %s)" % (a, cc)
-        if m.group(1) == "compute" and (amaj, amin) <= (major, minor):
-            best = best or "PTX %s (JIT-compiled at first use)" % a
-    return (best is not None), (best or "no sm_%d%d or compatible PTX" % (major, minor))
 
 
 def _nvml(ctx) -> Dict[str, Any]:

@@ -30,6 +30,8 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="GPU name, e.g. H100 or 'RTX 5090' (default: this machine's)")
     p.add_argument("--cc", metavar="X.Y", default=None, help="compute capability instead of --gpu, e.g. 9.0")
     p.add_argument("--python", metavar="X.Y", default=None, help="CPython minor the stack must use, e.g. 3.12")
+    p.add_argument("--backend-build", metavar="cuXYZ", default=None,
+                   help="use this published CUDA build of the backend instead of its PyPI wheel, e.g. cu129")
     p.add_argument("--no-probe", action="store_true",
                    help="do not read this machine (NVML); unknown facts are not checked")
     from ..report.render import add_output_options
@@ -80,7 +82,7 @@ def resolve_args(mx, verl: str, args: argparse.Namespace):
 
     kw, how = machine_facts(args)
     try:
-        return resolve(mx, verl, backend=args.backend, **kw), how
+        return resolve(mx, verl, backend=args.backend, backend_build=getattr(args, "backend_build", None), **kw), how
     except ResolveError as exc:
         raise UsageError(str(exc))
 

@@ -30,6 +30,8 @@ def add_stack_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", metavar="NAME", default=None, help="GPU name, e.g. H200 (default: this machine's)")
     p.add_argument("--cc", metavar="X.Y", default=None, help="compute capability instead of --gpu")
     p.add_argument("--python", metavar="X.Y", default=None, help="CPython minor of the environment, e.g. 3.12")
+    p.add_argument("--backend-build", metavar="cuXYZ", default=None,
+                   help="a published CUDA build of the backend instead of its PyPI wheel, e.g. cu129")
     p.add_argument("--no-probe", action="store_true", help="do not read this machine's GPUs (NVML)")
     p.add_argument("--torch", metavar="VERSION", default=None,
                    help="pin torch to this release instead of the resolved one (torchvision/torchaudio follow)")

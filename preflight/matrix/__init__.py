@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - exercised on 3.8-3.10
 __all__ = ["Matrix", "MatrixError", "AnySpec", "load", "parse_version"]
 
 CURATED = ("meta", "host", "gpus", "cuda", "torch", "verl", "known_bad", "modules", "signatures", "env", "nccl", "vllm",
-           "sglang", "flash_attn", "images", "wheels", "base_images")
+           "sglang", "flash_attn", "images", "wheels", "base_images", "bounds")
 #: Rollout backends with a curated file of ranged rows (see :meth:`Matrix.ranged`).
 BACKENDS = ("vllm", "sglang")
 GENERATED = ("verl", "vllm", "torch", "torchvision", "torchaudio", "sglang", "tensordict")
@@ -362,6 +362,14 @@ class Matrix:
                 continue
             out.append(r)
         return out
+
+    def arch_driver(self) -> List[Dict[str, Any]]:
+        """cuda.toml ``[[arch_driver]]`` rows: the driver branches that support each GPU architecture."""
+        return list(self.curated["cuda"].get("arch_driver", []))
+
+    def bounds(self) -> List[Dict[str, Any]]:
+        """bounds.toml rows: works-with bounds the resolver adds where metadata leaves a dependency open."""
+        return list(self.curated["bounds"].get("bound", []))
 
     # ---- misc ----------------------------------------------------------------------------
     def known_bad(self) -> List[Dict[str, Any]]:

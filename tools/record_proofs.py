@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Re-record the platform-resolve proofs of the stacks ``resolve`` chooses (network: PyPI).
+
+For every scenario in tests/data/scenarios.toml whose resolution works (and every extra stack
+given with --verl/--python), runs pip's own resolver for the target interpreter and platform with
+binary wheels only (see preflight/proofs.py for the exact command), and writes:
+
+* tests/data/proofs/<id>.json: pip's report trimmed to name, version, requires_python and
+  requires_dist of each resolved distribution, with the command, pip's version and the date;
+* matrices/proofs.json: the index resolve reads (status, Python, tags, resolver, date, file,
+  resolved name==version set).
+
+Entries already recorded are kept (``--force`` re-records them); an interrupted run keeps what it
+finished. pip's configuration (PIP_CONFIG_FILE, /etc/xdg/pip constraints) is ignored so the proof
+is about the index, not this machine: the proof is PyPI's truth. Pass --pip to use another pip
+(default: this interpreter's; pip >= 22.2 needed for --dry-run --report).
+
+Usage: python3 tools/record_proofs.py [--jobs 3] [--force] [--pip PYTHON] [--only ID] [--list]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from preflight import proofs  # noqa: E402
+from preflight.matrix import load  # noqa: E402
+from preflight.resolve import resolve  # noqa: E402
+
+INDEX = os.path.join(ROOT, "matrices", "proofs.json")
+OUTDIR = os.path.join(ROOT, "tests", "data", "proofs")
+_LOCK = threading.Lock()
+
+
+def scenarios():
+    """(id, kwargs for resolve) of every scenario in tests/data/scenarios.toml."""
+    try:
+        import tomllib as toml
+    except ImportError:
+        import tomli as toml
+    with open(os.path.join(ROOT, "tests", "data", "scenarios.toml"), "rb") as fh:
+        data = toml.load(fh)
+    for s in data.get("scenario", []):
+        yield s["id"], {k: s.get(k) for k in ("verl", "backend", "gpu", "cc", "driver", "python")}
+
+
+def pip_command(pip_python, reqs, python, report, tmp):
+    """The pip dry-run command line for ``reqs`` on CPython ``python``."""
+    abi = "cp" + python.replace(".", "")
+    cmd = [pip_python, "-m", "pip", "--disable-pip-version-check", "--isolated", "install", "--dry-run",
+           "--ignore-installed", "--quiet", "--report", report, "--only-binary=:all:",
+           "--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none"]
+    for t in proofs.platform_tags():
+        cmd += ["--platform", t]
+    if pip_major(pip_python) < 24:
+        cmd += ["--target", os.path.join(tmp, "t")]  # older pip refuses --platform without --target
+    return cmd + list(reqs)
+
+
+_PIPV = {}
+
+
+def pip_major(pip_python):
+    if pip_python not in _PIPV:
+        out = subprocess.run([pip_python, "-m", "pip", "--version"], stdout=subprocess.PIPE, universal_newlines=True).stdout
+        _PIPV[pip_python] = out.split()[1] if out else "0"
+    return int(_PIPV[pip_python].split(".")[0])
+
+
+def prove(pip_python, pid, reqs, python, timeout):
+    """Run pip for one set; returns (index row, trimmed report or None)."""
+    env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
+    for k in list(env):
+        if k.startswith("PIP_") and k != "PIP_CONFIG_FILE":
+            env.pop(k)
+    date = datetime.date.today().isoformat()
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "report.json")
+        cmd = pip_command(pip_python, reqs, python, report, tmp)
+        row = {"requirements": list(reqs), "python": python, "glibc": "%d.%d" % proofs.DEFAULT_GLIBC,
+               "platform_tags": "%s .. %s (%d tags)" % (proofs.platform_tags()[0], proofs.platform_tags()[-1],
+                                                       len(proofs.platform_tags())),
+               "resolver": "pip %s --dry-run --report --only-binary=:all:" % _PIPV[pip_python], "date": date,
+               "file": "tests/data/proofs/%s.json" % pid}
+        try:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                                  timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            row.update(status="not recorded", reason="pip did not finish within %d s" % timeout)
+            return row, None
+        if proc.returncode != 0 or not os.path.exists(report):
+            errs = [l for l in proc.stderr.splitlines() if l.startswith("ERROR")] or proc.stderr.strip().splitlines()
+            text = " ".join(errs)[-800:] or "pip exited %d" % proc.returncode
+            builds = sorted(set(re.findall(r"No matching distribution found for ([A-Za-z0-9_.\-]+)", text)))
+            row.update(status="failed", error=text, source_builds=builds)
+            doc = {"command": cmd[1:], "returncode": proc.returncode, "stderr_tail": proc.stderr[-4000:], "date": date}
+            return row, doc
+        with open(report, encoding="utf-8") as fh:
+            data = json.load(fh)
+    installed = []
+    trimmed = []
+    for item in data.get("install", []):
+        m = item["metadata"]
+        installed.append("%s==%s" % (m["name"].lower(), m["version"]))
+        trimmed.append({"name": m["name"], "version": m["version"], "requires_python": m.get("requires_python"),
+                        "requires_dist": m.get("requires_dist") or [], "requested": item.get("requested", False),
+                        "wheel": os.path.basename(((item.get("download_info") or {}).get("url") or ""))})
+    row.update(status="proven", installed=sorted(installed))
+    doc = {"command": [c for c in cmd[1:] if not c.startswith(tempfile.gettempdir())], "pip": _PIPV[pip_python],
+           "date": date, "python": python, "install": sorted(trimmed, key=lambda x: x["name"].lower())}
+    return row, doc
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=3)
+    ap.add_argument("--force", action="store_true", help="re-record proofs already in the index")
+    ap.add_argument("--pip", default=sys.executable, help="interpreter whose pip resolves (default: this one)")
+    ap.add_argument("--only", default=None, help="only this proof id")
+    ap.add_argument("--list", action="store_true", help="list the sets and their status, record nothing")
+    ap.add_argument("--timeout", type=int, default=900)
+    a = ap.parse_args(argv)
+    mx = load()
+    idx = proofs.load_index() if os.path.exists(INDEX) else {"proofs": {}}
+    idx.setdefault("proofs", {})
+    todo = {}
+    for sid, kw in scenarios():
+        r = resolve(mx, kw.pop("verl"), **{k: v for k, v in kw.items() if v})
+        if not r.requirements or r.problems and not (r.proof or {}).get("status") == "failed":
+            continue
+        p = proofs.lookup(r.requirements, r.python, r.extra_index_urls)
+        if p["status"] == "unproven":
+            continue
+        todo.setdefault(p["id"], (p["requirements"], r.python, []))[2].append(sid)
+    if a.only:
+        todo = {k: v for k, v in todo.items() if k == a.only}
+    if a.list:
+        for pid, (reqs, py, sids) in sorted(todo.items()):
+            print(pid, py, (idx["proofs"].get(pid) or {}).get("status", "-"), " ".join(reqs), "<-", ",".join(sids))
+        return 0
+    os.makedirs(OUTDIR, exist_ok=True)
+    pending = [(pid, v) for pid, v in sorted(todo.items()) if a.force or pid not in idx["proofs"]
+               or idx["proofs"][pid].get("status") == "not recorded"]
+    print("%d sets, %d to record" % (len(todo), len(pending)), flush=True)
+    pip_major(a.pip)
+
+    def one(item):
+        pid, (reqs, py, sids) = item
+        row, doc = prove(a.pip, pid, reqs, py, a.timeout)
+        with _LOCK:  # keep what is done: write after each set
+            if doc is not None:
+                with open(os.path.join(OUTDIR, pid + ".json"), "w", encoding="utf-8") as fh:
+                    json.dump(doc, fh, indent=1, sort_keys=True)
+                    fh.write("\n")
+            idx["proofs"][pid] = row
+            idx["note"] = proofs.__doc__.split("\n\n")[1].replace("\n", " ")
+            with open(INDEX + ".tmp", "w", encoding="utf-8") as fh:
+                json.dump(idx, fh, indent=1, sort_keys=True)
+                fh.write("\n")
+            os.replace(INDEX + ".tmp", INDEX)
+            print("%s %s py%s %s%s" % (pid, row["status"], py, " ".join(reqs[:6]),
+                                        (": " + row.get("error", "")[-200:]) if row["status"] == "failed" else ""),
+                  flush=True)
+
+    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as ex:
+        list(ex.map(one, pending))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
