@@ -44,11 +44,18 @@ def platform_tags(glibc: Tuple[int, int] = DEFAULT_GLIBC, arch: str = "x86_64") 
     return tags
 
 
+#: Packages the resolver names as source builds when no wheel fits (flash-attn): pip's binary-only
+#: resolve cannot include them, so a proof leaves them out and says so.
+SOURCE_BUILDS = ("flash-attn",)
+
+
 def proof_requirements(requirements: Sequence[str]) -> Tuple[List[str], List[str]]:
-    """(requirements a proof covers, requirements left out: direct URLs outside the index)."""
+    """(requirements a proof covers, requirements left out: direct URLs outside the index, and
+    the named source builds of :data:`SOURCE_BUILDS`)."""
     inside, outside = [], []
     for r in requirements:
-        (outside if re.search(r"\s@\s", r) else inside).append(r)
+        name = re.split(r"[\s<>=!~\[@;]", r.strip(), maxsplit=1)[0].lower().replace("_", "-")
+        (outside if re.search(r"\s@\s", r) or name in SOURCE_BUILDS else inside).append(r)
     return inside, outside
 
 

@@ -7,7 +7,8 @@ extra (``vllm`` or ``sglang``). Versions and builds come from the matrix; no ver
 lives here.
 """
 
-from typing import Dict, List, Optional, Sequence, Tuple
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -152,6 +153,12 @@ def torch(ctx):
     if series is None:
         return warned("torch %s is not in the compatibility matrix" % d.version,
                       "use a torch release verl pins (%s)" % (", ".join(pinned) or "see 'preflight matrix show'"), ev)
+    if bextra:
+        # only the extra in use applies: another extra's torch pin (SGLang's on a vLLM install) would
+        # break the installed engine's own exact pin (failure_cases_2.md, product bug 1)
+        pins = {k: r for k, r in pins.items() if k == bextra}
+        pinned = sorted({str(r.specifier) for r in pins.values()})
+        ev["applies"] = bextra
     mismatch = {k: str(r.specifier) for k, r in pins.items() if not _contains(r, d.version)}
     if mismatch and len(mismatch) == len(pins):
         want = pinned[0] if len(pinned) == 1 else " or ".join(pinned)
@@ -348,6 +355,52 @@ def verl_reqs(ctx):
                                                                "[%s]" % ",".join(applied) if applied else ""), ev)
 
 
+def _resolved_fix(ctx, row: Dict[str, Any], verl_v: Optional[str]) -> Tuple[str, Dict[str, Any]]:
+    """(fix text, evidence) for a known-bad row whose fix installs ``fix_requirement``: the fix is
+    intersected with the verl release's own requirement on that package and resolved with
+    packaging over the recorded releases (matrices/metadata), each candidate's own requirements
+    checked against what is installed. When no recorded release satisfies all of them, ``fix_else``
+    (a fix that does not contradict the release) is given instead."""
+    want = Requirement(str(row["fix_requirement"]))
+    name = canonicalize_name(want.name)
+    extras, _, _ = verl_extras(ctx)
+    verl_reqs = [r for r in verl_requirements(ctx, extras) if canonicalize_name(r.name) == name] if verl_v else []
+    spec = want.specifier
+    for r in verl_reqs:
+        spec &= r.specifier
+    ev: Dict[str, Any] = {"requirement": "%s%s" % (name, spec), "verl_requires": [str(r) for r in verl_reqs]}
+    recorded = ctx.matrix.versions(name)
+    if not recorded:
+        ev["checked_against"] = "no recorded releases of %s: the combined specifier is suggested as is" % name
+        return "pip install '%s%s' (satisfies verl %s's own requirement)" % (name, spec, verl_v), ev
+    fits = []
+    for v in recorded:
+        pv = parse_version(v)
+        if pv is None or pv.is_prerelease or not spec.contains(pv):
+            continue
+        bad = []
+        for line in (ctx.matrix.meta(name, v) or {}).get("requires_dist") or []:
+            try:
+                dep = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if dep.marker is not None and "extra" in str(dep.marker):
+                continue
+            have = ctx.installed(dep.name)
+            if have is not None and dep.specifier and not _contains(dep, have.version):
+                bad.append("%s needs %s%s, installed %s" % (v, dep.name, dep.specifier, have.version))
+        if not bad:
+            fits.append(v)
+    ev["fitting_releases"] = fits[-5:]
+    if fits:
+        return "pip install '%s==%s' (the newest recorded release that meets the fix, verl %s's requirement %s and " \
+               "the installed packages' pins)" % (name, fits[-1], verl_v, ", ".join(str(r.specifier) for r in verl_reqs)
+                                                   or "(none)"), ev
+    text = str(row.get("fix_else") or row["fix"]).format(verl=verl_v, spec=", ".join(
+        str(r.specifier) for r in verl_reqs) or "any")
+    return text, ev
+
+
 @check("packages.known-bad", needs=("python.interpreter",))
 def known_bad(ctx):
     """Installed versions and combinations listed in matrices/known_bad.toml."""
@@ -368,15 +421,23 @@ def known_bad(ctx):
             have = verl_v if pkg == "verl" else (ctx.installed(pkg).version if ctx.installed(pkg) else None)
             if have is None or parse_version(have) is None or parse_version(have) not in AnySpec(str(spec)):
                 cond_ok = False
+        env = {k: os.environ.get(k) for k in (row.get("env") or {})}
+        if any(env[k] not in vals for k, vals in (row.get("env") or {}).items()):
+            cond_ok = False
         if not cond_ok:
             continue
         ev = {"package": d.name, "version": d.version, "rule": row["id"], "source": row["source"],
               "confidence": row.get("confidence")}
+        if env:
+            ev["environment"] = env
+        fix = row["fix"]
+        if row.get("fix_requirement"):
+            fix, ev["fix_resolved"] = _resolved_fix(ctx, row, verl_v)
         msg = "%s %s: %s" % (d.name, d.version, row["reason"])
         if row.get("confidence") in ("S", "U"):
             msg += " [source confidence %s]" % row["confidence"]
         mk = failed if row.get("severity") == "fail" else warned
-        out.append(mk(msg, row["fix"], ev, item=row["id"]))
+        out.append(mk(msg, fix, ev, item=row["id"]))
     if not out:
         return passed("no known-bad version or combination installed",
                       {"rules_checked": len(ctx.matrix.known_bad())})
