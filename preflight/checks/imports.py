@@ -8,7 +8,10 @@ process. An ImportError's text is classified (matrices/signatures.toml) into a c
 import re
 from typing import Any, Dict, List, Optional
 
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+
+from ..matrix import parse_version
 
 from ..diagnose import classify
 from ..matrix import requirements_for_extras
@@ -31,6 +34,8 @@ def import_items(ctx) -> List[Dict[str, Any]]:
         for name, path in ((ctx.verl_row() or {}).get("key_classes") or {}).items():
             mod, _, attr = path.partition(":")
             items.append({"id": "verl.%s" % name, "module": mod, "attr": attr or None})
+    for mod in rollout_modules(ctx)[1]:
+        items.append({"id": "verl.rollout.%s" % mod, "module": mod})
     for dist, mod in (("transformers", "transformers"), ("tensordict", "tensordict"), ("ray", "ray")):
         if ctx.installed(dist):
             items.append({"id": mod, "module": mod, "facts": "version"})
@@ -46,6 +51,44 @@ def import_items(ctx) -> List[Dict[str, Any]]:
         items.append({"id": "flash_attn", "module": "flash_attn", "facts": "version"})
         items.append({"id": "flash_attn_2_cuda", "module": "flash_attn_2_cuda"})
     return items
+
+
+def rollout_modules(ctx):
+    """(backend, modules): the rollout modules the verl release checked imports for the configured
+    backend when a job builds its rollout (matrices/modules.toml ``[[rollout]]``); (None, []) when
+    verl or the backend is absent."""
+    if not ctx.installed("verl"):
+        return None, []
+    backend, _ = ctx.backend()
+    v = parse_version(str((ctx.verl_row() or {}).get("version") or ""))
+    if not backend or v is None:
+        return backend, []
+    for row in ctx.matrix.curated["modules"].get("rollout", []):
+        if SpecifierSet(str(row["verl"])).contains(v, prereleases=True):
+            return backend, list(row.get(backend) or [])
+    return backend, []
+
+
+def _version_mismatch(ctx, res: Dict[str, Any], diag, dist: str) -> Dict[str, str]:
+    """For "cannot import name X from P": the distribution of P, its installed version and the
+    releases that have X (modules.toml ``[[symbol]]``), as message/fix parts."""
+    name, module = diag.groups.get("name", "?"), diag.groups.get("module", "?")
+    owner = ctx.matrix.module_dist(module)
+    d = ctx.installed(owner)
+    have = d.version if d else "(not installed)"
+    known = [r for r in ctx.matrix.curated["modules"].get("symbol", [])
+             if r["name"] == name and module.startswith(str(r["module"]))]
+    out = {"owner": owner, "owner_version": have, "name": name, "module": module}
+    if known:
+        r = known[0]
+        out["has_it"] = "%s%s" % (owner, r["versions"])
+        out["source"] = r["source"]
+        out["fix"] = ("install a %s release that has %s (%s%s per %s) and that the other packages admit; %s itself "
+                      "is fine: reinstalling it changes nothing" % (owner, name, owner, r["versions"], r["source"], dist))
+    else:
+        out["fix"] = ("%s %s lacks %s: install the %s version the importing release requires (the packages stage "
+                      "names it); reinstalling %s changes nothing" % (owner, have, name, owner, dist))
+    return out
 
 
 def _results(ctx) -> Dict[str, Any]:
@@ -111,6 +154,20 @@ def outcome_for(ctx, res: Optional[Dict[str, Any]], label: str, dist: str, item:
     cause = diag.cause if diag else (res.get("error_type") or "error")
     if diag:
         ev["diagnosis"] = {"id": diag.id, "cause": diag.cause, "source": diag.source, "confidence": diag.confidence}
+    if diag and diag.id == "cannot-import-name":
+        vm = _version_mismatch(ctx, res, diag, dist)
+        ev["version_mismatch"] = vm
+        return failed("import %s failed: %s: %s (version mismatch: %s %s has no %s%s)" % (
+            label, res.get("error_type"), (res.get("error") or "")[:300], vm["owner"], vm["owner_version"], vm["name"],
+            "; releases with it: %s" % vm["has_it"] if vm.get("has_it") else ""), vm["fix"], ev, item=item)
+    if diag and diag.id == "no-libcuda":
+        snap = ctx.nvml() or {}
+        err = snap.get("error") or {}
+        ev["driver_evidence"] = {"import_error": (res.get("error") or "")[:300],
+                                 "nvml": err.get("kind") or ("driver %s" % snap.get("driver") if snap.get("driver")
+                                                             else "unknown")}
+        return failed("import %s failed: no NVIDIA driver (libcuda.so.1, the driver's library, cannot be loaded; "
+                      "NVML: %s), not a broken %s" % (label, ev["driver_evidence"]["nvml"], dist), diag.fix, ev, item=item)
     missing = res.get("missing_modules") or []
     if diag and diag.id == "missing-module" and missing:
         dists = [ctx.matrix.module_dist(m) for m in missing]
@@ -157,6 +214,29 @@ def verl_classes(ctx):
                         "verl", item=name)
         o.evidence["expected_at"] = path
         o.evidence["source"] = row.get("source")
+        out.append(o)
+    return out
+
+
+@check("imports.verl-rollout", needs=("imports.verl",))
+def verl_rollout(ctx):
+    """The rollout module the configured backend uses in the verl release checked (modules.toml
+    ``[[rollout]]``): verl imports it only when a job builds the rollout, so a mismatch there
+    (verl 0.7.0 with vLLM 0.12, verl#5087) passes every other import."""
+    if not ctx.installed("verl"):
+        return skipped("verl is not installed", ["packages.verl"])
+    backend, mods = rollout_modules(ctx)
+    if not backend:
+        return skipped("no rollout backend installed or chosen", ["packages.backend"])
+    if not mods:
+        return skipped("verl %s has no recorded %s rollout module" % ((ctx.verl_row() or {}).get("version"), backend),
+                       [])
+    res = _results(ctx)
+    out = []
+    for mod in mods:
+        o = outcome_for(ctx, res.get("verl.rollout.%s" % mod), "%s (the %s rollout)" % (mod, backend), "verl",
+                        item=mod)
+        o.evidence["backend"] = backend
         out.append(o)
     return out
 
