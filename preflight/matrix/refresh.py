@@ -4,7 +4,12 @@ The generated part of the matrix is each release's ``Requires-Python`` and ``Req
 exactly as the package index serves them. They are read through pip
 (``pip install --dry-run --no-deps --ignore-installed --report FILE NAME==VER``), which fetches
 only the metadata where the index serves it (PEP 658) and honours the user's pip configuration,
-mirrors and credentials. Curated files (matrices/*.toml) are never touched.
+mirrors and credentials. Constraints are the one setting set aside (``PIP_CONSTRAINT`` is pointed
+at an empty file for these reads): a machine-wide ``torch<=2.14.1`` limits what may be installed,
+not what a release declares, and would otherwise make every newer torch unreadable.
+A release pip cannot read is reported with pip's own error lines and skipped; everything read
+before and after it is kept and written (:class:`RefreshError` then lists the failures).
+Curated files (matrices/*.toml) are never touched.
 """
 
 import difflib
@@ -41,7 +46,28 @@ Lister = Callable[[str], List[str]]
 
 
 class RefreshError(RuntimeError):
-    """pip could not list or read a package's metadata (message names the package and the fix)."""
+    """pip could not list or read a package's metadata (message names the package and the fix).
+
+    Raised by :func:`refresh` after it has written what it read: ``diff`` and ``count`` then hold
+    that partial result and ``failures`` each failed item with pip's error."""
+
+    def __init__(self, message: str, diff: str = "", count: int = 0, failures: Optional[List[str]] = None):
+        super().__init__(message)
+        self.diff, self.count, self.failures = diff, count, list(failures or [])
+
+
+def _pip_error(stdout: str, stderr: str) -> str:
+    """pip's real error: its ERROR lines and, for a resolution conflict, its explanation."""
+    lines = (stdout + "\n" + stderr).splitlines()
+    keep = [l.strip() for l in lines if l.startswith("ERROR") or "conflict is caused by" in l
+            or l.startswith("    The user requested") or "constraint" in l.lower() and "requested" in l.lower()]
+    return " | ".join(keep)[-1200:] or ((stderr.strip().splitlines() or ["pip failed with no output"])[-1])
+
+
+def _env() -> Dict[str, str]:
+    env = dict(os.environ)
+    env["PIP_CONSTRAINT"] = os.devnull  # see the module doc: constraints do not change a release's metadata
+    return env
 
 
 def _pip(python: str) -> List[str]:
@@ -56,13 +82,13 @@ def list_versions(name: str, python: Optional[str] = None, timeout: float = 120.
     cmd = _pip(python or sys.executable) + ["index", "versions", name]
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True, timeout=timeout)
+                              universal_newlines=True, timeout=timeout, env=_env())
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RefreshError("pip index versions %s: %s" % (name, exc))
     found = parse_index_versions(proc.stdout) if proc.returncode == 0 else None
     if not found:
         raise RefreshError("pip could not list versions of %s: %s (check network access and pip's index "
-                           "configuration)" % (name, (proc.stderr.strip().splitlines() or ["no output"])[-1]))
+                           "configuration)" % (name, _pip_error(proc.stdout, proc.stderr)))
     return found
 
 
@@ -93,12 +119,11 @@ def fetch_metadata(name: str, version: str, python: Optional[str] = None,
             "--report", report, "%s===%s" % (name, version)]
         try:
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  universal_newlines=True, timeout=timeout)
+                                  universal_newlines=True, timeout=timeout, env=_env())
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise RefreshError("pip metadata read of %s==%s: %s" % (name, version, exc))
         if proc.returncode != 0 or not os.path.exists(report):
-            lines = [l for l in proc.stderr.splitlines() if l.startswith("ERROR")] or proc.stderr.splitlines()
-            raise RefreshError("%s==%s: %s" % (name, version, (lines or ["pip failed"])[-1]))
+            raise RefreshError("%s==%s: %s" % (name, version, _pip_error(proc.stdout, proc.stderr)))
         with open(report, encoding="utf-8") as fh:
             data = json.load(fh)
     return parse_report(data, name, version)
@@ -167,6 +192,7 @@ def refresh(matrix_dir: str, packages: Optional[Dict[str, str]] = None,
     lister = lister or list_versions
     fetch = fetch or fetch_metadata
     diffs: List[str] = []
+    failures: List[str] = []
     count = 0
     for name, spec in sorted(packages.items()):
         path = os.path.join(matrix_dir, "metadata", name + ".json")
@@ -182,9 +208,20 @@ def refresh(matrix_dir: str, packages: Optional[Dict[str, str]] = None,
                                    "and refresh again" % (path, exc, path))
         releases = {v: row for v, row in dict(old.get("releases", {})).items()  # type: ignore[arg-type]
                     if not _is_local(v)}
-        for version in select_versions(lister(name), spec):
+        try:
+            wanted = select_versions(lister(name), spec)
+        except RefreshError as exc:
+            failures.append(str(exc))
+            log("FAILED listing %s: %s" % (name, exc))
+            wanted = []
+        for version in wanted:
             log("reading %s==%s" % (name, version))
-            releases[version] = fetch(name, version)
+            try:
+                releases[version] = fetch(name, version)
+            except RefreshError as exc:  # keep what was read; report pip's error for this item
+                failures.append(str(exc))
+                log("FAILED %s" % exc)
+                continue
             count += 1
         new = {"package": name, "generated_by": "preflight matrix refresh", "releases": releases}
         new_text = _dump(new)
@@ -196,6 +233,11 @@ def refresh(matrix_dir: str, packages: Optional[Dict[str, str]] = None,
 
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 write_atomic(path, new_text, "--dir")
+    if failures:
+        raise RefreshError("%d item(s) could not be read (everything else was %s): %s" % (
+            len(failures), "written" if write else "compared", "; ".join(failures[:5]) + (
+                " (and %d more)" % (len(failures) - 5) if len(failures) > 5 else "")),
+            "".join(diffs), count, failures)
     return "".join(diffs), count
 
 
