@@ -1044,6 +1044,9 @@ def _prove(run: _Run, res: Resolution) -> None:
         return
     have = {canonicalize_name(k): v for k, v in p["installed"].items()}
     res.proof["packages"] = len(have)
+    if p.get("source_builds"):
+        res.warnings.append("pip builds %s from source (no wheel for this platform, only an sdist): %s" % (
+            ", ".join(p["source_builds"]), p.get("reason") or p.get("resolver")))
     for b in run.mx.bounds():
         name = canonicalize_name(b["package"])
         if name in have and _when_holds(b.get("when") or {}, have) and Version(have[name]) not in AnySpec(str(b["spec"])):

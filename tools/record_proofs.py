@@ -53,8 +53,13 @@ def scenarios():
         yield s["id"], {k: s.get(k) for k in ("verl", "backend", "gpu", "cc", "driver", "python")}
 
 
-def pip_command(pip_python, reqs, python, report, tmp):
+def pip_command(pip_python, reqs, python, report, tmp, no_binary=()):
     """The pip dry-run command line for ``reqs`` on CPython ``python``."""
+    if no_binary:
+        interp = _venv_for(python)
+        return [interp, "-m", "pip", "--disable-pip-version-check", "--isolated", "install", "--dry-run",
+                "--ignore-installed", "--progress-bar", "off", "--report", report, "--only-binary=:all:",
+                "--no-binary", ",".join(no_binary)] + list(reqs)
     abi = "cp" + python.replace(".", "")
     cmd = [pip_python, "-m", "pip", "--disable-pip-version-check", "--isolated", "install", "--dry-run",
            "--ignore-installed", "--progress-bar", "off", "--report", report, "--only-binary=:all:",
@@ -69,6 +74,22 @@ def pip_command(pip_python, reqs, python, report, tmp):
 _PIPV = {}
 
 
+def _venv_for(python):
+    """A venv of CPython ``python`` (pyenv) with a current pip, cached next to the prover."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from envs import find_python
+
+    venv = os.path.join(os.path.expanduser("~"), ".cache", "verl-preflight", "prover-py%s" % python)
+    py = os.path.join(venv, "bin", "python")
+    with _LOCK:
+        if not os.path.exists(py):
+            subprocess.run([find_python(python), "-m", "venv", venv], check=True)
+            subprocess.run([py, "-m", "pip", "install", "-q", "--isolated", "-U", "pip"], check=True,
+                           env=dict(os.environ, PIP_CONFIG_FILE=os.devnull))
+    pip_major(py)
+    return py
+
+
 def pip_major(pip_python):
     if pip_python not in _PIPV:
         out = subprocess.run([pip_python, "-m", "pip", "--version"], stdout=subprocess.PIPE, universal_newlines=True).stdout
@@ -76,8 +97,9 @@ def pip_major(pip_python):
     return int(_PIPV[pip_python].split(".")[0])
 
 
-def prove(pip_python, pid, reqs, python, timeout):
-    """Run pip for one set; returns (index row, trimmed report or None)."""
+def prove(pip_python, pid, reqs, python, timeout, no_binary=()):
+    """Run pip for one set; returns (index row, trimmed report or None). ``no_binary``: packages
+    allowed as sdists (then pip runs under a real CPython ``python`` with this machine's tags)."""
     env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
     for k in list(env):
         if k.startswith("PIP_") and k != "PIP_CONFIG_FILE":
@@ -85,11 +107,13 @@ def prove(pip_python, pid, reqs, python, timeout):
     date = datetime.date.today().isoformat()
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
-        cmd = pip_command(pip_python, reqs, python, report, tmp)
+        cmd = pip_command(pip_python, reqs, python, report, tmp, no_binary)
         row = {"requirements": list(reqs), "python": python, "glibc": "%d.%d" % proofs.DEFAULT_GLIBC,
                "platform_tags": "%s .. %s (%d tags)" % (proofs.platform_tags()[0], proofs.platform_tags()[-1],
                                                        len(proofs.platform_tags())),
-               "resolver": "pip %s --dry-run --report --only-binary=:all:" % _PIPV[pip_python], "date": date,
+               "resolver": ("pip %s --dry-run --report --only-binary=:all:" % _PIPV[pip_python]) if not no_binary else
+               ("pip --dry-run --report --only-binary=:all: --no-binary %s under CPython %s (this machine's "
+                "tags, glibc 2.36)" % (",".join(no_binary), python)), "date": date,
                "file": "tests/data/proofs/%s.json" % pid}
         try:
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
@@ -105,8 +129,25 @@ def prove(pip_python, pid, reqs, python, timeout):
                 why = [l.strip() for l in lines[start:start + 12] if l.strip() and not l.startswith("To fix")]
             errs = [l for l in lines if l.startswith("ERROR")] or proc.stderr.strip().splitlines()
             text = " ".join(why + errs)[-1500:] or "pip exited %d" % proc.returncode
-            builds = sorted(set(re.findall(r"No matching distribution found for ([A-Za-z0-9_.\-]+)", text)))
+            builds = set(re.findall(r"No matching distribution found for ([A-Za-z0-9_.\-]+)", text))
+            if "no matching distributions available for your environment" in "\n".join(lines):
+                at = [i for i, l in enumerate(lines) if "no matching distributions available" in l][0]
+                for l in lines[at + 1:at + 8]:
+                    if l.startswith("    ") and re.match(r"^\s+[A-Za-z0-9_.\-]+\s*$", l):
+                        builds.add(l.strip())
+            builds = sorted(b for b in builds if not re.match(r"^(verl|torch|vllm|sglang)\b", b))
             row.update(status="failed", error=text, source_builds=builds)
+            if builds and not no_binary:
+                # a dependency with only an sdist: a named source build. Prove the rest with wheels only
+                # and those built from source, under a real interpreter of that Python (pip refuses
+                # sdists in cross-platform mode), and say so in the proof.
+                row2, doc2 = prove(pip_python, pid, reqs, python, timeout, no_binary=builds)
+                if row2["status"] == "proven":
+                    row2["source_builds"] = builds
+                    row2["reason"] = ("%s ha%s no wheel for this platform (sdist only): a named source build; the "
+                                      "rest resolved with wheels only" % (", ".join(builds), "s" if len(builds) == 1
+                                                                          else "ve"))
+                    return row2, doc2
             doc = {"command": cmd[1:], "returncode": proc.returncode, "output_tail": "\n".join(lines[-60:]),
                    "date": date}
             return row, doc

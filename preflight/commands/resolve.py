@@ -220,6 +220,17 @@ def render(res, console, how: Optional[List[str]] = None, matrix_version: str = 
         v = getattr(res, name)
         if v is not None:
             grid.add_row(name, Text((v or "any") + "  (verl and %s metadata)" % bname))
+    for b in getattr(res, "bounds", []) or []:
+        grid.add_row("bound", Text("%s%s (%s; %s)" % (b["package"], b["spec"], b["id"], b["source"]), style="dim"))
+    proof = getattr(res, "proof", {}) or {}
+    if proof:
+        text = {"proven": "installs: %s resolved it for CPython %s, %s, on %s (%s)" % (
+            proof.get("resolver"), proof.get("python"), proof.get("platform_tags"), proof.get("date"), proof.get("file")),
+            "failed": "does not install: %s (%s)" % (proof.get("error"), proof.get("file"))}.get(
+            proof.get("status"), "%s: %s" % (proof.get("status"), proof.get("reason")))
+        if proof.get("left_out"):
+            text += "; not part of the proof: %s" % ", ".join(proof["left_out"])
+        grid.add_row("proof", Text(text, style="green" if proof.get("status") == "proven" else "yellow"))
     console.print(grid)
     for title, items, style in (("Problems", res.problems, "red"), ("Warnings", res.warnings, "yellow"),
                                 ("Options", res.options, "cyan"), ("Notes", res.notes, "dim")):
