@@ -102,6 +102,6 @@ def lookup(requirements: Sequence[str], python: str, extra_index_urls: Sequence[
                     reason="no recorded platform resolve for this set; record it with tools/record_proofs.py (network)")
     out = dict(base)
     out.update({k: row.get(k) for k in ("status", "resolver", "platform_tags", "glibc", "date", "file", "error",
-                                        "source_builds", "reason")})
+                                        "source_builds", "no_wheel", "reason")})
     out["installed"] = dict(x.split("==", 1) for x in row.get("installed") or [])
     return out

@@ -321,22 +321,23 @@ def _backend_spec(run: _Run) -> Tuple[Optional[SpecifierSet], Optional[AnySpec],
 def _candidates(run: _Run) -> Tuple[List[str], List[str]]:
     """(candidate backend versions, newest first and known-bad ones last; extras verl asks of the backend)."""
     spec, gate, extras = _backend_spec(run)
-    good, bad = [], []
+    good, bad, unproven = [], [], []
+    failed = getattr(run, "failed_proofs", {}) or {}
     for v in reversed(run.mx.versions(run.backend)):
         pv = Version(v)
         if spec is not None and not spec.contains(pv, prereleases=True):
             continue
         if gate is not None and pv not in gate:
             continue
-        (bad if _known_bad(run, v) else good).append(v)
-    return good + bad, extras
+        (unproven if v in failed else bad if _known_bad(run, v) else good).append(v)
+    return good + bad + unproven, extras
 
 
 def _known_bad(run: _Run, version: str) -> List[Dict[str, Any]]:
     out = []
     for r in run.mx.known_bad():
-        if canonicalize_name(r["package"]) != run.backend or r.get("prerelease_only"):
-            continue
+        if canonicalize_name(r["package"]) != run.backend or r.get("prerelease_only") or r.get("env"):
+            continue  # env rows judge a run-time setting, not the stack
         if not SpecifierSet(str(r["versions"])).contains(Version(version), prereleases=True):
             continue
         when = r.get("when") or {}
@@ -890,35 +891,50 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
         backend = "vllm" if "vllm" in extras_map else sorted(extras_map)[0]
     if backend not in ("vllm", "sglang"):
         raise ResolveError("--backend %s: not a rollout backend; choose vllm or sglang" % backend)
-    res = Resolution(verl=verl, backend=backend, driver=driver, cc=cc, gpu=gpu, python_requested=python)
-    _cite({"citations": res.citations}, "verl", verl, "metadata/verl.json verl==%s" % verl,
-          (row.get("_meta") or {}).get("source") or row["source"], "V")
-    if gpu_row is not None:
-        _cite({"citations": res.citations}, "compute capability", cc, "gpus.toml %s" % gpu,
-              "developer.nvidia.com/cuda-gpus", "V")
     if backend_build is not None and not re.match(r"^cu\d{3}$", str(backend_build)):
         raise ResolveError("--backend-build %s: not a CUDA build name; pass e.g. cu129" % backend_build)
-    run = _Run(mx, verl, backend, driver, cc, gpu, python, prefer, backend_build)
-    if backend not in extras_map:
-        res.problems.append("verl %s has no %s rollout (its backends: %s)" % (
-            verl, backend, ", ".join(sorted(extras_map))))
-        kinds = {"backend"}
-    else:
-        kinds = _choose(run, res)
-    res.problems, res.warnings = _dedupe(res.problems), _dedupe(res.warnings)
-    seen, cites = set(), []
-    for c in res.citations:
-        if (c["choice"], c["row"]) not in seen:
-            seen.add((c["choice"], c["row"]))
-            cites.append(c)
-    res.citations = cites
-    if not driver and res.min_driver:
-        res.notes.insert(0, "driver not given: this stack needs >= %s (>= %s through minor-version compatibility)"
-                         % (res.min_driver, res.min_driver_compat))
-    if not cc:
-        res.notes.insert(0, "GPU not given: compute capability coverage was not checked")
-    if not res.problems and res.requirements:
-        _prove(run, res)
+    failed: Dict[str, str] = {}  # backend release -> why its recorded platform resolve failed
+    while True:
+        res = Resolution(verl=verl, backend=backend, driver=driver, cc=cc, gpu=gpu, python_requested=python)
+        _cite({"citations": res.citations}, "verl", verl, "metadata/verl.json verl==%s" % verl,
+              (row.get("_meta") or {}).get("source") or row["source"], "V")
+        if gpu_row is not None:
+            _cite({"citations": res.citations}, "compute capability", cc, "gpus.toml %s" % gpu,
+                  "developer.nvidia.com/cuda-gpus", "V")
+        run = _Run(mx, verl, backend, driver, cc, gpu, python, prefer, backend_build)
+        run.failed_proofs = failed
+        if backend not in extras_map:
+            res.problems.append("verl %s has no %s rollout (its backends: %s)" % (
+                verl, backend, ", ".join(sorted(extras_map))))
+            kinds = {"backend"}
+        else:
+            kinds = _choose(run, res)
+        res.problems, res.warnings = _dedupe(res.problems), _dedupe(res.warnings)
+        seen, cites = set(), []
+        for c in res.citations:
+            if (c["choice"], c["row"]) not in seen:
+                seen.add((c["choice"], c["row"]))
+                cites.append(c)
+        res.citations = cites
+        if not driver and res.min_driver:
+            res.notes.insert(0, "driver not given: this stack needs >= %s (>= %s through minor-version compatibility)"
+                             % (res.min_driver, res.min_driver_compat))
+        if not cc:
+            res.notes.insert(0, "GPU not given: compute capability coverage was not checked")
+        if not res.problems and res.requirements:
+            _prove(run, res)
+            bv = res.backend_version or ""
+            if res.proof.get("status") == "failed" and bv and bv not in failed and len(failed) < 8 \
+                    and _backend_owns(run, bv, res.proof.get("no_wheel") or res.proof.get("source_builds") or []):
+                # pip cannot install this set because of a pin of this backend release: try the next one
+                failed[bv] = res.problems[-1]
+                continue
+            if res.proof.get("status") == "failed":
+                kinds = set(kinds) | {"proof"}
+        break
+    for bv, why in failed.items():
+        if bv != res.backend_version:
+            res.notes.append("%s %s was not chosen: %s" % (_bname(run), bv, why))
     res.ok = not res.problems
     _images(run, res)
     res.confidence = max([c["confidence"] for c in res.citations] or ["V"], key=lambda c: _RANK.get(c, 2))
@@ -1025,6 +1041,16 @@ def _choose(run: _Run, res: Resolution) -> set:
     return kinds | set(chosen["kinds"])
 
 
+def _backend_owns(run: _Run, bv: str, no_wheel: List[str]) -> bool:
+    """Whether every package pip found no wheel for is pinned (with a specifier) by backend
+    release ``bv`` itself, so that another release of the backend may avoid it; False when one
+    comes from verl, a bound or elsewhere (then the Python or platform is the obstacle)."""
+    if not no_wheel:
+        return True  # a conflict without a named package: another release may resolve
+    reqs = {canonicalize_name(r.name) for r in _reqs(run.mx, run.backend, bv, [], run.minors[-1]) if r.specifier}
+    return all(canonicalize_name(re.split(r"[<>=!~ \[]", n)[0]) in reqs for n in no_wheel)
+
+
 def _prove(run: _Run, res: Resolution) -> None:
     """Attach the recorded platform resolve of the chosen set (preflight.proofs) and check the
     resolved set against the matrix rules: works-with bounds and known-bad rows. A failed proof or
@@ -1034,10 +1060,11 @@ def _prove(run: _Run, res: Resolution) -> None:
     p = proofs.lookup(res.requirements, res.python or "", res.extra_index_urls)
     res.proof = {k: v for k, v in p.items() if k != "installed"}
     if p["status"] == "failed":
-        builds = p.get("source_builds") or []
+        builds = p.get("no_wheel") or p.get("source_builds") or []
         res.problems.append("pip cannot install this set for CPython %s on %s with binary wheels only%s: %s (%s)" % (
             res.python, "manylinux (glibc %s)" % p.get("glibc"),
-            "; source build needed for %s" % ", ".join(builds) if builds else "", p.get("error"), p.get("file")))
+            "; no wheel for this platform: %s" % ", ".join(builds) if builds else "", (p.get("error") or "")[-600:],
+            p.get("file")))
         return
     if p["status"] != "proven":
         res.warnings.append("not proven to install: %s" % p.get("reason"))
@@ -1112,6 +1139,16 @@ def _add_options(run: _Run, res: Resolution, kinds: set) -> None:
     if "python" in kinds and res.python:
         _opt(opts, "use Python %s (e.g. uv venv -p %s): %s" % (res.python, res.python, _summary(res)),
              _cmd(run, python=res.python))
+    if "proof" in kinds:
+        for m in reversed(run.minors):
+            if m == res.python:
+                continue
+            r = resolve(mx, run.verl, run.backend, run.driver, run.cc, None, m, None, _options=False,
+                        backend_build=run.build)
+            if r.ok and r.proof.get("status") == "proven":
+                _opt(opts, "use Python %s, for which pip resolves the set with wheels: %s" % (m, _summary(r)),
+                     _cmd(run, python=m))
+                break
     if not (res.ok and not (kinds & {"compat"})):
         if run.driver and kinds & {"driver", "compat", "gpu-driver"}:
             r = resolve(mx, run.verl, run.backend, None, run.cc, None, run.python, run.prefer, _options=False,
@@ -1151,6 +1188,8 @@ def _caveat(r: Resolution) -> str:
         bits.append("through minor-version compatibility")
     if r.confidence != "V":
         bits.append("rests on %s rows" % _WORD[r.confidence])
+    if r.proof and r.proof.get("status") != "proven":
+        bits.append("not proven to install: %s" % r.proof.get("status"))
     return " (%s)" % ", ".join(bits) if bits else ""
 
 

@@ -74,6 +74,21 @@ def pip_command(pip_python, reqs, python, report, tmp, no_binary=()):
 _PIPV = {}
 
 
+def _sdist_only(name):
+    """True when the index serves no wheel at all for project ``name`` (only sdists): such a
+    dependency is a named source build. A project with wheels, just none for this Python or
+    platform (numpy 1.x on 3.13), or a release gone from the index, is a failure instead."""
+    import urllib.request
+
+    req = urllib.request.Request("https://pypi.org/simple/%s/" % name.lower(),
+                                 headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        files = json.load(urllib.request.urlopen(req, timeout=30)).get("files", [])
+    except Exception:
+        return False
+    return bool(files) and not any(f["filename"].endswith(".whl") for f in files)
+
+
 def _venv_for(python):
     """A venv of CPython ``python`` (pyenv) with a current pip, cached next to the prover."""
     sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -136,7 +151,9 @@ def prove(pip_python, pid, reqs, python, timeout, no_binary=()):
                     if l.startswith("    ") and re.match(r"^\s+[A-Za-z0-9_.\-]+\s*$", l):
                         builds.add(l.strip())
             builds = sorted(b for b in builds if not re.match(r"^(verl|torch|vllm|sglang)\b", b))
-            row.update(status="failed", error=text, source_builds=builds)
+            sdist_only = [b for b in builds if _sdist_only(re.split(r"[<>=!~ ]", b)[0])]
+            row.update(status="failed", error=text, source_builds=sdist_only, no_wheel=builds)
+            builds = sdist_only
             if builds and not no_binary:
                 # a dependency with only an sdist: a named source build. Prove the rest with wheels only
                 # and those built from source, under a real interpreter of that Python (pip refuses
@@ -174,6 +191,8 @@ def main(argv=None):
     ap.add_argument("--pip", default=sys.executable, help="interpreter whose pip resolves (default: this one)")
     ap.add_argument("--only", default=None, help="only this proof id")
     ap.add_argument("--list", action="store_true", help="list the sets and their status, record nothing")
+    ap.add_argument("--retry-failed", action="store_true",
+                    help="also re-record every failed entry of the index (with its stored requirements)")
     ap.add_argument("--timeout", type=int, default=900)
     a = ap.parse_args(argv)
     mx = load()
@@ -188,6 +207,10 @@ def main(argv=None):
         if p["status"] == "unproven":
             continue
         todo.setdefault(p["id"], (p["requirements"], r.python, []))[2].append(sid)
+    if a.retry_failed:
+        for pid, row in idx["proofs"].items():
+            if row.get("status") == "failed" and pid not in todo:
+                todo[pid] = (row["requirements"], row["python"], ["(index)"])
     if a.only:
         todo = {k: v for k, v in todo.items() if k == a.only}
     if a.list:
@@ -196,7 +219,8 @@ def main(argv=None):
         return 0
     os.makedirs(OUTDIR, exist_ok=True)
     pending = [(pid, v) for pid, v in sorted(todo.items()) if a.force or pid not in idx["proofs"]
-               or idx["proofs"][pid].get("status") == "not recorded"]
+               or idx["proofs"][pid].get("status") == "not recorded"
+               or a.retry_failed and idx["proofs"][pid].get("status") == "failed"]
     print("%d sets, %d to record" % (len(todo), len(pending)), flush=True)
     pip_major(a.pip)
 
