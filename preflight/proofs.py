@@ -35,12 +35,14 @@ NOT_PROVABLE = ("download.pytorch.org and wheels.vllm.ai are not reachable from 
 
 def platform_tags(glibc: Tuple[int, int] = DEFAULT_GLIBC, arch: str = "x86_64") -> List[str]:
     """Every manylinux tag a target with ``glibc`` (major, minor) accepts, newest first:
-    manylinux_2_<minor>..manylinux_2_5 plus the legacy aliases manylinux2014 (2.17),
-    manylinux2010 (2.12) and manylinux1 (2.5) where the glibc reaches them (PEP 600, PEP 599)."""
-    tags = ["manylinux_%d_%d_%s" % (glibc[0], m, arch) for m in range(glibc[1], 4, -1)]
-    for alias, need in (("manylinux2014", 17), ("manylinux2010", 12), ("manylinux1", 5)):
-        if glibc[1] >= need:
-            tags.append("%s_%s" % (alias, arch))
+    manylinux_2_<minor>..manylinux_2_5, each legacy alias (manylinux2014 = 2.17, manylinux2010 =
+    2.12, manylinux1 = 2.5; PEP 600, PEP 599) right after its glibc, as packaging.tags orders them."""
+    aliases = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+    tags = []
+    for m in range(glibc[1], 4, -1):
+        tags.append("manylinux_%d_%d_%s" % (glibc[0], m, arch))
+        if m in aliases:
+            tags.append("%s_%s" % (aliases[m], arch))
     return tags
 
 
