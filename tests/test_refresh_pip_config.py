@@ -46,6 +46,11 @@ def pip_site(tmp_path, monkeypatch):
     conf = tmp_path / "pip.conf"
     conf.write_text("[global]\nindex-url = file://%s/simple\nconstraint = %s\nno-cache-dir = true\n" % (tmp_path, cons))
     monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    home = tmp_path / "home"  # no user-level pip configuration or cache from this machine's account
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     for k in list(os.environ):
         if k.startswith("PIP_") and k != "PIP_CONFIG_FILE":
             monkeypatch.delenv(k)

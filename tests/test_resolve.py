@@ -206,7 +206,9 @@ def test_verl_050_h100_driver_550_rests_on_unverified_row(matrix):
 
 def test_verl_030post1_avoids_vllm_07(matrix):
     r = resolve(matrix, "0.3.0.post1", gpu="A100", driver="550.54.15")
-    assert r.ok and r.vllm == "0.8.2"
+    # not 0.7.x (verl's docs), and not 0.8.0-0.8.2 either: they pin xgrammar==0.1.16, gone from PyPI
+    assert r.ok and r.vllm == "0.6.3"
+    assert any("vllm-0.8.0-0.8.2-xgrammar-gone" in n for n in r.notes)
     r01 = resolve(matrix, "0.1", gpu="A100", driver="550.54.15")
     assert r01.ok and (r01.vllm, r01.torch, r01.variant) == ("0.6.3", "2.4.0", "cu121")  # the runtime gate's newest
 
