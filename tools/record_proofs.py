@@ -200,7 +200,7 @@ def main(argv=None):
     idx.setdefault("proofs", {})
     todo = {}
     for sid, kw in scenarios():
-        r = resolve(mx, kw.pop("verl"), **{k: v for k, v in kw.items() if v})
+        r = resolve(mx, kw.pop("verl"), _options=False, **{k: v for k, v in kw.items() if v})
         if not r.requirements or r.problems and not (r.proof or {}).get("status") == "failed":
             continue
         p = proofs.lookup(r.requirements, r.python, r.extra_index_urls)
@@ -224,6 +224,8 @@ def main(argv=None):
     print("%d sets, %d to record" % (len(todo), len(pending)), flush=True)
     pip_major(a.pip)
 
+    done = set()
+
     def one(item):
         pid, (reqs, py, sids) = item
         row, doc = prove(a.pip, pid, reqs, py, a.timeout)
@@ -232,12 +234,20 @@ def main(argv=None):
                 with open(os.path.join(OUTDIR, pid + ".json"), "w", encoding="utf-8") as fh:
                     json.dump(doc, fh, indent=1, sort_keys=True)
                     fh.write("\n")
+            if os.path.exists(INDEX):  # another recorder may have written meanwhile: merge, do not clobber
+                with open(INDEX, encoding="utf-8") as fh:
+                    idx["proofs"] = dict(json.load(fh).get("proofs", {}), **{k: v for k, v in idx["proofs"].items()
+                                                                            if k in done})
             idx["proofs"][pid] = row
+            done.add(pid)
             idx["note"] = proofs.__doc__.split("\n\n")[1].replace("\n", " ")
             with open(INDEX + ".tmp", "w", encoding="utf-8") as fh:
                 json.dump(idx, fh, indent=1, sort_keys=True)
                 fh.write("\n")
             os.replace(INDEX + ".tmp", INDEX)
+            if os.environ.get("RECORD_PROOFS_ROWS"):  # the raw rows, for merging by hand after a clash
+                with open(os.environ["RECORD_PROOFS_ROWS"], "a") as fh:
+                    fh.write(json.dumps({pid: row}) + "\n")
             print("%s %s py%s %s%s" % (pid, row["status"], py, " ".join(reqs[:6]),
                                         (": " + row.get("error", "")[-200:]) if row["status"] == "failed" else ""),
                   flush=True)
