@@ -5,7 +5,7 @@ exactly as the package index serves them. They are read through pip
 (``pip install --dry-run --no-deps --ignore-installed --report FILE NAME==VER``), which fetches
 only the metadata where the index serves it (PEP 658) and honours the user's pip configuration,
 mirrors and credentials. Constraints are the one setting set aside (``PIP_CONSTRAINT`` is pointed
-at an empty file for these reads): a machine-wide ``torch<=2.14.1`` limits what may be installed,
+at an empty file of its own for these reads): a machine-wide ``torch<=2.14.1`` limits what may be installed,
 not what a release declares, and would otherwise make every newer torch unreadable.
 A release pip cannot read is reported with pip's own error lines and skipped; everything read
 before and after it is kept and written (:class:`RefreshError` then lists the failures).
@@ -64,9 +64,22 @@ def _pip_error(stdout: str, stderr: str) -> str:
     return " | ".join(keep)[-1200:] or ((stderr.strip().splitlines() or ["pip failed with no output"])[-1])
 
 
+_EMPTY: List[str] = []
+
+
 def _env() -> Dict[str, str]:
+    """The environment for pip: the user's, with constraints pointed at an empty file of our own
+    (not /dev/null, which pip would read as a file: on a machine where it is a regular file, its
+    contents became pip's constraints)."""
+    if not _EMPTY or not os.path.exists(_EMPTY[0]):
+        fd, path = tempfile.mkstemp(prefix="preflight-no-constraints-", suffix=".txt")
+        os.close(fd)
+        _EMPTY[:] = [path]
+        import atexit
+
+        atexit.register(lambda: os.path.exists(path) and os.remove(path))
     env = dict(os.environ)
-    env["PIP_CONSTRAINT"] = os.devnull  # see the module doc: constraints do not change a release's metadata
+    env["PIP_CONSTRAINT"] = _EMPTY[0]  # see the module doc: constraints do not change a release's metadata
     return env
 
 
