@@ -67,6 +67,11 @@ def _release_of(ref):
 #: examples: an override of a key dropped earlier, the case of verl-project/verl#1080) or a ``+key``
 #: the config already has. Anything else (a grammar error, a failed merge) fails the test.
 STALE = ("Could not override '", "Could not append to config. An item is already at '")
+#: verl's published scripts that Hydra refuses for another reason, each with what it is.
+KNOWN_BROKEN = {
+    "examples/grpo_trainer/run_qwen3_4b_grpo_vllm_1k_npu.sh": "trainer_experiment_name=\"qwen3_4b_grpo_8npu}\" ends in a "
+                                                             "stray '}': Hydra's grammar refuses the override",
+}
 
 
 @pytest.mark.realenv  # slow, not networked: about 300 compositions (the vendored Hydra, in this process)
@@ -92,8 +97,11 @@ def test_example_launches_compose_for_their_release(ver):
             err = cases[i].get("error")
             if err:
                 line = "%s (%s): %s" % (x["path"], name, err["message"].splitlines()[0])
-                (stale if err["message"].startswith(STALE) else failed).append(line)
-    print("\nverl %s: %d example launches tried, %d composed, %d name a key the release lacks:\n  %s" % (
+                if x["path"] in KNOWN_BROKEN and err["message"].startswith("Error parsing override"):
+                    stale.append(line)
+                else:
+                    (stale if err["message"].startswith(STALE) else failed).append(line)
+    print("\nverl %s: %d example launches tried, %d composed, %d refused as verl published them:\n  %s" % (
         ver, tried, tried - len(stale) - len(failed), len(stale), "\n  ".join(stale)))
     assert not failed, failed
     assert len(stale) < tried / 2
