@@ -6,14 +6,12 @@ differential against an independent hydra-core process is tests/test_hydra_diffe
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from envs import real_env
-from preflight.launch.compose import (ComposeUnsupported, compose, compose_stored, flatten, provenance,
+from preflight.launch.compose import (ComposeUnsupported, compose, compose_stored, provenance,
                                       redact_config_value, release_doc, stored_release)
 from preflight.launch.overrides import parse_launch, parse_override
 
