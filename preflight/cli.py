@@ -83,13 +83,15 @@ def _print_completion(shell: str) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); return the exit code.
 
-    A closed stdout or stderr (``check | head -1``) changes neither the run nor its exit code
-    (see :mod:`preflight.pipes`).
+    A closed stdout or stderr (``check | head -1``) changes neither the run nor its exit code;
+    a stdout that could not be written (ENOSPC, EIO: the report is lost) makes it 2, with one
+    line on stderr (see :mod:`preflight.pipes`).
     """
     from .pipes import guard
 
-    with guard():
-        return _main(argv)
+    with guard() as out:
+        code = _main(argv)
+    return EXIT_USAGE if out is not None and out.error is not None else code
 
 
 def _main(argv: Optional[Sequence[str]]) -> int:

@@ -258,3 +258,59 @@ def test_absurd_gloo_world_size_is_refused(matrix):
     assert time.monotonic() - t0 < 5
     assert r.status.value == "fail" and "--nccl-world-size 100000" in r.message
     assert "<= %d" % gloo_rank_cap() in r.fix
+
+
+# ---- a stdout that takes no bytes (ENOSPC, EIO) -----------------------------------------------
+def _full_device(tmp_path):
+    """A character device like /dev/full (major 1, minor 7: every write fails with ENOSPC), made in
+    tmp_path so the real one is never touched."""
+    import stat
+
+    path = str(tmp_path / "full")
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    except (PermissionError, AttributeError):
+        pytest.skip("making a character device needs root")
+    return path
+
+
+@pytest.mark.parametrize("args", [["--version"], ["check", "--stage", "host", "--json", "REPORT"], ["--help"],
+                                  ["wheelhouse", "--help"]])
+def test_stdout_that_cannot_be_written_exits_2_with_one_line(pyz, tmp_path, args):
+    """``> /dev/full``: not a traceback and not "please report it", but one line naming the problem
+    and exit 2 (the report was lost, so the run does not claim success); a --json file is still
+    written in full."""
+    full = _full_device(tmp_path)
+    report = tmp_path / "r.json"
+    args = [str(report) if a == "REPORT" else a for a in args]
+    with open(full, "w") as fh:
+        proc = subprocess.run([sys.executable, "-I", "-S", pyz] + args, stdout=fh, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=120)
+    _no_crash(proc)
+    assert proc.returncode == 2, proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if "could not write" in l]
+    assert lines == ["error: could not write the report to stdout: %s" % os.strerror(28)], proc.stderr
+    if "--json" in args:
+        assert json.loads(report.read_text())["stages"], "the --json report was lost"
+
+
+def test_guarded_stream_records_enospc_but_not_epipe(tmp_path):
+    """The mechanism: ENOSPC is recorded as ``error`` (the output was lost); a reader that went
+    away (EPIPE) is not."""
+    from preflight.pipes import GuardedStream
+
+    full = open(_full_device(tmp_path), "w")
+    stream = GuardedStream(full)
+    stream.write("x" * 100000)
+    stream.flush()
+    assert stream.broken and stream.error is not None and stream.error.errno == 28
+    stream.write("more")
+    stream.flush()
+    full.close()
+    r, w = os.pipe()
+    os.close(r)
+    piped = GuardedStream(os.fdopen(w, "w"))
+    piped.write("x" * 100000)
+    piped.flush()
+    assert piped.broken and piped.error is None
+    piped.close()
