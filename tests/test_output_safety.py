@@ -97,3 +97,42 @@ def test_cli_outputs_keep_nodes_fifos_and_fd_links(pyz, tmp_path):
     r = pf(pyz, "check", "--stage", "host", "-q", "--json", full)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--json" in r.stderr, r.stderr
     assert stat.S_ISCHR(os.stat(full).st_mode)
+
+
+# ---- 2, 3: an output is never an input, and two outputs never share a file ---------------------
+
+@LOSS
+@pytest.mark.parametrize("args", [
+    ["config", "--verl", "0.9.1", "--file", "my.yaml", "--json", "my.yaml"],
+    ["config", "--verl", "0.9.1", "--file", "my.yaml", "--format", "markdown", "--output", "./sub/../my.yaml"],
+    ["check", "--stage", "config", "--config", "my.yaml", "--json", "link.yaml"],
+    ["data", "train.parquet", "--json", "train.parquet"],
+])
+def test_output_that_is_an_input_is_refused(pyz, tmp_path, args):
+    (tmp_path / "my.yaml").write_text("trainer:\n  n_gpus_per_node: 8\n")
+    (tmp_path / "sub").mkdir()
+    os.symlink("my.yaml", str(tmp_path / "link.yaml"))
+    (tmp_path / "train.parquet").write_bytes(b"PAR1 mine")
+    before = {p: (tmp_path / p).read_bytes() for p in ("my.yaml", "train.parquet")}
+    r = pf(pyz, *args, cwd=str(tmp_path))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "input" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert {p: (tmp_path / p).read_bytes() for p in before} == before
+    assert os.path.islink(str(tmp_path / "link.yaml"))
+
+
+@WRONG
+@pytest.mark.parametrize("second", ["same.out", "./same.out", "alias.out"])
+def test_two_outputs_to_one_file_are_refused(pyz, tmp_path, second):
+    (tmp_path / "same.out").write_text("old\n")
+    os.symlink("same.out", str(tmp_path / "alias.out"))
+    r = pf(pyz, "check", "--stage", "host", "-q", "--format", "junit", "--output", "same.out", "--json", second,
+           cwd=str(tmp_path))
+    assert r.returncode == 2 and "same file" in r.stderr, r.stderr
+    assert (tmp_path / "same.out").read_text() == "old\n"
+
+
+def test_two_outputs_to_one_device_are_allowed(pyz, tmp_path):
+    null = _node(tmp_path / "mynull", 3)
+    r = pf(pyz, "check", "--stage", "host", "-q", "--format", "junit", "--output", null, "--json", null)
+    assert r.returncode in (0, 1), r.stderr

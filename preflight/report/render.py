@@ -10,6 +10,7 @@ one atomic writer (:func:`preflight.atomic.write_atomic`), to a file.
 import argparse
 import dataclasses
 import io
+import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 
@@ -233,12 +234,55 @@ def outputs_of(args: argparse.Namespace) -> List[Tuple[str, str, str]]:
     return outs
 
 
+#: Arguments of the reporting commands that name files the command reads (``config --file``,
+#: ``check --config``, ``data FILE...``, ``--custom-reward``, ``--lock``, ``--pyz``, ``--python``).
+INPUT_ARGS = (("file", "--file"), ("config", "--config"), ("files", "FILE"), ("custom_reward", "--custom-reward"),
+              ("lock", "--lock"), ("pyz", "--pyz"), ("python", "--python"), ("model", "--model"))
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(os.path.expanduser(a), os.path.expanduser(b))
+    except (OSError, ValueError):
+        return os.path.abspath(os.path.expanduser(a)) == os.path.abspath(os.path.expanduser(b))
+
+
+def _regular_or_absent(path: str) -> bool:
+    """True when ``path`` is a regular file (links followed) or does not exist: a device or FIFO
+    (``/dev/null`` for two outputs) may be named twice."""
+    import stat
+
+    try:
+        return stat.S_ISREG(os.stat(os.path.expanduser(path)).st_mode)
+    except OSError:
+        return True
+
+
 def check_outputs(args: argparse.Namespace) -> None:
-    """Check every output path before any work starts (see :mod:`preflight.paths`)."""
+    """Check every output path before any work starts (see :mod:`preflight.paths`).
+
+    Raises UsageError (nothing written) when a path cannot be written, when two outputs name one
+    file (``--output same --json same``), or when an output is a file the command reads
+    (:data:`INPUT_ARGS`: ``config --file my.yaml --json my.yaml`` would replace the user's YAML).
+    """
+    from ..errors import UsageError
     from ..paths import check_output_file
 
-    for _, path, option in outputs_of(args):
-        check_output_file(path, option.split()[0])
+    outs = [(path, option.split()[0]) for _, path, option in outputs_of(args) if path != "-"]
+    for path, option in outs:
+        check_output_file(path, option)
+    for i, (path, option) in enumerate(outs):
+        for other, other_option in outs[i + 1:]:
+            if _regular_or_absent(path) and _same_file(path, other):
+                raise UsageError("%s %s and %s %s name the same file; give each output its own path (nothing was "
+                                 "written)" % (option, path, other_option, other))
+        for attr, in_option in INPUT_ARGS:
+            value = getattr(args, attr, None)
+            for src in (value if isinstance(value, (list, tuple)) else [value]):
+                if isinstance(src, str) and src and src != "-" and os.path.lexists(os.path.expanduser(src)) \
+                        and _regular_or_absent(path) and _same_file(path, src):
+                    raise UsageError("%s %s is the input %s %s; it would be replaced: write the output to another "
+                                     "path (nothing was written)" % (option, path, in_option, src))
 
 
 def console_stream(args: argparse.Namespace) -> Optional[TextIO]:
