@@ -303,7 +303,15 @@ def _start(argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[
     ctl_r, ctl_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    sup = [sys.executable or "python3", "-I", "-S", "-c", _supervisor_code(), str(ctl_r), workdir, cwd or ""] + list(argv)
+    if not cwd:
+        # The target's sys.path[0] is '' (its current directory) for ``-c``: a checkout holding
+        # build/ or *.egg-info there would show up as installed. Run it in a private empty directory.
+        cwd = os.path.join(workdir, "cwd")
+        os.mkdir(cwd, 0o700)
+    argv = list(argv)
+    if argv and os.sep in argv[0] and not os.path.isabs(argv[0]):
+        argv[0] = os.path.abspath(argv[0])  # relative to the caller's directory, not the private one
+    sup = [sys.executable or "python3", "-I", "-S", "-c", _supervisor_code(), str(ctl_r), workdir, cwd] + argv
     try:
         popen = subprocess.Popen(sup, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w, env=child_env,
                                  pass_fds=(ctl_r,), start_new_session=True)
@@ -431,7 +439,8 @@ def run_script(python: str, name: str, args: Any = None, timeout: float = 60.0,
         args: JSON-serialisable arguments, available to the script as ``ARGS``.
         timeout: seconds before the whole process group is killed.
         env: extra environment variables for the child.
-        cwd: working directory of the child (default: the checker's).
+        cwd: working directory of the child (default: a private empty directory, so nothing in the
+            checker's current directory lands on the target's ``sys.path``; give paths absolute).
     """
     label = [python, "-c", "<script %s>" % name]
     t0 = time.monotonic()
