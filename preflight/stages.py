@@ -39,13 +39,17 @@ def _vllm_needs(ctx: Any) -> Sequence[str]:
     return ("imports.sglang",) if ctx.backend()[0] == "sglang" else ("imports.vllm",)
 
 
+#: packages and imports judge (and suggest installs into) the target interpreter: one that failed
+#: python.version (too old or too new for the verl release) gets no pip command it cannot run.
+_PYTHON_GATE = ("python.interpreter", "python.version")
+
 STAGES: Tuple[Stage, ...] = (
     Stage("host", "Host: OS, CPU, memory, /dev/shm, disk, limits", "preflight.checks.host"),
     Stage("python", "Python interpreter", "preflight.checks.python"),
     Stage("packages", "Installed packages vs the compatibility matrix", "preflight.checks.packages",
-          ("python.interpreter",)),
+          _PYTHON_GATE),
     Stage("imports", "Imports: torch, verl and its key classes, rollout engine, extensions",
-          "preflight.checks.imports", ("python.interpreter",)),
+          "preflight.checks.imports", _PYTHON_GATE),
     Stage("gpu", "GPUs: driver, NVML vs torch, compute capability", "preflight.checks.gpu"),
     Stage("nccl", "NCCL: init and all_reduce on localhost, one process per GPU", "preflight.checks.nccl",
           _nccl_needs),
