@@ -26,7 +26,10 @@ _OK = (Status.PASS, Status.WARN)
 
 
 def _blocked(ctx: Context, ids: Sequence[str]) -> List[str]:
-    return [i for i in ids if i in ctx.results and ctx.results[i].status not in _OK]
+    bad = [i for i in ids if i in ctx.results and ctx.results[i].status not in _OK]
+    # a gate that was itself skipped because of another one in the list is not a cause of its own
+    return [i for i in bad if not (ctx.results[i].status == Status.SKIP
+                                   and set(ctx.results[i].caused_by) & (set(bad) - {i}))]
 
 
 def _to_result(c: Check, o: Outcome, duration: float) -> Result:
