@@ -136,3 +136,83 @@ def test_two_outputs_to_one_device_are_allowed(pyz, tmp_path):
     null = _node(tmp_path / "mynull", 3)
     r = pf(pyz, "check", "--stage", "host", "-q", "--format", "junit", "--output", null, "--json", null)
     assert r.returncode in (0, 1), r.stderr
+
+
+# ---- 4, 5: --status-dir replaces only its own files, and always leaves a final word -----------
+
+@LOSS
+@pytest.mark.parametrize("name,kind", [("config", "file"), ("verdict", "file"), ("gpu", "symlink"),
+                                       ("nccl", "directory"), ("host", "file")])
+def test_status_dir_keeps_the_users_files(pyz, tmp_path, name, kind):
+    sd = tmp_path / "sd"
+    sd.mkdir()
+    p = sd / name
+    if kind == "file":
+        p.write_text("mine\n")
+    elif kind == "symlink":
+        (tmp_path / "victim").write_text("precious\n")
+        os.symlink(str(tmp_path / "victim"), str(p))
+    else:
+        p.mkdir()
+    r = pf(pyz, "check", "--stage", "host,python", "-q", "--status-dir", str(sd))
+    assert r.returncode == 2 and str(p) in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert sorted(os.listdir(str(sd))) == [name]
+    if kind == "file":
+        assert p.read_text() == "mine\n"
+    elif kind == "symlink":
+        assert os.path.islink(str(p)) and (tmp_path / "victim").read_text() == "precious\n"
+
+
+def test_status_dir_replaces_its_own_files_on_the_next_run(pyz, tmp_path):
+    from preflight.outputs.owned import MANIFEST
+
+    sd = tmp_path / "sd"
+    for stages in ("host,python", "host"):
+        r = pf(pyz, "check", "--stage", stages, "-q", "--status-dir", str(sd))
+        assert r.returncode in (0, 1), r.stderr
+    # the second run removed the first run's python file (its answer is stale) and wrote its own
+    assert sorted(os.listdir(str(sd))) == sorted(["host", "verdict", MANIFEST])
+    (sd / "legacy").mkdir()
+    (sd / "gpu").write_text("ready\n")  # what an older verl-preflight left (no manifest entry)
+    r = pf(pyz, "check", "--stage", "host", "-q", "--status-dir", str(sd))
+    assert r.returncode in (0, 1) and not (sd / "gpu").exists(), r.stderr
+
+
+@WRONG
+@pytest.mark.parametrize("exc,word", [(KeyboardInterrupt, "interrupted"), (RuntimeError, "failed")])
+def test_stopped_run_leaves_a_final_word(tmp_path, exc, word):
+    """A SIGTERM/SIGINT/SIGHUP (KeyboardInterrupt, cli.py) or a crash in the middle of a stage:
+    every selected stage without a file, and verdict, get a word a waiter can act on."""
+    from preflight.report.status import StatusDir
+    from preflight.result import Result, Status
+
+    sd = StatusDir(str(tmp_path / "sd"), stages=["host", "python", "gpu"])
+    sd.progress("result", Result("host.os", "host", Status.PASS, "ok"))
+    sd.progress("end:host", None)
+    sd.interrupted(word)
+    got = {f: (tmp_path / "sd" / f).read_text() for f in ("host", "python", "gpu", "verdict")}
+    assert got == {"host": "ready\n", "python": word + "\n", "gpu": word + "\n", "verdict": word + "\n"}
+
+
+@WRONG
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_signalled_check_writes_interrupted(pyz, tmp_path, signame):
+    """A real run stopped by a signal while a probe runs (a python that sleeps) leaves a word."""
+    import signal
+    import time
+
+    slow = tmp_path / "python3"
+    slow.write_text("#!/bin/sh\nexec sleep 60\n")
+    slow.chmod(0o755)
+    sd = tmp_path / "sd"
+    proc = subprocess.Popen([sys.executable, "-I", "-S", pyz, "check", "--stage", "host,python", "-q",
+                             "--python", str(slow), "--status-dir", str(sd)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 30
+    while not (sd / "host").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(getattr(signal, signame))
+    proc.communicate(timeout=60)
+    assert (sd / "verdict").read_text() == "interrupted\n"
+    assert (sd / "python").read_text() == "interrupted\n"

@@ -314,6 +314,9 @@ def test_data_command_every_format(tmp_path):
 
 # ---- --status-dir -----------------------------------------------------------------------------
 
+from preflight.outputs.owned import MANIFEST  # noqa: E402  (status files are recorded there)
+
+
 def test_status_dir_one_file_per_stage(bare_python, tmp_path):
     d = tmp_path / "status"
     d.mkdir()
@@ -327,7 +330,7 @@ def test_status_dir_one_file_per_stage(bare_python, tmp_path):
         rows = [r for r in doc["results"] if r["stage"] == stage]
         want[stage] = ("failed" if any(r["status"] in ("fail", "error") for r in rows) else
                        "skipped" if all(r["status"] == "skip" for r in rows) else "ready")
-    got = {f: (d / f).read_text() for f in os.listdir(str(d))}
+    got = {f: (d / f).read_text() for f in os.listdir(str(d)) if f != MANIFEST}
     assert got == dict({s: w + "\n" for s, w in want.items()}, verdict=doc["verdict"] + "\n")
     assert "failed\n" in got.values()  # a bare interpreter has no verl: the packages stage fails
 
@@ -344,13 +347,13 @@ def test_status_file_is_written_when_its_stage_ends(tmp_path, ctx_factory):
     def progress(event, result):
         status.progress(event, result)
         if event.startswith("start:"):
-            seen.append((event[6:], sorted(os.listdir(str(d)))))
+            seen.append((event[6:], sorted(set(os.listdir(str(d))) - {MANIFEST})))
 
     ctx = ctx_factory()
     run(ctx, ["host", "python"], progress)
     first_python = next(files for cid, files in seen if cid.startswith("python."))
     assert first_python == ["host"] and (d / "host").read_text() in ("ready\n", "failed\n")
-    assert sorted(os.listdir(str(d))) == ["host", "python"]
+    assert sorted(set(os.listdir(str(d))) - {MANIFEST}) == ["host", "python"]
     time.sleep(0)
 
 

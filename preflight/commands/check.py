@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     if args.status_dir:
         from ..report.status import StatusDir
 
-        status = StatusDir(args.status_dir)
+        status = StatusDir(args.status_dir, stages=stages)
     t0 = time.time()
     with LiveProgress(Console(file=stream, highlight=False) if stream is not None else None) as live:
         def progress(event, result):
@@ -148,7 +148,12 @@ def run(args: argparse.Namespace) -> int:
             if status is not None:
                 status.progress(event, result)
 
-        results = run(ctx, stages, progress)
+        try:
+            results = run(ctx, stages, progress)
+        except BaseException as exc:  # SIGTERM/SIGHUP arrive as KeyboardInterrupt (cli.py)
+            if status is not None:  # a waiter on DIR/<stage> or DIR/verdict gets a final word
+                status.interrupted("interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed")
+            raise
     info = ctx.target() or {}
     verl_v, how = ctx.verl_release()
     machine = {"host": ctx.host()}

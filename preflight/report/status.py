@@ -6,14 +6,22 @@ At the start of a run every stage's file (and ``verdict``) is removed, so a wait
 previous run's answer. When a stage ends, ``DIR/<stage>`` is written atomically with one word and
 a newline: ``ready`` (no check failed), ``failed`` (a check failed or could not run) or
 ``skipped`` (every check was skipped, e.g. gated on an earlier stage). Stages not selected get no
-file. At the end, ``DIR/verdict`` holds ``ready`` or ``not_ready``. Example wait:
-``until grep -qx ready DIR/gpu; do sleep 5; done``.
+file. At the end, ``DIR/verdict`` holds ``ready`` or ``not_ready``. When the run is stopped
+(SIGTERM, SIGINT, SIGHUP) or crashes, every selected stage without a file and ``verdict`` get
+``interrupted`` (``failed`` after a crash), so a waiter always gets a final word. Example wait:
+``until [ -s DIR/gpu ]; do sleep 5; done; grep -qx ready DIR/gpu``.
+
+Nothing of the user's is lost: the files this tool wrote are recorded in the directory's
+manifest (:data:`preflight.outputs.owned.MANIFEST`, as for ``spec -o``); a file named after a
+stage or ``verdict`` that is not recorded there (and does not hold just one status word, as an
+older verl-preflight wrote) is the user's, and the run refuses before any work, listing it.
 """
 
 import os
-from typing import Dict, List, Optional
+from typing import Dict, Iterable, List, Optional
 
-from ..atomic import write_atomic
+from ..atomic import OutputError, write_atomic
+from ..errors import UsageError
 from ..result import Result, Status
 from ..stages import STAGE_NAMES
 
@@ -21,6 +29,10 @@ __all__ = ["StatusDir", "stage_word", "VERDICT_FILE"]
 
 #: The file holding the run's overall verdict.
 VERDICT_FILE = "verdict"
+
+#: Every word a status file can hold (stages: ready/failed/skipped/interrupted; verdict:
+#: ready/not_ready/interrupted).
+WORDS = ("ready", "failed", "skipped", "not_ready", "interrupted")
 
 
 def stage_word(rows: List[Result]) -> str:
@@ -34,28 +46,61 @@ def stage_word(rows: List[Result]) -> str:
 
 class StatusDir:
     """The status files of one run in ``path`` (created if missing); use :meth:`progress` as the
-    runner's progress callback (events ``result`` and ``end:<stage>``).
+    runner's progress callback (events ``result`` and ``end:<stage>``), :meth:`finish` at the end
+    and :meth:`interrupted` when the run stops early.
 
-    Raises OutputError (a UsageError) naming ``--status-dir`` when a file cannot be written.
+    Args:
+        path: the directory.
+        option: how the user named it, for messages.
+        stages: the selected stages (given an interruption, the ones without a file get one).
+
+    Raises:
+        UsageError: a file named after a stage or ``verdict`` is the user's (not in the manifest);
+            nothing was changed.
+        OutputError (a UsageError) naming ``--status-dir`` when a file cannot be written.
     """
 
-    def __init__(self, path: str, option: str = "--status-dir") -> None:
+    def __init__(self, path: str, option: str = "--status-dir", stages: Iterable[str] = ()) -> None:
+        from ..outputs.owned import OutputDir
+
         self.path = os.path.abspath(os.path.expanduser(path))
         self.option = option
+        self.stages = list(stages)
+        self.done: List[str] = []
         self.rows: Dict[str, List[Result]] = {}
+        self.owned = OutputDir(self.path, option)
+        names = list(STAGE_NAMES) + [VERDICT_FILE]
+        theirs = [p for p in self.owned.foreign(names) if not self._holds_a_word(p)]
+        if theirs:
+            raise UsageError("%s %s: %s not written by verl-preflight: %s; move %s away or choose another "
+                             "directory (nothing was changed)"
+                             % (option, path, "a file named after a stage is" if len(theirs) == 1
+                                else "files named after stages are", ", ".join(theirs),
+                                "it" if len(theirs) == 1 else "them"))
         try:
             os.makedirs(self.path, exist_ok=True)
-            for name in list(STAGE_NAMES) + [VERDICT_FILE]:
+            for name in names:
                 f = os.path.join(self.path, name)
-                if os.path.isfile(f) or os.path.islink(f):
+                if os.path.isfile(f) and not os.path.islink(f):
                     os.unlink(f)
         except OSError as exc:
-            from ..atomic import OutputError
-
             raise OutputError("%s %s: %s" % (option, path, exc.strerror or exc))
 
+    @staticmethod
+    def _holds_a_word(p: str) -> bool:
+        """A regular file holding one status word: written by this tool (before the manifest)."""
+        if os.path.islink(p) or not os.path.isfile(p):
+            return False
+        try:
+            with open(p, "rb") as fh:
+                return fh.read(64).decode("ascii", "replace").strip() in WORDS and os.path.getsize(p) < 64
+        except OSError:
+            return False
+
     def _write(self, name: str, word: str) -> None:
-        write_atomic(os.path.join(self.path, name), word + "\n", self.option)
+        self.owned.write(name, word + "\n")
+        if name != VERDICT_FILE:
+            self.done.append(name)
 
     def progress(self, event: str, result: Optional[Result]) -> None:
         """The runner's callback: collects rows and writes a stage's file when it ends."""
@@ -68,3 +113,13 @@ class StatusDir:
     def finish(self, ready: bool) -> None:
         """Write ``verdict`` (``ready`` / ``not_ready``)."""
         self._write(VERDICT_FILE, "ready" if ready else "not_ready")
+
+    def interrupted(self, word: str = "interrupted") -> None:
+        """The run stopped early: write ``word`` (``interrupted``; ``failed`` after a crash) for
+        every selected stage that has no file yet and for ``verdict``. Best effort: a file that
+        cannot be written is left out, the others are still written."""
+        for name in [s for s in self.stages if s not in self.done] + [VERDICT_FILE]:
+            try:
+                self._write(name, word)
+            except (OSError, UsageError):
+                pass
