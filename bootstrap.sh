@@ -6,7 +6,7 @@
 #   --pyz PATH|URL      the checker zipapp (default: preflight.pyz or dist/preflight.pyz beside this script)
 #   --sha256 HEX        expected sha256 of the zipapp (checked before it runs; required for an http URL)
 #   --verl VERSION      verl release to install (default: the newest in the checker's matrix)
-#   --backend NAME      vllm or sglang (default: vllm)
+#   --backend NAME      vllm, sglang or none (verl without a rollout engine; default: vllm)
 #   --prefix DIR        virtual environment to create or reuse (default: /opt/verl)
 #   --install-args ARGS extra options for 'preflight install', e.g. "--torch 2.13.0 --torch-index none"
 #   --wheelhouse DIR    install offline from a 'preflight wheelhouse' directory or its parts (no index;
@@ -111,8 +111,8 @@ while [ $# -gt 0 ]; do
 done
 
 case "$BACKEND" in
-    vllm | sglang) ;;
-    *) die 2 "--backend $BACKEND: choose vllm or sglang" ;;
+    vllm | sglang | none) ;;
+    *) die 2 "--backend $BACKEND: choose vllm, sglang or none" ;;
 esac
 
 find_python() {

@@ -23,7 +23,11 @@ exit codes: 0 a stack works (warnings allowed), 1 no stack works, 2 bad input
 def register(p: argparse.ArgumentParser) -> None:
     """Add ``resolve``'s options to its parser."""
     p.add_argument("--verl", metavar="VERSION", default=None, help="verl release (default: the newest in the matrix)")
-    p.add_argument("--backend", choices=("vllm", "sglang"), default=None, help="rollout backend (default: vllm)")
+    p.add_argument("--backend", choices=("vllm", "sglang", "none"), default=None,
+                   help="rollout backend (default: vllm; 'none': verl without a rollout engine, its core extra "
+                        "only, as spec --backend none)")
+    p.add_argument("--no-backend", dest="backend", action="store_const", const="none",
+                   help=argparse.SUPPRESS)  # spec's old spelling of --backend none
     p.add_argument("--driver", metavar="VERSION", default=None, help="NVIDIA driver version, e.g. 580.65.06 "
                    "(default: this machine's, from NVML)")
     p.add_argument("--gpu", metavar="NAME", default=None,
@@ -87,6 +91,30 @@ def resolve_args(mx, verl: str, args: argparse.Namespace):
         raise UsageError(str(exc))
 
 
+def without_backend(mx, res):
+    """``res`` (resolved for the default backend) as a stack with no rollout engine, the same
+    top-level pins as ``spec --backend none``: verl's core extra and the paired torch; the
+    backend's (and flash-attn's) pins, citations, notes and warnings are left out. Problems are
+    kept (the torch choice still rests on the default backend's pin)."""
+    import dataclasses
+
+    b = res.backend
+    row = mx.verl(res.verl) or {}
+    core = row.get("core_extra")
+    reqs = ["verl[%s]==%s" % (core, res.verl) if core else "verl==%s" % res.verl]
+    reqs += [r for r in res.requirements if r.startswith("torch==")]
+
+    def other(text: str) -> bool:
+        low = str(text).lower()
+        return b not in low and not low.startswith("flash-attn")
+
+    extra = {"proof": {}} if any(f.name == "proof" for f in dataclasses.fields(res)) else {}
+    return dataclasses.replace(  # the recorded install proof was for the set with the backend
+        res, **extra, backend="none", backend_version=None, backend_cuda=None, flash_attn={}, requirements=reqs,
+        citations=[c for c in res.citations if other(c.get("choice", ""))],
+        notes=[n for n in res.notes if other(n)], warnings=[w for w in res.warnings if other(w)])
+
+
 def rows_of(res) -> List[Any]:
     """The report rows of a :class:`preflight.resolve.Resolution` (stage ``resolve``): one pass
     per cited choice (``resolve.<choice>``), one fail per problem and one warn per warning, whose
@@ -128,7 +156,15 @@ def run(args: argparse.Namespace) -> int:
     mx = matrix_mod.load()
     verl = args.verl or mx.verl_versions()[-1]
     t0 = time.time()
-    res, how = resolve_args(mx, verl, args)
+    if args.backend == "none":
+        import copy
+
+        args = copy.copy(args)
+        args.backend = None
+        res, how = resolve_args(mx, verl, args)
+        res = without_backend(mx, res)
+    else:
+        res, how = resolve_args(mx, verl, args)
 
     report = Report(results=rows_of(res), stages=["resolve"], verl={"version": res.verl, "chosen_by": "--verl" if
                                                                    args.verl else "newest in the matrix"},
@@ -193,7 +229,7 @@ def render(res, console, how: Optional[List[str]] = None, matrix_version: str = 
     from rich.table import Table
     from rich.text import Text
 
-    bname = {"vllm": "vLLM", "sglang": "SGLang"}[res.backend]
+    bname = {"vllm": "vLLM", "sglang": "SGLang"}.get(res.backend, "no rollout engine")
     console.print(Text.assemble(("verl-preflight resolve", "bold"), "  matrix %s" % matrix_version))
     console.print("verl %s with %s" % (res.verl, bname))
     _bullets(console, how or [], "dim", " ")
@@ -206,6 +242,8 @@ def render(res, console, how: Optional[List[str]] = None, matrix_version: str = 
     grid.add_column(overflow="fold")
     used = set()
     for label, prefixes in _GROUPS:
+        if label == "{backend}" and res.backend == "none":
+            continue
         label = label.format(backend=bname)
         prefixes = tuple(p.format(b=res.backend) for p in prefixes)
         cell = Text(_value(res, label))
@@ -219,7 +257,8 @@ def render(res, console, how: Optional[List[str]] = None, matrix_version: str = 
     for name in ("transformers", "tensordict", "ray"):
         v = getattr(res, name)
         if v is not None:
-            grid.add_row(name, Text((v or "any") + "  (verl and %s metadata)" % bname))
+            grid.add_row(name, Text((v or "any") + ("  (verl and %s metadata)" % bname if res.backend != "none"
+                                                    else "  (verl metadata)")))
     for b in getattr(res, "bounds", []) or []:
         grid.add_row("bound", Text("%s%s (%s; %s)" % (b["package"], b["spec"], b["id"], b["source"]), style="dim"))
     proof = getattr(res, "proof", {}) or {}
