@@ -57,6 +57,32 @@ def _refuse_empty(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
                 raise UsageError("%s is empty (an unset variable in a script?); give it a value or leave it out" % name)
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str], implicit: bool) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, except that arguments nobody took are a UsageError naming the
+    subcommand that refused them (``preflight check: unrecognized arguments: --bogus (see
+    'preflight check --help')``), or, when the first word was taken for a command (``check`` was
+    ``implicit``), ``unknown command 'chek' (did you mean 'check'?)``."""
+    import difflib
+
+    args, extras = parser.parse_known_args(argv)
+    if not extras:
+        return args
+    names = [m.NAME for m in COMMANDS]
+    word = argv[1] if implicit and len(argv) > 1 else None
+    if word is not None and not word.startswith("-") and word in extras:
+        from .report.render import invocation
+
+        near = difflib.get_close_matches(word, names, n=1)
+        raise UsageError("unknown command '%s' (%s see '%s --help')" % (
+            word, "did you mean '%s'?" % near[0] if near else "commands: %s;" % ", ".join(names), invocation()))
+    sub = None
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = action.choices.get(getattr(args, "command", None) or "")
+    (sub or parser).error("unrecognized arguments: %s" % " ".join(extras))
+    return args  # not reached: error() raises
+
+
 def _normalise(argv: Sequence[str]) -> list:
     argv = list(argv)
     names = {m.NAME for m in COMMANDS}
@@ -97,7 +123,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _main(argv: Optional[Sequence[str]]) -> int:
     from .matrix import MatrixError
 
-    argv = _normalise(sys.argv[1:] if argv is None else argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    argv = _normalise(raw)
     from .probes.process import kill_all
 
     def on_term(signum, frame):  # a scheduler's SIGTERM, an ssh drop's SIGHUP: stop like Ctrl-C, probes included
@@ -114,7 +141,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             pass
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv, implicit=len(argv) > len(raw))
         _refuse_empty(parser, args)
         if args.version:
             from . import matrix as matrix_mod

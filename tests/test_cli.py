@@ -33,7 +33,7 @@ def test_version(pyz, matrix):
     (["check", "--timeout", "-3"], "must be > 0"),
     (["check", "--stage", "host", "--json", "/no/such/dir/r.json"], "--json /no/such/dir/r.json: directory /no/such/dir does not exist"),
     (["matrix"], "choose 'show' or 'refresh'"),
-    (["frobnicate"], "unrecognized arguments: frobnicate"),
+    (["frobnicate"], "unknown command 'frobnicate' (commands: check,"),
 ])
 def test_usage_errors_are_one_line_exit_2(pyz, args, words):
     p = pyz_run(pyz, *args)
