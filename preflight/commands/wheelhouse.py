@@ -15,7 +15,7 @@ HELP = "download and verify every wheel of a lock for an offline machine (split 
 EPILOG = """examples:
   python3 preflight.pyz wheelhouse --lock verl-spec/requirements.lock --python 3.12 -o wh --split 64MiB
   python3 preflight.pyz wheelhouse --lock vllm.lock --python 3.12 -o wh --omit 'torch*=the node has torch' \\
-      --omit 'nvidia-*=CUDA wheels of the node's torch' --exclude-installed pip-list.json
+      --omit 'nvidia-*=CUDA wheels of the torch on the node' --exclude-installed pip-list.json
   python3 preflight.pyz wheelhouse verify wh.parts          (reassembles parts, checks every wheel's sha256)
   python3 preflight.pyz wheelhouse --check wh --python /opt/verl/bin/python
   then, on the offline machine: python3 preflight.pyz install --wheelhouse wh.parts --python 3.12 --prefix /opt/verl
@@ -66,13 +66,19 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "verify":
         if not args.dir:
             raise UsageError("wheelhouse verify needs DIR: the wheelhouse or parts directory")
-        d, m = wh.open_wheelhouse(args.dir, say)
+        d, m = wh.open_wheelhouse(args.dir, say, "wheelhouse verify")
         print("%s: %d wheels for CPython %s verified (%d bytes); %d left out on purpose" % (
             d, len(m["wheels"]), m["python"], m.get("total_bytes", 0), len(m.get("omitted", []))))
         return 0
     if args.check:
-        if not args.python or not os.path.exists(args.python):
+        if not args.python:
             raise UsageError("--check needs --python PATH: the interpreter to install into (e.g. /opt/verl/bin/python)")
+        if not os.path.exists(args.python):
+            raise UsageError("--python %s: no such interpreter; give the path of the Python to install into "
+                             "(e.g. /opt/verl/bin/python)" % args.python)
+        if os.path.isdir(args.python) or not os.access(args.python, os.X_OK):
+            raise UsageError("--python %s: not an executable file; give the path of the Python to install into "
+                             "(e.g. /opt/verl/bin/python)" % args.python)
         ans = wh.check_complete(args.check, args.python, say)
         if args.json:
             text = json.dumps(ans, indent=1, sort_keys=True) + "\n"
@@ -107,13 +113,16 @@ def run(args: argparse.Namespace) -> int:
     parts_dir = args.parts_dir or (args.output.rstrip("/") + ".parts")
     if size:
         check_output_dir(parts_dir, "--parts-dir")
+        if os.path.realpath(parts_dir) == os.path.realpath(args.output):
+            raise UsageError("--parts-dir %s is the wheelhouse directory -o %s; give the parts their own directory "
+                             "(default: %s.parts)" % (args.parts_dir, args.output, args.output.rstrip("/")))
     from ..outputs.owned import check_dir_is_ours
 
     check_dir_is_ours(args.output, "-o", wh.MANIFEST, args.force)
     if size:
         check_dir_is_ours(parts_dir, "--parts-dir", wh.PARTS_MANIFEST, args.force)
-    if args.pyz and not os.path.isfile(args.pyz):
-        raise UsageError("--pyz %s: no such file; build it with 'python3 tools/build_pyz.py'" % args.pyz)
+    if args.pyz:
+        wh.check_pyz(args.pyz)
     m = wh.build(args.lock, args.output, python, args.platform or wh.DEFAULT_PLATFORMS, args.omit,
                  args.exclude_installed, args.pyz, say=say)
     print("%s: %d wheels, %d bytes, for CPython %s; %d pins left out%s" % (

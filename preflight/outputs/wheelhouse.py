@@ -344,13 +344,56 @@ def _write(path: str, text: str) -> None:
     write_atomic(path, text)
 
 
+def _same_file(src: str, dst: str) -> bool:
+    try:
+        return os.path.samefile(src, dst)
+    except OSError:
+        return False
+
+
+def _copy(src: str, dst: str) -> None:
+    """Copy ``src`` to ``dst`` through a temporary name and a rename (a zipapp running from ``dst``
+    keeps its file); nothing happens when both are the same file (a wheelhouse refreshed with
+    its own zipapp)."""
+    if _same_file(src, dst):
+        return
+    tmp = dst + ".tmp-%d" % os.getpid()
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    finally:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+
+
 def _place(src: str, dst: str) -> None:
-    if os.path.exists(dst):
+    if _same_file(src, dst):
+        return
+    if os.path.lexists(dst):
         os.remove(dst)
     try:
         os.link(src, dst)
     except OSError:
         shutil.copyfile(src, dst)
+
+
+def check_pyz(path: str, option: str = "--pyz") -> None:
+    """Raise UsageError unless ``path`` is this checker's zipapp: a zip archive holding
+    ``__main__.py`` and the ``preflight`` package (what tools/build_pyz.py writes)."""
+    import zipfile
+
+    fix = "pass the dist/preflight.pyz that 'python3 tools/build_pyz.py' writes"
+    if not os.path.isfile(path):
+        raise UsageError("%s %s: no such file; %s" % (option, path, fix))
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = set(zf.namelist())
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UsageError("%s %s: not a zipapp (%s); %s" % (option, path, getattr(exc, "strerror", None) or exc, fix))
+    lacks = [n for n in ("__main__.py", "preflight/__init__.py") if n not in names]
+    if lacks:
+        raise UsageError("%s %s: a zip archive but not the verl-preflight zipapp (it has no %s); %s" % (
+            option, path, " and no ".join(lacks), fix))
 
 
 def _find_pyz() -> Optional[str]:
@@ -360,6 +403,56 @@ def _find_pyz() -> Optional[str]:
         return m.group(1)
     cand = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(here))), "dist", "preflight.pyz")
     return cand if os.path.isfile(cand) else None
+
+
+def _owned(out_dir: str) -> Optional[Dict[str, Optional[str]]]:
+    """What an earlier build wrote into ``out_dir``, from its manifest: {path relative to
+    ``out_dir``: the sha256 recorded when it was written, or None when the manifest names the file
+    without one (a wheel: replaced even when corrupt; files of a manifest older than ``written``)}.
+    None when ``out_dir`` holds no readable wheelhouse manifest."""
+    try:
+        with open(os.path.join(out_dir, MANIFEST), encoding="utf-8") as fh:
+            m = json.load(fh)
+        wheels = m["wheels"]
+        out: Dict[str, Optional[str]] = {MANIFEST: None, "simple/index.html": None}
+        for r in wheels:
+            out[r["file"]] = None
+            out["simple/%s/index.html" % r["key"]] = None
+        out[m.get("served_lock") or SERVED_LOCK] = None
+        if m.get("pyz"):
+            out[m["pyz"]["file"]] = None
+        for rel, digest in (m.get("written") or {}).items():
+            out[rel] = digest
+        return out
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _is_ours(out_dir: str, rel: str, owned: Optional[Dict[str, Optional[str]]]) -> bool:
+    """True when the file ``rel`` in ``out_dir`` is one an earlier build wrote and (where its
+    sha256 was recorded) nobody changed since."""
+    from .owned import _has_our_header
+
+    path = os.path.join(out_dir, rel)
+    if owned is None or rel not in owned or os.path.islink(path) or not os.path.isfile(path):
+        return False
+    if owned[rel] is not None:
+        return _sha256(path) == owned[rel]
+    if rel == SERVED_LOCK or rel.endswith(".pyz"):  # written before hashes were recorded: its header says
+        return _has_our_header(path)
+    return True
+
+
+def _refuse_theirs(out_dir: str, rels: Iterable[str], owned: Optional[Dict[str, Optional[str]]],
+                   option: str = "-o") -> None:
+    """UsageError listing the files among ``rels`` that exist in ``out_dir`` and are not this
+    tool's (see :func:`_is_ours`); --force never replaces those. Nothing is changed."""
+    theirs = sorted({r for r in rels if os.path.lexists(os.path.join(out_dir, r)) and not _is_ours(out_dir, r, owned)})
+    if theirs:
+        shown = ", ".join(theirs[:8]) + (" and %d more" % (len(theirs) - 8) if len(theirs) > 8 else "")
+        raise UsageError("%s %s: would replace %d file(s) that no earlier wheelhouse build wrote there (or that "
+                         "changed since): %s; move them away or choose another directory (--force does not replace "
+                         "them; nothing was changed)" % (option, out_dir, len(theirs), shown))
 
 
 def _downloaded(files_dir: str, listing: Sequence[str], e: LockEntry, chosen: str) -> str:
@@ -387,6 +480,9 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
     them are named), and (after downloading) when a file's sha256 is not one the lock accepts.
     """
     entries = read_lock(lock_path)
+    owned = _owned(out_dir)
+    pyz = pyz or _find_pyz()
+    _refuse_theirs(out_dir, [MANIFEST, SERVED_LOCK, "simple/index.html"] + (["preflight.pyz"] if pyz else []), owned)
     inst = installed_versions(exclude_installed) if exclude_installed else None
     keep, left = plan(entries, omit, inst)
     say("%s: %d pins; %d to carry, %d left out" % (lock_path, len(entries), len(keep), len(left)))
@@ -445,12 +541,9 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
                 if not fresh:
                     raise UsageError("pip wheel built no wheel for %s==%s" % (e.name, e.version))
                 built[e.key] = os.path.join(bdir, sorted(fresh)[-1])
-    # place, hash-check, index
+    # hash-check, then place (only over files an earlier build wrote), index
     simple = os.path.join(out_dir, "simple")
-    if os.path.isdir(simple):
-        shutil.rmtree(simple)
-    os.makedirs(simple)
-    rows, bad = [], []
+    rows, bad, srcs = [], [], {}
     listing = os.listdir(files_dir)
     for e in keep:
         src = built.get(e.key) or _downloaded(files_dir, listing, e, chosen[e.key]["file"])
@@ -458,15 +551,34 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
             bad.append("%s==%s: pip reported %s but the file is not in %s" % (e.name, e.version,
                                                                               chosen[e.key]["file"], files_dir))
             continue
+        srcs[e.key] = src
+        if e.key not in built and e.hashes and _sha256(src) not in e.hashes:
+            bad.append("%s: sha256 %s is not one the lock accepts for %s==%s" % (os.path.basename(src), _sha256(src),
+                                                                                 e.name, e.version))
+    if bad:
+        raise UsageError("the wheelhouse does not match the lock: %s" % "; ".join(bad[:5]))
+    new = {MANIFEST, SERVED_LOCK, "simple/index.html"} | ({"preflight.pyz"} if pyz else set())
+    for e in keep:
+        new |= {"simple/%s/%s" % (e.key, os.path.basename(srcs[e.key])), "simple/%s/index.html" % e.key}
+    same = {"simple/%s/%s" % (k, os.path.basename(v)) for k, v in srcs.items()}  # a wheel already there, byte
+    same = {r for r in same if os.path.isfile(os.path.join(out_dir, r))  # for byte, loses nothing when replaced
+            and _sha256(os.path.join(out_dir, r)) == _sha256(srcs[r.split("/")[1]])}
+    _refuse_theirs(out_dir, new - same, owned)
+    for rel in sorted(owned or {}):  # the earlier build's files this one does not write again (older wheels)
+        if rel not in new and _is_ours(out_dir, rel, owned):
+            os.remove(os.path.join(out_dir, rel))
+            try:
+                os.rmdir(os.path.dirname(os.path.join(out_dir, rel)))  # its package directory, once empty
+            except OSError:
+                pass
+    os.makedirs(simple, exist_ok=True)
+    for e in keep:
+        src = srcs[e.key]
         digest = _sha256(src)
         source = "index"
         if e.key in built:
             source = "built from the source distribution %s (lock sha256 %s) with pip wheel" % (
                 chosen[e.key]["file"], ", ".join(h[:16] for h in e.hashes) or "none")
-        elif e.hashes and digest not in e.hashes:
-            bad.append("%s: sha256 %s is not one the lock accepts for %s==%s" % (os.path.basename(src), digest,
-                                                                                 e.name, e.version))
-            continue
         d = os.path.join(simple, e.key)
         os.makedirs(d, exist_ok=True)
         fname = os.path.basename(src)
@@ -488,17 +600,18 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
     for r in rows:
         served.append("%s==%s \\\n    --hash=sha256:%s" % (r["name"], r["version"], r["sha256"]))
     _write(os.path.join(out_dir, SERVED_LOCK), "\n".join(served) + "\n")
-    pyz = pyz or _find_pyz()
     pyz_row = None
     if pyz:
-        shutil.copyfile(pyz, os.path.join(out_dir, "preflight.pyz"))
+        _copy(pyz, os.path.join(out_dir, "preflight.pyz"))
         pyz_row = {"file": "preflight.pyz", "sha256": _sha256(pyz), "size": os.path.getsize(pyz)}
+    written = {rel: _sha256(os.path.join(out_dir, rel)) for rel in sorted(new - {MANIFEST})
+               if not rel.endswith(".whl")}
     with open(lock_path, "rb") as fh:
         lock_sha = hashlib.sha256(fh.read()).hexdigest()
     manifest = {"format": 1, "created_by": "verl-preflight %s" % __version__, "python": python,
                 "implementation": "cp", "platforms": list(platforms),
                 "lock": {"file": os.path.basename(lock_path), "sha256": lock_sha, "pins": len(entries)},
-                "served_lock": SERVED_LOCK, "wheels": rows, "omitted": left, "pyz": pyz_row,
+                "served_lock": SERVED_LOCK, "wheels": rows, "omitted": left, "pyz": pyz_row, "written": written,
                 "total_bytes": sum(r["size"] for r in rows)}
     _write(os.path.join(out_dir, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
@@ -521,9 +634,19 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
     ``wheelhouse.parts.json`` (each part's size and sha256, the whole tar's) and the zipapp
     beside them. Returns the parts manifest."""
     os.makedirs(parts_dir, exist_ok=True)
-    for f in os.listdir(parts_dir):
-        if f.startswith(ARCHIVE + ".part-"):
-            os.remove(os.path.join(parts_dir, f))
+    try:  # the parts an earlier split wrote here: the only ones removed
+        with open(os.path.join(parts_dir, PARTS_MANIFEST), encoding="utf-8") as fh:
+            old = json.load(fh)
+        owned: Optional[Dict[str, Optional[str]]] = {p["file"]: None for p in old["parts"]}
+        owned.update({PARTS_MANIFEST: None, "preflight.pyz": None})
+    except (OSError, ValueError, KeyError, TypeError):
+        owned = None
+    mine = [f for f in os.listdir(parts_dir) if f.startswith(ARCHIVE + ".part-")]
+    with open(os.path.join(wh_dir, MANIFEST), encoding="utf-8") as fh:
+        has_pyz = bool(json.load(fh).get("pyz"))
+    _refuse_theirs(parts_dir, mine + [PARTS_MANIFEST] + (["preflight.pyz"] if has_pyz else []), owned, "--parts-dir")
+    for f in mine:
+        os.remove(os.path.join(parts_dir, f))
 
     class _Cutter(io.RawIOBase):
         def __init__(self):
@@ -586,7 +709,7 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
                                                                                                    ARCHIVE)}
     _write(os.path.join(parts_dir, PARTS_MANIFEST), json.dumps(doc, indent=1, sort_keys=True) + "\n")
     if m.get("pyz"):
-        shutil.copyfile(os.path.join(wh_dir, m["pyz"]["file"]), os.path.join(parts_dir, "preflight.pyz"))
+        _copy(os.path.join(wh_dir, m["pyz"]["file"]), os.path.join(parts_dir, "preflight.pyz"))
     say("%d parts of at most %d bytes in %s (%d bytes in all)" % (len(cut.parts), part_size, parts_dir, cut.total))
     return doc
 
@@ -626,19 +749,21 @@ def reassemble(parts_dir: str, dest: str, say: Say = lambda s: None) -> List[str
     os.makedirs(dest, exist_ok=True)
     archive = os.path.join(dest, ARCHIVE + ".tmp")
     whole = hashlib.sha256()
-    with open(archive, "wb") as out:
-        for p in doc["parts"]:
-            with open(os.path.join(parts_dir, p["file"]), "rb") as fh:
-                for chunk in iter(lambda: fh.read(_CHUNK), b""):
-                    whole.update(chunk)
-                    out.write(chunk)
-    if whole.hexdigest() != doc["sha256"]:
-        os.remove(archive)
-        return ["the joined parts have sha256 %s, expected %s (parts out of order or from another build)" % (
-            whole.hexdigest()[:16], doc["sha256"][:16])]
-    with tarfile.open(archive) as tar:
-        tar.extractall(dest, members=_safe_members(tar))
-    os.remove(archive)
+    try:  # the joined archive is removed however this ends (a refused member, a full disk, Ctrl-C)
+        with open(archive, "wb") as out:
+            for p in doc["parts"]:
+                with open(os.path.join(parts_dir, p["file"]), "rb") as fh:
+                    for chunk in iter(lambda: fh.read(_CHUNK), b""):
+                        whole.update(chunk)
+                        out.write(chunk)
+        if whole.hexdigest() != doc["sha256"]:
+            return ["the joined parts have sha256 %s, expected %s (parts out of order or from another build)" % (
+                whole.hexdigest()[:16], doc["sha256"][:16])]
+        with tarfile.open(archive) as tar:
+            tar.extractall(dest, members=_safe_members(tar))
+    finally:
+        if os.path.lexists(archive):
+            os.remove(archive)
     return []
 
 
@@ -667,13 +792,17 @@ def verify(wh_dir: str) -> Tuple[Optional[Dict[str, Any]], List[str]]:
     return m, problems
 
 
-def open_wheelhouse(path: str, say: Say = lambda s: None) -> Tuple[str, Dict[str, Any]]:
+def open_wheelhouse(path: str, say: Say = lambda s: None,
+                    option: str = "--wheelhouse") -> Tuple[str, Dict[str, Any]]:
     """A verified wheelhouse directory and its manifest, from a wheelhouse or a parts directory
     (reassembled into ``path/wheelhouse`` first, once). Raises UsageError naming every missing
-    or corrupt part or wheel; nothing is installed by then."""
+    or corrupt part or wheel, and ``option`` (how the user gave ``path``: ``--wheelhouse``,
+    ``wheelhouse verify``, ``--check``) when ``path`` is not a directory; nothing is installed by
+    then."""
     if not os.path.isdir(path):
-        raise UsageError("--wheelhouse %s: no such directory; pass the directory 'preflight wheelhouse -o' wrote "
-                         "(or the one holding its parts)" % path)
+        raise UsageError("%s %s: %s; pass the directory 'preflight wheelhouse -o' wrote "
+                         "(or the one holding its parts)" % (option, path, "not a directory" if os.path.exists(path)
+                                                            else "no such directory"))
     wh = path
     if not os.path.isfile(os.path.join(path, MANIFEST)) and os.path.isfile(os.path.join(path, PARTS_MANIFEST)):
         wh = os.path.join(path, "wheelhouse")
@@ -770,7 +899,8 @@ def missing_requirements(wh_dir: str, manifest: Dict[str, Any], marker_env: Dict
     return [out[k] for k in sorted(out)]
 
 
-def check_complete(path: str, python: str, say: Say = lambda s: None, timeout: float = 600.0) -> Dict[str, Any]:
+def check_complete(path: str, python: str, say: Say = lambda s: None, timeout: float = 600.0,
+                   option: str = "--check") -> Dict[str, Any]:
     """Is the wheelhouse at ``path`` (or its parts) complete for interpreter ``python``?
 
     pip resolves offline (``pip install --dry-run --no-index --find-links ... --report``, with
@@ -781,7 +911,7 @@ def check_complete(path: str, python: str, say: Say = lambda s: None, timeout: f
     """
     from ..probes.process import run_script
 
-    wh, m = open_wheelhouse(path, say)
+    wh, m = open_wheelhouse(path, say, option)
     out = run_script(python, "info", timeout=60)
     info = out.last("info")
     if not info:
