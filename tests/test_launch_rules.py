@@ -383,3 +383,34 @@ def test_fc22_host_memory_workers_and_offload(tmp_path):
     assert found["host_memory"].status == "pass"
 
 
+
+
+def _fix_all(found):
+    """The one-line fix as the report prints it: the ``fix_line`` finding's overrides, else
+    (one failure) that failure's first override."""
+    if "fix_line" in found:
+        return found["fix_line"].alts[0]
+    fails = [f for f in found.values() if f.status == "fail"]
+    assert len(fails) == 1, sorted(f.id for f in fails)
+    assert fails[0].alts, (fails[0].id, fails[0].fix)  # a fix that is an override is a structured one
+    return fails[0].alts[0]
+
+
+FAILING = [(c[0], c[1], c[2]) for c in CASES if "fail" in c[3].values()] + [
+    ("README example: rollout.name left ???, no micro-batch sizes, mini > train batch",
+     ["data.train_batch_size=60", "actor_rollout_ref.rollout.n=12", "trainer.n_gpus_per_node=6"], "0.9.1", False),
+]
+
+
+@pytest.mark.fault("WRONG")
+@pytest.mark.parametrize("case", FAILING, ids=[c[0] for c in FAILING])
+def test_the_printed_fix_all_line_makes_the_config_pass(case):
+    name, overrides, release = case[:3]
+    base = case[3] if len(case) > 3 else True
+    _plan, found, _note = run_case(overrides, release, base=base)
+    assert any(f.status == "fail" for f in found.values())
+    line = _fix_all(found)
+    words = ["%s=%s" % (k, "null" if v is None else v) for k, v in line.items()]
+    _plan, after, _note = run_case(list(overrides) + words, release, base=base)
+    assert not [f.id for f in after.values() if f.status == "fail"], (words, {
+        i: f.message for i, f in after.items() if f.status == "fail"})

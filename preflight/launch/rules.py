@@ -10,6 +10,7 @@ pure: ``machine = {"nvml": <nvml snapshot>, "host": <host facts>, "env": {...}}`
 """
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -403,6 +404,41 @@ def visible_gpus(nvml: Dict[str, Any], env: Dict[str, str]) -> Tuple[Optional[Li
 
 
 # ---- the rules --------------------------------------------------------------------------------
+_SET_WORD = re.compile(r"^([A-Za-z_][\w.]*)=([\w.+-]+)$")
+
+
+def fix_overrides(fix: str) -> List[Dict[str, Any]]:
+    """The overrides a fix text stands for when it is exactly ``set k=v [k2=v2 ...]`` with
+    literal values (``set a.b=4``, ``set x=vllm``), as one alternative; [] for any other text.
+
+    Values are read as Hydra reads an override's value (int, float, bool, null, else a string).
+    """
+    if not fix.startswith("set "):
+        return []
+    words = fix[4:].split()
+    out: Dict[str, Any] = {}
+    for w in words:
+        m = _SET_WORD.match(w)
+        if not m or m.group(2) == "...":
+            return []
+        out[m.group(1)] = _literal(m.group(2))
+    return [out] if out else []
+
+
+def _literal(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "null":
+        return None
+    for typ in (int, float):
+        try:
+            return typ(text)
+        except ValueError:
+            pass
+    return text
+
+
 class _Ctx:
     def __init__(self, rs: Dict[str, Any], rules: Dict[str, Any]):
         self.rs = rs
@@ -417,6 +453,8 @@ class _Ctx:
             fix = "set %s to %s%s" % (fix_key, _or([_fmt(a[fix_key]) for a in alts]), fix_tail)
         elif fix is None and fix_key:
             fix = "change %s%s" % (fix_key, fix_tail)
+        if not alts and fix:
+            alts = fix_overrides(fix)  # a fix phrased "set k=v": the one-line fix can use it too
         f = Finding(rule, status, message, fix, item, meta.get("check", ""),
                     (self.rs.get("where") or {}).get(rule, ""), meta.get("stops", ""), silent,
                     {k: v for k, v in evidence.items() if v is not None}, list(alts or []), fix_key, fix_tail)
@@ -456,7 +494,8 @@ def _mandatory(x: _Ctx, missing: Sequence[str]) -> None:
     for key in missing:
         hint = "vllm (or sglang)" if key.endswith("rollout.name") else "a value"
         x.add("mandatory", "fail", "%s is ??? (mandatory) and not set" % key, "set %s=%s" % (
-            key, hint.split(" ")[0] if hint != "a value" else "..."), item=key.replace(".", "_"))
+            key, hint.split(" ")[0] if hint != "a value" else "..."), item=key.replace(".", "_"),
+            alts=[{key: "vllm"}, {key: "sglang"}] if hint != "a value" else [])
 
 
 def _micro_set(x: _Ctx, v: Values) -> None:
@@ -746,7 +785,8 @@ def _rollout(x: _Ctx, v: Values, p: bm.BatchPlan, model: Optional[ModelFacts] = 
         else:
             x.add("megatron_tp_heads", "pass", "Megatron TP %d divides %d heads and %s KV heads" % (v.mg_tp, heads, kvh))
     if x.rs.get("rollout_sync_rejected") and v.rollout_mode == "sync":
-        x.add("rollout_mode", "fail", "rollout.mode=sync", "remove the override (async is the only mode)")
+        x.add("rollout_mode", "fail", "rollout.mode=sync", "remove the override or set %smode=async (async is the "
+              "only mode)" % pre, alts=[{pre + "mode": "async"}])
     if v.ep > 1 and v.rollout_name != "trtllm" and v.ep != v.tp * v.rdp:
         x.add("rollout_ep", "fail", "rollout expert_parallel_size %d != TP %d x DP %d" % (v.ep, v.tp, v.rdp),
               "set %sexpert_parallel_size=%d" % (pre, v.tp * v.rdp), alts=[{pre + "expert_parallel_size": v.tp * v.rdp}])
@@ -903,7 +943,9 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
     from . import fixes
 
     def run(g: Callable[[str, Any], Any]) -> List[Finding]:
-        return _evaluate(g, release, machine, model, model_why, missing, raw, module_names)[1]
+        # a ??? key that a fix sets is no longer missing
+        left = [k for k in missing if _unchanged(g, get, k)]
+        return _evaluate(g, release, machine, model, model_why, left, raw, module_names)[1]
 
     plan, out, note = _evaluate(get, release, machine, model, model_why, missing, raw, module_names)
     if not verify or plan is None:
@@ -926,6 +968,14 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
     return plan, out, note
 
 
+def _unchanged(g: Callable[[str, Any], Any], get: Callable[[str, Any], Any], key: str) -> bool:
+    mark = object()
+    try:
+        return g(key, mark) is get(key, mark) or g(key, mark) == get(key, mark)
+    except Exception:
+        return True
+
+
 def _evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Optional[Dict[str, Any]],
               model: Optional[ModelFacts], model_why: str, missing: Sequence[str],
               raw: Optional[Callable[[str, Any], Any]],
@@ -945,7 +995,7 @@ def _evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: O
     bad = bad_sizes(get, v)
     for key, val, hint in bad:
         x.add("config_values", "fail", "%s is %d: it must be 1 or more" % (key, val), "set %s to %s" % (key, hint),
-              item=key.replace(".", "_"), key=key, value=val)
+              item=key.replace(".", "_"), key=key, value=val, alts=[{key: int(hint)}] if hint.isdigit() else [])
     if bad:
         return None, x.out, note
     mp = v.mg_tp * v.mg_pp * v.mg_cp if v.strategy == "megatron" else 1
