@@ -29,22 +29,25 @@ STYLE = {
 def _title(name: str) -> str:
     try:
         return stage(name).title
-    except KeyError:
-        return name
+    except KeyError:  # a command's own group (cluster's "node n0 (10.0.0.2, head)"): its name says it all
+        return ""
 
 
 def render(report: Report, console: Console, verbose: bool = False) -> None:
     """Print ``report``. ``verbose`` adds each row's evidence keys (short values only)."""
     t = report.target
     console.print(Text.assemble(("verl-preflight ", "bold"), report.tool_version, "  matrix ", report.matrix_version))
-    console.print("target: %s (Python %s)   verl: %s (%s)" % (
-        escape(str(t.get("python"))), t.get("version", "?"), report.verl.get("version"), report.verl.get("chosen_by")))
+    line = "target: %s (Python %s)" % (escape(str(t.get("python"))), t.get("version") or "?")
+    if report.verl.get("version"):  # cluster without a launch names no verl release
+        line += "   verl: %s (%s)" % (report.verl.get("version"), report.verl.get("chosen_by") or "?")
+    console.print(line)
     for stage, rows in report.by_stage().items():
         if not rows:
             continue
         dur = sum({".".join(r.id.split(".")[:2]): r.duration_s for r in rows}.values())
         console.print()
-        console.print(Text.assemble(("%s" % stage, "bold cyan"), "  ", (_title(stage), "cyan"),
+        title = _title(stage)
+        console.print(Text.assemble(("%s" % stage, "bold cyan"), "  " if title else "", (title, "cyan"),
                                     ("  (%.1f s)" % dur, "dim")))
         table = Table(show_header=False, box=None, pad_edge=False, expand=False)
         table.add_column("status", no_wrap=True, width=6)
