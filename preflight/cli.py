@@ -152,9 +152,9 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             return _print_completion(args.completion)
         return args._run(args)
     except (UsageError, MatrixError) as exc:
-        from .report.render import localise_commands
+        from .report.render import escape_controls, localise_commands
 
-        print("error: %s" % localise_commands(redact_text(str(exc))), file=sys.stderr)
+        print("error: %s" % escape_controls(localise_commands(redact_text(str(exc)))), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         n = kill_all()
@@ -165,10 +165,12 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     except Exception as exc:  # the checker's own failure: one line plus where to look
         import traceback
 
+        from .report.render import escape_controls
+
         tb = traceback.extract_tb(exc.__traceback__)
         where = "%s:%d" % (os.path.basename(tb[-1].filename), tb[-1].lineno) if tb else "?"
         print("error: verl-preflight failed: %s: %s (at %s; please report it)" % (type(exc).__name__,
-                                                                                  redact_text(str(exc)), where),
+                                                                                  escape_controls(redact_text(str(exc))), where),
               file=sys.stderr)
         return EXIT_USAGE
     finally:

@@ -216,3 +216,60 @@ def test_signalled_check_writes_interrupted(pyz, tmp_path, signame):
     proc.communicate(timeout=60)
     assert (sd / "verdict").read_text() == "interrupted\n"
     assert (sd / "python").read_text() == "interrupted\n"
+
+
+# ---- 6: control characters are shown escaped on the console and in markdown -------------------
+
+EVIL = "name\x1b]0;pwned\x07\x1b[2J\x9b31m\rend"
+
+
+def _evil_report():
+    from preflight.report import Report
+    from preflight.result import Result, Status
+
+    rows = [Result("host.os", "host", Status.FAIL, "cannot read %s" % EVIL, evidence={"path": EVIL},
+                   fix="rm '%s'" % EVIL)]
+    return Report(results=rows, stages=["host"], target={"python": "/x/%s/python3" % EVIL}, tool_version="t",
+                  matrix_version="m", sections={"files": [EVIL]})
+
+
+@WRONG
+@pytest.mark.parametrize("fmt", ["console", "markdown"])
+def test_control_characters_are_escaped(fmt):
+    import io
+
+    from preflight.report.render import render
+
+    buf = io.StringIO()
+    render(_evil_report(), fmt, stream=buf, verbose=True)
+    text = buf.getvalue()
+    assert "\\x1b]0;pwned" in text and "\\x9b31m" in text
+    assert not any(c in text for c in "\x1b\x07\x9b\r"), repr(text)
+
+
+@WRONG
+def test_terminal_console_keeps_its_colours_but_escapes_the_text():
+    import io
+
+    from preflight.report.render import show_console
+    from preflight.report.console import SafeConsole
+
+    buf = io.StringIO()
+    show_console(_evil_report(), SafeConsole(file=buf, force_terminal=True, color_system="standard", width=200))
+    text = buf.getvalue()
+    assert "\x1b[" in text  # rich's own styles still reach the terminal
+    assert "\x1b]0;" not in text and "\x07" not in text and "\x1b[2J" not in text and "\\x1b]0;pwned" in text
+
+
+@WRONG
+def test_cli_never_prints_a_files_control_characters(pyz, tmp_path):
+    (tmp_path / "c.yaml").write_text('trainer:\n  project_name: "\\e]0;pwned\\a\\e[2J"\n')
+    for fmt in ("console", "markdown"):
+        r = pf(pyz, "config", "--verl", "0.9.1", "--file", "c.yaml", "--format", fmt, cwd=str(tmp_path))
+        assert r.returncode in (0, 1), r.stderr
+        assert "\x1b" not in r.stdout + r.stderr, r.stdout
+        assert fmt == "markdown" or "\\x1b]0;pwned" in r.stdout, r.stdout  # markdown shows findings only
+    bad = "c\x1b[32m.yaml"
+    (tmp_path / bad).write_text("a: [\n")
+    r = pf(pyz, "config", "--verl", "0.9.1", "--file", bad, cwd=str(tmp_path))
+    assert r.returncode == 2 and "\x1b" not in r.stderr and "c\\x1b[32m.yaml" in r.stderr, r.stderr

@@ -2,11 +2,17 @@
 
 Uses rich; colour follows rich's rules (NO_COLOR, FORCE_COLOR, a terminal or not). While checks
 run, :class:`LiveProgress` shows which check is running (only on a terminal).
+
+:class:`SafeConsole` is the console every report view prints on: the text of what is printed
+(file names, a target's output, config values) never reaches the terminal with raw control
+characters; rich's own styling and cursor control are kept.
 """
 
-from typing import Optional
+import re
+from typing import Iterable, Optional
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -15,7 +21,26 @@ from ..result import Result, Status
 from ..stages import stage
 from . import Report
 
-__all__ = ["render", "next_steps", "LiveProgress", "STYLE"]
+__all__ = ["render", "next_steps", "LiveProgress", "STYLE", "SafeConsole"]
+
+#: C0 controls but newline and tab, DEL, and C1 controls (see render.escape_controls).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _escape(text: str) -> str:
+    return _CONTROLS.sub(lambda m: "\\x%02x" % ord(m.group()), text)
+
+
+class SafeConsole(Console):
+    """A rich ``Console`` (same arguments) that writes each control character of printed text,
+    but newline and tab, as a visible escape (``\x1b``, ``\x07``): an ESC sequence in a file
+    name cannot recolour, retitle or clear the user's terminal. Rich's own control segments
+    (styles, the spinner's cursor moves) pass unchanged."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:  # rich's one point where text becomes output
+        return super()._render_buffer(
+            Segment(_escape(seg.text), seg.style, seg.control) if not seg.control and _CONTROLS.search(seg.text)
+            else seg for seg in buffer)
 
 STYLE = {
     Status.PASS: ("PASS", "green"),

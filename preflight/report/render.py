@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import io
 import os
+import re
 import sys
 from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 
@@ -106,6 +107,39 @@ def redact_report(report: Report) -> Report:
                                sections={k: _redact_section(v, k) for k, v in report.sections.items()})
 
 
+#: C0 controls but newline and tab, DEL, and C1 controls (``\x9b`` is a one-byte CSI on some
+#: terminals): what a file name, a target's output or a config value must not send raw to a
+#: terminal or into markdown (ESC sequences recolour, retitle or hide text; BEL rings).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_controls(value: Any) -> Any:
+    """``value`` (str, or dicts/lists/tuples of them, recursively; keys too) with each control
+    character but newline and tab written as a visible escape (``\x1b``, ``\x07``); other values
+    unchanged. Idempotent."""
+    if isinstance(value, str):
+        return _CONTROLS.sub(lambda m: "\\x%02x" % ord(m.group()), value) if _CONTROLS.search(value) else value
+    if isinstance(value, dict):
+        return {escape_controls(k): escape_controls(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [escape_controls(v) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(escape_controls(v) for v in value)
+    return value
+
+
+def for_text(report: Report) -> Report:
+    """A copy of ``report`` fit for a terminal or markdown: every string (rows, target, machine
+    facts, sections) passed through :func:`escape_controls`."""
+    rows = [dataclasses.replace(r, id=escape_controls(r.id), message=escape_controls(r.message),
+                                evidence=escape_controls(r.evidence), fix=escape_controls(r.fix),
+                                caused_by=escape_controls(list(r.caused_by)))
+            for r in report.results]
+    return dataclasses.replace(report, results=rows, target=escape_controls(report.target),
+                               verl=escape_controls(report.verl), machine=escape_controls(report.machine),
+                               sections=escape_controls(report.sections), command=escape_controls(report.command))
+
+
 def _plain_width() -> int:
     """:data:`PLAIN_WIDTH`, or ``COLUMNS`` when the user set it."""
     import os
@@ -117,7 +151,7 @@ def _plain_width() -> int:
 
 
 def _console_text(report: Report, verbose: bool) -> str:
-    from rich.console import Console
+    from .console import SafeConsole as Console
 
     buf = io.StringIO()
     console = Console(file=buf, width=_plain_width(), highlight=False, no_color=True, force_terminal=False,
@@ -134,9 +168,12 @@ def _formatters() -> Dict[str, Callable[[Report], str]]:
 
 
 def to_text(report: Report, fmt: str, verbose: bool = False) -> str:
-    """The already redacted ``report`` as text in ``fmt`` (console: plain text, no colour)."""
+    """The already redacted ``report`` as text in ``fmt`` (console: plain text, no colour;
+    console and markdown show control characters escaped, :func:`escape_controls`)."""
     if fmt == "console":
         return _console_text(report, verbose)
+    if fmt == "markdown":
+        report = for_text(report)
     try:
         return _formatters()[fmt](report)
     except KeyError:
@@ -145,15 +182,17 @@ def to_text(report: Report, fmt: str, verbose: bool = False) -> str:
 
 def show_console(report: Report, console: Any, verbose: bool = False) -> None:
     """Print the already redacted ``report`` on a rich ``console``: the command's own view (or
-    the generic stage table), then, when it is not ready, the Next steps."""
+    the generic stage table), then, when it is not ready, the Next steps. Control characters in
+    its strings are shown escaped (:func:`for_text`)."""
     from . import console as generic
 
+    report = for_text(report)
     (report.view or generic.render)(report, console, verbose)
     generic.next_steps(report, console)
 
 
 def _stream_console(stream: TextIO) -> Any:
-    from rich.console import Console
+    from .console import SafeConsole as Console
 
     return Console(file=stream, highlight=False)
 
