@@ -342,3 +342,29 @@ def test_entry_points_compose_their_own_config_with_hydra(pyz, tmp_path):
     row = {r["id"]: r for r in json.loads(out.read_text())["results"]}["config.compose"]
     assert row["status"] == "fail" and "verl 0.9.1 has no module verl.trainer.fsdp_sft_trainer" in row["message"]
     assert "verl.trainer.sft_trainer" in row["fix"] and p.returncode == 1
+
+
+@pytest.mark.fault("WRONG")
+@pytest.mark.parametrize("launch,words", [
+    ("bash run.sh", "'bash run.sh' is not a verl entry point"),
+    ("CUDA_VISIBLE_DEVICES=0,1 ./examples/run_qwen.sh", "is not a verl entry point"),
+    ("python3 run.sh", "is not a verl entry point"),
+    ("python3 my_train.py", "my_train.py is not one of verl's entry points and the launch gives no overrides"),
+    ("python3 -m recipe.dapo.main_dapo", "recipe.dapo.main_dapo is not one of verl's entry points"),
+])
+def test_a_wrapper_launch_is_not_judged_as_verl_defaults(pyz, bare_python, tmp_path, launch, words):
+    out = tmp_path / "r.json"
+    p = pyz_run(pyz, "check", "--python", bare_python, "--stage", "config", "--launch", launch, "--json", str(out))
+    res = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    row = res["config.compose"]
+    assert row["status"] == "warn" and words in row["message"], row
+    assert "pass the python command inside the script" in row["fix"] and "--config" in row["fix"]
+    assert {r["status"] for i, r in res.items() if i != "config.compose"} == {"skip"}, res
+    assert p.returncode == 0
+    # the same program with a verl entry point is composed and judged
+    out2 = tmp_path / "r2.json"
+    pyz_run(pyz, "check", "--python", bare_python, "--stage", "config", "--launch", "python3 -m verl.trainer.main_ppo",
+            "--json", str(out2))
+    res2 = {r["id"]: r for r in json.loads(out2.read_text())["results"]}
+    assert res2["config.compose"]["status"] == "pass"
+    assert res2["config.rules.mandatory.actor_rollout_ref_rollout_name"]["status"] == "fail"

@@ -13,6 +13,7 @@ data.train_files / data.val_files that exist on this machine).
 """
 
 import os
+import re
 from typing import Any, Dict, List, Optional
 
 from packaging.version import Version
@@ -55,6 +56,9 @@ def launch_facts(ctx: Any) -> Optional[Dict[str, Any]]:
             return {"error": exc}
         except ValueError as exc:
             return {"error": ConfigError("launch_syntax", str(exc), "fix the quoting of the launch command")}
+        foreign = None if cfile else _not_verl_launch(spec, launch)
+        if foreign is not None:  # its config is not visible here: verl's defaults are not the user's config
+            return {"spec": spec, "entry": None, "not_verl": foreign}
         release = ctx.verl_release()[0]  # the stored defaults' release when the target cannot compose
         ep = entry_point(spec.entry)
         gone = _absent(ep, release)
@@ -71,6 +75,26 @@ def launch_facts(ctx: Any) -> Optional[Dict[str, Any]]:
             return {"spec": spec, "entry": ep, "usage": exc}
         return {"spec": spec, "entry": ep, "composed": comp}
     return ctx.memo("launch", build)
+
+
+def _not_verl_launch(spec: Any, words: Any) -> Optional[str]:
+    """Why the launch cannot be checked (a program that is not one of verl's entry points: a
+    wrapper script, a recipe or own script given without any override), else None."""
+    shown = " ".join(words) if isinstance(words, (list, tuple)) else str(words)
+    if spec.program is None or entry_point(spec.entry) is not None:
+        return None
+    if spec.entry is None and (not _PROGRAM_PY.search(spec.program) or len(spec.ignored) > 1):
+        return "%r is not a verl entry point (python3 -m verl.trainer.main_ppo ... or .../main_ppo.py ...): the " \
+               "config it launches is not visible here, so it is not checked" % shown
+    if spec.entry is not None and not spec.overrides:
+        return "%s is not one of verl's entry points and the launch gives no overrides: its config is not visible " \
+               "here, so it is not checked" % spec.entry
+    return None
+
+
+_PROGRAM_PY = re.compile(r"(^|/)(python[0-9.]*|uv|torchrun|ray)$")
+NOT_VERL_FIX = ("pass the python command inside the script (python3 -m verl.trainer.main_ppo key=value ...) as the "
+                "launch, or the saved config with --config FILE (config: --file FILE)")
 
 
 def _absent(ep: Optional[Dict[str, Any]], release: Optional[str]) -> Optional[ConfigError]:
@@ -95,6 +119,8 @@ def _not_ppo(ep: Dict[str, Any]) -> str:
 def not_ppo_reason(ctx: Any, short: bool = False) -> Optional[str]:
     """Why the PPO rules are skipped for this launch (a non-PPO verl entry point), else None."""
     facts = launch_facts(ctx) or {}
+    if facts.get("not_verl"):
+        return "not checked: the launch is not a verl entry point (see config.compose)"
     ep = facts.get("entry")
     if ep is None or ep["kind"] == "ppo":
         return None
@@ -160,6 +186,9 @@ def compose_check(ctx: Any) -> Outcome:
         return skipped(NO_LAUNCH)
     if "skip" in facts:
         return skipped(facts["skip"])
+    if "not_verl" in facts:
+        return warned(facts["not_verl"], NOT_VERL_FIX, {"program": facts["spec"].program,
+                                                        "entry": facts["spec"].entry})
     if "error" in facts:
         e = facts["error"]
         return failed(e.message, e.fix, {"kind": e.kind})

@@ -63,6 +63,9 @@ class LaunchSpec:
         entry: the module after ``-m`` or the script path (None when only overrides were given).
         env: ``VAR=value`` assignments before the program (CUDA_VISIBLE_DEVICES matters here).
         ignored: words that are neither overrides nor understood flags (reported, not used).
+        program: the first word after the VAR=value assignments when it is a program (not an
+            override): ``python3``, ``torchrun``, ``bash``, ``./run.sh``; None when only overrides
+            were given.
         notes: remarks about the parse (unexpanded shell variables, multirun).
     """
 
@@ -73,6 +76,7 @@ class LaunchSpec:
     env: Dict[str, str] = field(default_factory=dict)
     ignored: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
+    program: Optional[str] = None
 
     @property
     def override_texts(self) -> List[str]:
@@ -134,6 +138,8 @@ def parse_launch(command: Union[str, Sequence[str]]) -> LaunchSpec:
             spec.env[m.group(1)] = _expand(m.group(2), spec.env, spec.notes)
             i += 1
     rest = words[i:]
+    if rest and "=" not in rest[0] and not rest[0].startswith(("~", "+", "-")):
+        spec.program = rest[0]
     start = 0
     for j, w in enumerate(rest):
         if "=" in w and not w.startswith("-"):
