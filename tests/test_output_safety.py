@@ -273,3 +273,12 @@ def test_cli_never_prints_a_files_control_characters(pyz, tmp_path):
     (tmp_path / bad).write_text("a: [\n")
     r = pf(pyz, "config", "--verl", "0.9.1", "--file", bad, cwd=str(tmp_path))
     assert r.returncode == 2 and "\x1b" not in r.stderr and "c\\x1b[32m.yaml" in r.stderr, r.stderr
+
+
+@WRONG
+@pytest.mark.parametrize("name", ["verdict", "host", ".verl-preflight-outputs.json"])
+def test_output_into_a_status_file_is_refused(pyz, tmp_path, name):
+    sd = tmp_path / "sd"
+    sd.mkdir()
+    r = pf(pyz, "check", "--stage", "host", "-q", "--status-dir", "sd", "--json", "sd/" + name, cwd=str(tmp_path))
+    assert r.returncode == 2 and "--status-dir" in r.stderr and os.listdir(str(sd)) == [], r.stderr

@@ -310,6 +310,17 @@ def check_outputs(args: argparse.Namespace) -> None:
     outs = [(path, option.split()[0]) for _, path, option in outputs_of(args) if path != "-"]
     for path, option in outs:
         check_output_file(path, option)
+    status_dir = getattr(args, "status_dir", None)
+    if status_dir:  # --json DIR/verdict would be overwritten by the status file
+        from ..outputs.owned import MANIFEST
+        from ..stages import STAGE_NAMES
+        from .status import VERDICT_FILE
+
+        for path, option in outs:
+            if os.path.basename(path) in set(STAGE_NAMES) | {VERDICT_FILE, MANIFEST} \
+                    and _same_file(os.path.dirname(os.path.abspath(os.path.expanduser(path))), status_dir):
+                raise UsageError("%s %s is a status file of --status-dir %s; write the output elsewhere (nothing "
+                                 "was written)" % (option, path, status_dir))
     for i, (path, option) in enumerate(outs):
         for other, other_option in outs[i + 1:]:
             if _regular_or_absent(path) and _same_file(path, other):
