@@ -94,3 +94,30 @@ def test_probe_runs_outside_the_callers_directory(tmp_path, monkeypatch):
     cwd, first_is_cwd = out.stdout_tail.split()
     assert os.path.realpath(cwd) != os.path.realpath(str(tmp_path)) and first_is_cwd == "True"
     assert os.listdir(cwd) == [] if os.path.isdir(cwd) else True  # private and empty (removed afterwards)
+
+
+@pytest.mark.fault("WRONG")
+def test_path_arguments_reach_the_probe_absolute(tmp_path, monkeypatch):
+    # a relative model path (actor_rollout_ref.model.path=./m) means the caller's directory, and
+    # the probe no longer runs there: it must get the path absolute
+    import dataclasses
+
+    from preflight.launch import model_rules
+    from preflight.launch.model import ModelFacts
+    from preflight.probes import process
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    monkeypatch.chdir(str(tmp_path))
+    seen = {}
+
+    def fake_run_script(python, name, args=None, **kw):
+        seen.update(args)
+        return process.ProbeOutput(argv=[python], returncode=1)
+
+    monkeypatch.setattr(process, "run_script", fake_run_script)
+    fields = {f.name: None for f in dataclasses.fields(ModelFacts) if f.default is dataclasses.MISSING
+              and f.default_factory is dataclasses.MISSING}
+    fields["path"] = os.path.join("m", "config.json")
+    model_rules.meta_module_names(sys.executable, ModelFacts(**fields))
+    assert os.path.isabs(seen["path"]) and os.path.samefile(seen["path"], str(tmp_path / "m"))

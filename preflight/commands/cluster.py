@@ -108,7 +108,7 @@ def _pyz(path: Optional[str], tmp: str) -> str:
     if path:
         if not os.path.isfile(path):
             raise UsageError("--pyz %s: no such file; pass the preflight.pyz to send to the nodes" % path)
-        return path
+        return os.path.abspath(path)  # the probe runs in a directory of its own
     found = own_pyz()
     if found:
         return found

@@ -264,7 +264,7 @@ def meta_module_names(python: str, model: ModelFacts, trust_remote_code: bool = 
     ``torch.device("meta")``, offline); (None, why) when torch/transformers are missing or it fails."""
     from ..probes.process import run_script
 
-    out = run_script(python, "model_modules", {"path": model.directory, "trust_remote_code": trust_remote_code},
+    out = run_script(python, "model_modules", {"path": os.path.abspath(model.directory), "trust_remote_code": trust_remote_code},
                      timeout=timeout)
     got = out.last("modules")
     if got is not None:
