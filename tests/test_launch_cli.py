@@ -368,3 +368,46 @@ def test_a_wrapper_launch_is_not_judged_as_verl_defaults(pyz, bare_python, tmp_p
     res2 = {r["id"]: r for r in json.loads(out2.read_text())["results"]}
     assert res2["config.compose"]["status"] == "pass"
     assert res2["config.rules.mandatory.actor_rollout_ref_rollout_name"]["status"] == "fail"
+
+
+def _omegaconf_error(tree, key, env):
+    """OmegaConf's own error for reading ``key`` of ``tree`` (the independent truth)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    old = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        OmegaConf.select(OmegaConf.create(tree), key, throw_on_resolution_failure=True)
+    except OmegaConfBaseException as exc:
+        return type(exc).__name__, str(exc).splitlines()[0]
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    raise AssertionError("OmegaConf resolved %s" % key)
+
+
+@pytest.mark.fault("WRONG")
+@pytest.mark.parametrize("overrides,tree,words", [
+    (["data.train_batch_size=${oc.env:NOPE_UNSET_X4}"], {"data": {"train_batch_size": "${oc.env:NOPE_UNSET_X4}"}},
+     ["environment variable NOPE_UNSET_X4 is not set", "${oc.env:NOPE_UNSET_X4,VALUE}"]),
+    (["data.train_batch_size=${data.train_batch_size}"], {"data": {"train_batch_size": "${data.train_batch_size}"}},
+     ["cycle (data.train_batch_size -> data.train_batch_size)"]),
+    (["actor_rollout_ref.rollout.n=${data.x}", "+data.x=${actor_rollout_ref.rollout.n}"],
+     {"actor_rollout_ref": {"rollout": {"n": "${data.x}"}}, "data": {"x": "${actor_rollout_ref.rollout.n}"}},
+     ["cycle (actor_rollout_ref.rollout.n -> data.x -> actor_rollout_ref.rollout.n)"]),
+])
+def test_a_broken_interpolation_is_named_with_omegaconfs_error(pyz, bare_python, tmp_path, overrides, tree, words):
+    out = tmp_path / "r.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOPE_")}
+    p = pyz_run(pyz, "config", "--python", bare_python, "--json", str(out), "--", *overrides, env=env)
+    res = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    row = res["config.batch"]
+    key = overrides[0].split("=")[0]
+    kind, msg = _omegaconf_error(tree, key, env)
+    assert row["status"] == "fail" and "not a whole number" not in row["message"], row
+    assert "%s: %s" % (kind, msg) in row["message"], (kind, msg, row["message"])
+    for w in words:
+        assert w in row["message"] + row["fix"], (w, row)
+    assert p.returncode == 1

@@ -156,7 +156,7 @@ def evaluation(ctx: Any) -> Dict[str, Any]:
             names = meta_module_names(ctx.options.python, model, bool(comp.get(
                 "actor_rollout_ref.model.trust_remote_code", False)), timeout=min(ctx.options.timeout, 120))
         plan, found, note = evaluate(comp.get, rules_release(ctx, comp), machine, model, why, missing, raw=raw,
-                                     module_names=names)
+                                     module_names=names, unresolved=comp.resolve_errors)
         return {"plan": plan, "findings": found, "note": note, "model": model, "model_why": why}
     return ctx.memo("launch_eval", build)
 

@@ -140,7 +140,12 @@ class Finding:
 
 # ---- config values ---------------------------------------------------------------------------
 class ValueProblem(Exception):
-    """A config value has the wrong type (e.g. a string where verl needs an int)."""
+    """A config value has the wrong type (e.g. a string where verl needs an int); ``key`` is the
+    dotted key when known."""
+
+    def __init__(self, message: str, key: Optional[str] = None):
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass
@@ -209,11 +214,13 @@ def _int(get: Callable[[str, Any], Any], key: str, default: Any = None, required
             raise ValueProblem("%s is not set" % key)
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        raise ValueProblem("%s is %r, not a whole number" % (key, v))
+        raise ValueProblem("%s is %r, not a whole number" % (key, v), key)
+    if isinstance(v, str) and "${" in v:  # left unresolved: why is OmegaConf's error (see evaluate)
+        raise ValueProblem("%s is %r: the interpolation does not resolve" % (key, v), key)
     try:
         f = float(v)
     except (ValueError, OverflowError):
-        raise ValueProblem("%s is %r, not a whole number" % (key, v))
+        raise ValueProblem("%s is %r, not a whole number" % (key, v), key)
     if not math.isfinite(f):  # nan, inf, 1e400: no size at all (and int() of them raises)
         raise ValueProblem("%s is %r, not a finite whole number" % (key, v))
     if f != int(f):
@@ -921,7 +928,8 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
              model: Optional[ModelFacts] = None, model_why: str = "not looked up",
              missing: Sequence[str] = (), raw: Optional[Callable[[str, Any], Any]] = None,
              module_names: Optional[Tuple[Optional[List[str]], str]] = None,
-             verify: bool = True) -> Tuple[Optional[bm.BatchPlan], List[Finding], str]:
+             verify: bool = True, unresolved: Optional[Dict[str, str]] = None
+             ) -> Tuple[Optional[bm.BatchPlan], List[Finding], str]:
     """Check a composed config against verl ``release``'s rules.
 
     Args:
@@ -945,9 +953,9 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
     def run(g: Callable[[str, Any], Any]) -> List[Finding]:
         # a ??? key that a fix sets is no longer missing
         left = [k for k in missing if _unchanged(g, get, k)]
-        return _evaluate(g, release, machine, model, model_why, left, raw, module_names)[1]
+        return _evaluate(g, release, machine, model, model_why, left, raw, module_names, unresolved)[1]
 
-    plan, out, note = _evaluate(get, release, machine, model, model_why, missing, raw, module_names)
+    plan, out, note = _evaluate(get, release, machine, model, model_why, missing, raw, module_names, unresolved)
     if not verify or plan is None:
         return plan, out, note
     fixes.verify(out, get, raw, run)
@@ -968,6 +976,38 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
     return plan, out, note
 
 
+_ENV_INTERP = re.compile(r"\$\{oc\.env:([^,}]+)")
+_REF_INTERP = re.compile(r"^\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}$")
+
+
+def _unresolved(key: str, why: str, raw: Optional[Callable[[str, Any], Any]]) -> Tuple[str, str]:
+    """(message, fix) for a number whose interpolation OmegaConf could not resolve: the unset
+    environment variable or the cycle of references named, OmegaConf's own error quoted."""
+    text = raw(key, None) if raw is not None else None
+    text = text if isinstance(text, str) else ""
+    env = _ENV_INTERP.search(text)
+    if env is not None and "nvironment variable" in why:
+        name = env.group(1).strip()
+        return ("%s = %s: environment variable %s is not set (OmegaConf: %s)" % (key, text, name, why),
+                "set %s in the launch environment (%s=... python3 -m ...), or give the interpolation a default: "
+                "${oc.env:%s,VALUE}" % (name, name, name))
+    chain = [key]
+    k = key
+    while raw is not None:
+        r = raw(k, None)
+        m = _REF_INTERP.match(r.strip()) if isinstance(r, str) else None
+        if m is None:
+            break
+        t = m.group(1)
+        k = k.rsplit(".", 1)[0] + t if t.startswith(".") else t
+        chain.append(k)
+        if k in chain[:-1]:
+            return ("%s = %s: the interpolation is a cycle (%s) (OmegaConf: %s)" % (key, text, " -> ".join(chain), why),
+                    "set %s to a number in the launch command (key=value)" % key)
+    return ("%s = %s does not resolve (OmegaConf: %s)" % (key, text or "?", why),
+            "fix the interpolation, or set %s to a number in the launch command (key=value)" % key)
+
+
 def _unchanged(g: Callable[[str, Any], Any], get: Callable[[str, Any], Any], key: str) -> bool:
     mark = object()
     try:
@@ -979,7 +1019,8 @@ def _unchanged(g: Callable[[str, Any], Any], get: Callable[[str, Any], Any], key
 def _evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Optional[Dict[str, Any]],
               model: Optional[ModelFacts], model_why: str, missing: Sequence[str],
               raw: Optional[Callable[[str, Any], Any]],
-              module_names: Optional[Tuple[Optional[List[str]], str]]
+              module_names: Optional[Tuple[Optional[List[str]], str]],
+              unresolved: Optional[Dict[str, str]] = None
               ) -> Tuple[Optional[bm.BatchPlan], List[Finding], str]:
     from . import model_rules as mr
 
@@ -990,7 +1031,12 @@ def _evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: O
     try:
         v = values(get)
     except ValueProblem as exc:
-        x.add("config_values", "fail", str(exc), "set it in the launch command (key=value)")
+        why = (unresolved or {}).get(exc.key or "")
+        if why is not None:
+            msg, fix = _unresolved(exc.key or "", why, raw)
+            x.add("config_values", "fail", msg, fix, key=exc.key, omegaconf_error=why)
+        else:
+            x.add("config_values", "fail", str(exc), "set it in the launch command (key=value)", key=exc.key)
         return None, x.out, note
     bad = bad_sizes(get, v)
     for key, val, hint in bad:
