@@ -282,3 +282,9 @@ def test_output_into_a_status_file_is_refused(pyz, tmp_path, name):
     sd.mkdir()
     r = pf(pyz, "check", "--stage", "host", "-q", "--status-dir", "sd", "--json", "sd/" + name, cwd=str(tmp_path))
     assert r.returncode == 2 and "--status-dir" in r.stderr and os.listdir(str(sd)) == [], r.stderr
+
+
+def test_the_same_document_twice_to_one_file_is_allowed(pyz, tmp_path):
+    r = pf(pyz, "check", "--stage", "host", "-q", "--format", "json", "--output", "r.json", "--json", "./r.json",
+           cwd=str(tmp_path))
+    assert r.returncode in (0, 1) and '"results"' in (tmp_path / "r.json").read_text(), r.stderr

@@ -301,13 +301,14 @@ def check_outputs(args: argparse.Namespace) -> None:
     """Check every output path before any work starts (see :mod:`preflight.paths`).
 
     Raises UsageError (nothing written) when a path cannot be written, when two outputs name one
-    file (``--output same --json same``), or when an output is a file the command reads
+    file in different formats (``--format junit --output same --json same``), or when an output is a file the command reads
     (:data:`INPUT_ARGS`: ``config --file my.yaml --json my.yaml`` would replace the user's YAML).
     """
     from ..errors import UsageError
     from ..paths import check_output_file
 
     outs = [(path, option.split()[0]) for _, path, option in outputs_of(args) if path != "-"]
+    fmts = [fmt for fmt, path, _ in outputs_of(args) if path != "-"]
     for path, option in outs:
         check_output_file(path, option)
     status_dir = getattr(args, "status_dir", None)
@@ -322,8 +323,9 @@ def check_outputs(args: argparse.Namespace) -> None:
                 raise UsageError("%s %s is a status file of --status-dir %s; write the output elsewhere (nothing "
                                  "was written)" % (option, path, status_dir))
     for i, (path, option) in enumerate(outs):
-        for other, other_option in outs[i + 1:]:
-            if _regular_or_absent(path) and _same_file(path, other):
+        for j, (other, other_option) in enumerate(outs[i + 1:], i + 1):
+            # the same document twice (--format json --output F --json F) is harmless
+            if fmts[i] != fmts[j] and _regular_or_absent(path) and _same_file(path, other):
                 raise UsageError("%s %s and %s %s name the same file; give each output its own path (nothing was "
                                  "written)" % (option, path, other_option, other))
         for attr, in_option in INPUT_ARGS:
