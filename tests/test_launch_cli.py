@@ -411,3 +411,27 @@ def test_a_broken_interpolation_is_named_with_omegaconfs_error(pyz, bare_python,
     for w in words:
         assert w in row["message"] + row["fix"], (w, row)
     assert p.returncode == 1
+
+
+@pytest.mark.fault("WRONG")
+@pytest.mark.parametrize("kind", ["fifo", "chardev", "dir", "absent"])
+@pytest.mark.parametrize("cmd", ["config", "check", "data"])
+def test_a_file_that_is_not_regular_is_named_so_and_never_read(pyz, tmp_path, kind, cmd):
+    if kind == "fifo":
+        path = str(tmp_path / ("ff.parquet" if cmd == "data" else "ff.yaml"))
+        os.mkfifo(path)  # opening it would block: the command must not
+        want = "not a regular file (a FIFO)"
+    elif kind == "chardev":
+        path, want = "/dev/zero", "not a regular file (a character device)"
+    elif kind == "dir":
+        if cmd == "data":
+            pytest.skip("a directory is the parquet files in it (tested in test_data)")
+        path, want = str(tmp_path), "not a regular file (a directory)"
+    else:
+        path, want = str(tmp_path / "nope.yaml"), "no such file"
+    args = {"config": ["config", "--file", path], "check": ["check", "--stage", "config", "--config", path],
+            "data": ["data", path]}[cmd]
+    p = pyz_run(pyz, *args)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "%s: %s" % (path, want) in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1

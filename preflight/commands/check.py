@@ -119,8 +119,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--config is empty (an unset variable in a script?); pass a saved verl config file or "
                          "leave --config out")
     python = _resolve_python(args.python)
-    if args.config and not os.path.isfile(args.config):
-        raise UsageError("--config %s: no such file; pass a saved verl config (YAML or JSON)" % args.config)
+    from ..launch.compose import file_problem
+
+    why = file_problem(args.config) if args.config else None
+    if why is not None:
+        raise UsageError("--config %s: %s; pass a saved verl config (YAML or JSON)" % (args.config, why))
     mx = matrix_mod.load()
     if args.verl and mx.verl(args.verl) is None:
         raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (

@@ -66,8 +66,11 @@ def run(args: argparse.Namespace) -> int:
 
     check_outputs(args)
     python = _resolve_python(args.python)
-    if args.file and not os.path.isfile(args.file):
-        raise UsageError("--file %s: no such file; pass a saved verl config (YAML or JSON)" % args.file)
+    from ..launch.compose import file_problem
+
+    why = file_problem(args.file) if args.file else None
+    if why is not None:
+        raise UsageError("--file %s: %s; pass a saved verl config (YAML or JSON)" % (args.file, why))
     if args.timeout <= 0:
         raise UsageError("--timeout must be > 0")
     mx = matrix_mod.load()

@@ -158,6 +158,11 @@ def expand_files(paths: List[str]) -> Tuple[List[str], List[Tuple[str, List[str]
     if missing:
         raise UsageError("%s: no such file; pass the parquet files of data.train_files / data.val_files" %
                          ", ".join(missing))
+    from ..launch.compose import file_problem
+
+    odd = ["%s: %s" % (p, file_problem(p)) for p in paths if not os.path.isdir(p) and file_problem(p)]
+    if odd:
+        raise UsageError("%s; pass the parquet files of data.train_files / data.val_files" % "; ".join(odd))
     for p in paths:
         if os.path.isdir(p):
             inside = sorted(os.path.join(p, f) for f in os.listdir(p)

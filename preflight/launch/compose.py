@@ -486,12 +486,32 @@ class Composed:
 MAX_CONFIG_BYTES = 1 << 20
 
 
+def file_problem(path: str) -> Optional[str]:
+    """Why ``path`` cannot be read as a file (``"no such file"``, ``"not a regular file (a FIFO)"``),
+    or None for a regular file. Only stats the path: a FIFO is never opened (opening one blocks)."""
+    import stat
+
+    try:
+        mode = os.stat(os.path.expanduser(path)).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return "cannot be read (%s)" % (exc.strerror or exc)
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "not a file")
+    return "not a regular file (%s)" % kind
+
+
 def _check_user_file(path: str) -> None:
     """Raise UsageError when ``--file`` is absent, FileUnreadable when it is over
     :data:`MAX_CONFIG_BYTES` or a .json file is not a JSON mapping (YAML files are read by Hydra's
     OmegaConf in the composing process)."""
-    if not os.path.isfile(path):
-        raise UsageError("--file %s: no such file; pass the path of a saved verl config (YAML or JSON)" % path)
+    why = file_problem(path)
+    if why is not None:
+        raise UsageError("--file %s: %s; pass the path of a saved verl config (YAML or JSON)" % (path, why))
     size = os.path.getsize(path)
     if size > MAX_CONFIG_BYTES:
         raise FileUnreadable("--file %s is %.1f MiB, over the %d MiB a config can be (a verl config is a few KB); "
