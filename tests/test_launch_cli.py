@@ -435,3 +435,15 @@ def test_a_file_that_is_not_regular_is_named_so_and_never_read(pyz, tmp_path, ki
     assert p.returncode == 2, p.stdout + p.stderr
     assert "%s: %s" % (path, want) in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.fault("WRONG")
+def test_a_fifo_named_as_train_files_is_not_a_regular_file(pyz, bare_python, tmp_path):
+    fifo = str(tmp_path / "train.parquet")
+    os.mkfifo(fifo)  # reading it would block the data stage
+    out = tmp_path / "r.json"
+    p = pyz_run(pyz, "config", "--python", bare_python, "--json", str(out), "--", *SEED, "data.train_files=" + fifo)
+    res = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    row = res["config.data.not_regular"]
+    assert row["status"] == "fail" and row["message"] == "%s: not a regular file (a FIFO)" % fifo, row
+    assert fifo not in json.dumps(res.get("config.data.absent") or {}) and p.returncode == 1

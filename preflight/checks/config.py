@@ -300,6 +300,12 @@ def data_check(ctx: Any) -> List[Outcome]:
         else:
             out.append(warned("%s is a directory: verl 0.9.1 stops on it (ValueError 'Unsupported file format'); "
                               "not recorded for verl %s" % (d, rs["label"]), fix, ev, item=item))
+    from ..launch.compose import file_problem
+
+    odd = [p for p in paths if p not in local and p not in dirs and os.path.exists(os.path.expanduser(p))]
+    for p in odd:  # a FIFO or a device: never opened (a FIFO blocks), and verl cannot read it as a table
+        out.append(failed("%s: %s" % (p, file_problem(p)), "point data.train_files / data.val_files at the parquet "
+                          "files", {"path": p}, item="not_regular"))
     if not local and out:
         return out
     if not local:
@@ -318,7 +324,7 @@ def data_check(ctx: Any) -> List[Outcome]:
         return [errored(str(exc))]
     out += [outcome_of(f, f.item) for f in found]
     out += _smoke(ctx, c, local, found)
-    missing = [p for p in paths if p not in local and p not in dirs]
+    missing = [p for p in paths if p not in local and p not in dirs and p not in odd]
     if missing:
         out.append(skipped("not on this machine, not read: %s" % ", ".join(missing), item="absent"))
     return out
