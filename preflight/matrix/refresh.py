@@ -25,6 +25,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from ..outputs import child
+
 __all__ = ["PACKAGES", "fetch_metadata", "list_versions", "parse_index_versions", "parse_report", "select_versions",
            "refresh", "RefreshError"]
 
@@ -94,8 +96,8 @@ def list_versions(name: str, python: Optional[str] = None, timeout: float = 120.
     """
     cmd = _pip(python or sys.executable) + ["index", "versions", name]
     try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True, timeout=timeout, env=_env())
+        proc = child.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         universal_newlines=True, timeout=timeout, env=_env())
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RefreshError("pip index versions %s: %s" % (name, exc))
     found = parse_index_versions(proc.stdout) if proc.returncode == 0 else None
@@ -131,8 +133,8 @@ def fetch_metadata(name: str, version: str, python: Optional[str] = None,
             "install", "--dry-run", "--no-deps", "--ignore-installed", "--ignore-requires-python", "--quiet",
             "--report", report, "%s===%s" % (name, version)]
         try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  universal_newlines=True, timeout=timeout, env=_env())
+            proc = child.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             universal_newlines=True, timeout=timeout, env=_env(), workdir=tmp)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise RefreshError("pip metadata read of %s==%s: %s" % (name, version, exc))
         if proc.returncode != 0 or not os.path.exists(report):

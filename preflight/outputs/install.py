@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
 from ..errors import UsageError
+from . import child
 from ..redact import redact_text
 
 __all__ = ["InstallResult", "install", "check_prefix", "prefix_lock", "INCOMPLETE", "INSTALLED", "CREATED",
@@ -113,7 +114,7 @@ def _drop_interpreters(prefix: str) -> None:
 
 def _works(cmd: List[str]) -> bool:
     try:
-        return subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120).returncode == 0
+        return child.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 
@@ -134,9 +135,9 @@ def _see_base_venv(base_python: str, prefix: str, say: Callable[[str], None]) ->
     code = ("import json, site, sys; print(json.dumps([sys.prefix != getattr(sys, 'base_prefix', sys.prefix), "
             "site.getsitepackages() if hasattr(site, 'getsitepackages') else []]))")
     try:
-        out = subprocess.run([base_python, "-c", code], capture_output=True, text=True, timeout=60)
+        out = child.run([base_python, "-c", code], capture_output=True, text=True, timeout=60)
         in_venv, dirs = json.loads(out.stdout.strip().splitlines()[-1])
-        mine = subprocess.run([os.path.join(prefix, "bin", "python"), "-c",
+        mine = child.run([os.path.join(prefix, "bin", "python"), "-c",
                                "import site; print(site.getsitepackages()[0])"],
                               capture_output=True, text=True, timeout=60).stdout.strip()
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
@@ -165,9 +166,9 @@ def _run(cmd: List[str], log: List[str], say: Callable[[str], None], timeout: fl
     say("$ " + shown)
     try:
         if live:
-            proc = subprocess.run(cmd, stdout=sys.stderr, timeout=timeout, env=env)
+            proc = child.run(cmd, stdout=sys.stderr, timeout=timeout, env=env)
         else:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+            proc = child.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                                   timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise UsageError("'%s' did not finish within %.0f s; the prefix stays marked incomplete" % (cmd[0], timeout))
@@ -188,7 +189,7 @@ def _version_of(cmd: List[str]) -> tuple:
     import re
 
     try:
-        out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+        out = child.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                              timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
         return ()

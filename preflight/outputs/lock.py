@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from ..errors import UsageError
+from . import child
 
 __all__ = ["Locked", "LockResult", "resolve_lock", "render_lock", "render_pylock", "parse_lock", "find_interpreter",
            "find_uv", "UV_PLATFORM"]
@@ -98,7 +99,7 @@ def pip_settings(python: Optional[str] = None) -> Dict[str, List[str]]:
     ``pip config list``: environment variables first, then site, user and global files), as
     ``{key: [values]}``; {} when pip cannot tell."""
     try:
-        out = subprocess.run([python or sys.executable, "-m", "pip", "config", "list"], stdout=subprocess.PIPE,
+        out = child.run([python or sys.executable, "-m", "pip", "config", "list"], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, universal_newlines=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
         return {}
@@ -137,8 +138,8 @@ def _uv_lock(uv: str, requirements: Sequence[str], python: str, index_url: Optio
             for v in conf.get(key, []):
                 cmd += [flag, v]
         try:
-            proc = subprocess.run(cmd + [req_in], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  universal_newlines=True, timeout=timeout)
+            proc = child.run(cmd + [req_in], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             universal_newlines=True, timeout=timeout, workdir=tmp)
         except subprocess.TimeoutExpired:
             raise UsageError("uv did not resolve %s within %.0f s; check network access to the index (or unset UV / "
                              "take uv off PATH to lock with pip)" % (" ".join(requirements), timeout))
@@ -203,8 +204,8 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
                 cmd += ["--platform", p]
         cmd += list(requirements)
         try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                                  timeout=timeout)
+            proc = child.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                             timeout=timeout, workdir=tmp)
         except subprocess.TimeoutExpired:
             raise UsageError("pip did not resolve %s within %.0f s; check network access to the index" % (
                 " ".join(requirements), timeout))

@@ -44,6 +44,7 @@ from packaging.version import InvalidVersion, Version
 
 from .. import __version__
 from ..errors import UsageError
+from . import child
 
 __all__ = ["LockEntry", "read_lock", "parse_size", "build", "split", "open_wheelhouse", "verify",
            "check_complete", "find_links", "missing_requirements", "installed_versions", "plan", "MANIFEST",
@@ -247,14 +248,15 @@ def plan(entries: Sequence[LockEntry], omit: Sequence[Tuple[str, str]] = (),
 
 
 # ---- pip -------------------------------------------------------------------------------------
-def _pip(args: Sequence[str], timeout: float, python: Optional[str] = None) -> subprocess.CompletedProcess:
+def _pip(args: Sequence[str], timeout: float, python: Optional[str] = None,
+         workdir: Optional[str] = None) -> subprocess.CompletedProcess:
     cmd = [python or sys.executable, "-m", "pip", "--disable-pip-version-check"] + list(args)
     env = dict(os.environ)
     for key in ("PYTHONNOUSERSITE", "PYTHONSAFEPATH"):
         env.pop(key, None)
     try:
-        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                              timeout=timeout, env=env)
+        return child.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                         timeout=timeout, env=env, workdir=workdir)
     except subprocess.TimeoutExpired:
         raise UsageError("'pip %s' did not finish within %.0f s; check the network access to the index" % (
             args[0], timeout))
@@ -298,7 +300,8 @@ def _choose_files(entries: Sequence[LockEntry], python: str, platforms: Sequence
         fh.write(_req_lines(entries, with_hashes=False))
     report = os.path.join(tmp, "choose.json")
     proc = _pip(["install", "--dry-run", "--ignore-installed", "--no-deps", "--quiet", "--report", report,
-                 "--target", os.path.join(tmp, "t")] + _target_args(python, platforms) + ["-r", req], timeout)
+                 "--target", os.path.join(tmp, "t")] + _target_args(python, platforms) + ["-r", req], timeout,
+                workdir=tmp)
     if proc.returncode != 0 or not os.path.exists(report):
         raise UsageError("pip found no file for a pin of the lock on Python %s (%s): %s; nothing was downloaded" % (
             python, ", ".join(platforms[:2]) + (", ..." if len(platforms) > 2 else ""), _pip_error(proc)))
@@ -519,7 +522,7 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
                 _target_args(python, platforms) + ["-r", req]
             if all(e.hashes for e in wheels):
                 args.insert(1, "--require-hashes")
-            proc = _pip(args, timeout)
+            proc = _pip(args, timeout, workdir=tmp)
             if proc.returncode != 0:
                 raise UsageError("pip download failed: %s" % _pip_error(proc))
         built: Dict[str, str] = {}
@@ -530,7 +533,8 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
             with open(req, "w", encoding="utf-8") as fh:
                 fh.write(_req_lines(sdists))
             before = set(os.listdir(bdir))
-            proc = _pip(["wheel", "--no-deps", "--quiet", "--wheel-dir", bdir, "-r", req], timeout, python=builder)
+            proc = _pip(["wheel", "--no-deps", "--quiet", "--wheel-dir", bdir, "-r", req], timeout, python=builder,
+                        workdir=tmp)
             if proc.returncode != 0:
                 raise UsageError("pip wheel could not build %s: %s" % (
                     ", ".join(e.name for e in sdists), _pip_error(proc)))
@@ -930,7 +934,7 @@ def check_complete(path: str, python: str, say: Say = lambda s: None, timeout: f
             fh.write("".join("%s==%s\n" % (r["name"], r["version"]) for r in m["wheels"]))
         report = os.path.join(tmp, "report.json")
         proc = _pip(["install", "--dry-run", "--quiet", "--report", report] + find_links(wh, m) + ["-r", req],
-                    timeout, python=python)
+                    timeout, python=python, workdir=tmp)
         pip_ok = proc.returncode == 0 and os.path.exists(report)
         to_install = []
         if pip_ok:
