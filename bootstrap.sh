@@ -71,7 +71,7 @@ say() {
 
 # a URL as it may be printed: user and password removed (before the checker is there to redact)
 url_shown() {
-    printf '%s\n' "$1" | sed 's#://[^/@]*@#://***@#'
+    printf '%s\n' "$1" | sed 's#://[^/]*@#://***@#'
 }
 
 # a command line as it may be printed: redacted by the verified checker's own redactor

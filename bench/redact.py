@@ -14,6 +14,8 @@ CASES = {
     "word run": "a", "assignments": "a=", "colons": "a: ", "schemes": "http://", "userinfo": "a://b:",
     "options": "--a ", "quotes": "PASSWORD='", "escaped quotes": '\\"', "secret keys": "api_key=",
     "dashes": "-", "dots": "x.", "bearer": "Bearer ", "words": "word ", "tokens": "hf_",
+    "at signs": "http://a@", "blocks": "password: |\n", "indented": "  api_tokens:\n", "pairs": "('HF_TOKEN', ",
+    "xml": "<password>", "curl -u": "curl -u a:", "mysql -p": "mysql -pa ", "weak keys": "x.wandb_key=a.b ",
 }
 
 

@@ -2,7 +2,8 @@
 
 What is hidden (replaced by ``***``):
 
-* by name: the value of a key that names a secret (:func:`is_secret_key`: HF_TOKEN, DB_PASSWORD,
+* by name: the value of a key that names a secret (:func:`is_secret_key`, plurals too: HF_TOKEN,
+  hf_tokens, api_keys, secrets, DB_PASSWORD,
   RAY_REDIS_PASS, WANDB_API_KEY, trainer.wandb_key, aws_secret_access_key; not data.prompt_key,
   reward_fn_key or ppo_max_token_len_per_gpu), in a mapping or in free text in every common form:
   ``KEY=v``, ``KEY: v``, ``'KEY': 'v'``, ``"KEY": "v"`` (JSON, also backslash-escaped inside
@@ -11,8 +12,13 @@ What is hidden (replaced by ``***``):
   next white space;
 * by shape: Hugging Face (``hf_``), OpenAI (``sk-``), GitHub (``ghp_``, ``github_pat_``), GitLab
   (``glpat-``), PyPI (``pypi-``), AWS (``AKIA``/``ASIA``), Slack (``xox?-``) tokens, JWTs,
-  ``Bearer`` tokens, ``wandb login`` keys, PEM private-key blocks, and URL userinfo
-  (``https://user:***@host``, ``https://:***@host``, ``https://***@host``);
+  ``Bearer`` tokens, ``wandb login`` keys, PEM private-key blocks, URL userinfo (all of it, to the
+  last ``@`` of the authority, on http(s)/ray/redis URLs: ``https://***@host``; the password of
+  other schemes: ``s3://user:***@host``; ``ssh://git@host`` stays), ``curl -u user:***``,
+  ``mysql -p***``, ``<password>***</password>``;
+* in the forms ``('KEY', 'v')`` and ``['--api-key', 'v']`` (a quoted name, a comma, a quoted value),
+  YAML blocks (``key: |`` or ``key:`` followed by deeper-indented lines: all of them hidden), and
+  with any blank but a line end around the separator (a no-break space too);
 * by value: every value that was once hidden by name, and the value of every secret-named
   environment variable of this process (:func:`add_secret`, :func:`collect_environ`), wherever it
   appears later, also URL-encoded. That covers values derived from secrets, such as a resolved
@@ -32,24 +38,42 @@ import threading
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from urllib.parse import quote, urlsplit, urlunsplit
 
-__all__ = ["MASK", "redact", "redact_text", "is_secret_key", "add_secret", "collect", "collect_environ",
+__all__ = ["MASK", "redact", "redact_text", "is_secret_key", "secret_strength", "plain_value", "hides", "add_secret", "collect", "collect_environ",
            "forget_secrets",
            "strip_userinfo", "url_has_userinfo"]
 
 MASK = "***"
 
 # ---- names -------------------------------------------------------------------------------------
-# A name is a secret's when its last part is one of _SECRET_LAST (HF_TOKEN, DB_PASSWORD,
-# RAY_REDIS_PASS), when it holds one of _SECRET_ANY anywhere (aws_secret_access_key), when its last
-# part ends in one of _SECRET_SUFFIX (HFToken, wandbApiKey), or when it ends in "key" after any part
-# other than the field-name words of _FIELD_KEY (WANDB_API_KEY, trainer.wandb_key, openai_key are
-# secrets; data.prompt_key, reward_fn_key, image_key name dataset columns).
+# A name is a secret's when its last part (made singular: keys, tokens, secrets, passwords) is one
+# of _SECRET_LAST (HF_TOKEN, DB_PASSWORD, RAY_REDIS_PASS, api_tokens), when it holds one of
+# _SECRET_ANY anywhere (aws_secret_access_key), when its last part ends in one of _SECRET_SUFFIX
+# (HFToken, wandbApiKey), or when it ends in "key"/"keys" after any part other than the field-name
+# words of _FIELD_KEY (WANDB_API_KEY, trainer.wandb_key, openai_key are secrets; data.prompt_key,
+# reward_fn_key, image_key name dataset columns). A plural "tokens" after a counting or content
+# word (max_tokens, max_new_tokens, special_tokens) is a count or a list of words, not a secret.
+#
+# Names are strong or weak (:func:`secret_strength`). A strong name says what it holds: api,
+# secret, token, password, auth, credential (api_key, HF_TOKEN, secret_key). A weak one only ends
+# in key(s) or tokens (wandb_key, num_cpus_key, hf_tokens): its value is hidden unless it is
+# plainly no secret (:func:`plain_value`: null, a bool, a number, a lower-case word, a dotted config
+# path such as ``ray_kwargs.ray_init.num_cpus``), so a field that names a config key stays visible.
 _SECRET_LAST = {"token", "secret", "password", "passwd", "pwd", "pass", "passphrase", "passcode", "credential",
                 "credentials", "auth", "authorization", "cookie", "apikey", "accesskey", "secretkey", "privatekey",
                 "pat", "sessiontoken", "authtoken", "accesstoken", "refreshtoken", "clientsecret"}
-_SECRET_ANY = {"password", "passwd", "secret", "credentials", "apikey", "passphrase"}
+_SECRET_ANY = {"password", "passwords", "passwd", "secret", "secrets", "credentials", "apikey", "apikeys",
+               "passphrase"}
 _SWITCH = {"disable", "enable", "disabled", "enabled"}
 _SECRET_SUFFIX = ("token", "password", "passwd", "secret", "apikey")
+#: Words before "key"/"keys" that make the name strong (api_key, private_keys).
+_STRONG_KEY = {"api", "secret", "private", "access", "auth", "token", "password", "credential", "ssh",
+               "encryption", "signing", "client", "session"}
+#: Words before a plural "tokens" that make it a count or a list of words (max_tokens).
+_COUNT_TOKENS = {"max", "min", "num", "new", "total", "prompt", "response", "input", "output", "special", "stop",
+                 "bad", "pad", "extra", "added", "generated", "gen", "completion", "context", "reasoning", "cached",
+                 "image", "vision", "audio", "video", "eos", "bos", "vocab", "per", "batched", "thinking", "n",
+                 "skip", "masked", "valid", "loss", "seq", "sequence", "text", "think", "tool", "answer", "all",
+                 "target", "draft", "speculative", "lookahead", "unk", "sep", "mask", "allowed", "banned", "logit"}
 _FIELD_KEY = {"prompt", "image", "images", "video", "videos", "audio", "response", "reward", "fn", "label", "labels",
               "answer", "query", "question", "chosen", "rejected", "text", "input", "output", "data", "source",
               "message", "messages", "content", "tool", "tools", "sort", "group", "partition", "hash", "cache",
@@ -64,19 +88,72 @@ def _parts(key: str) -> List[str]:
     return [p for p in re.split(r"[^a-z0-9]+", key.lower()) if p]
 
 
+def _singular(word: str) -> str:
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        base = word[:-1]
+        if base == "key" or base in _SECRET_LAST or base.endswith(_SECRET_SUFFIX) or base.endswith("key"):
+            return base
+    return word
+
+
 @functools.lru_cache(maxsize=8192)
+def secret_strength(key: str) -> int:
+    """How surely the name ``key`` holds a secret: 2 (strong: its value is always hidden), 1 (weak:
+    hidden unless :func:`plain_value`), 0 (no secret). Rules in the comment above."""
+    parts = _parts(key)
+    if not parts or parts in (["pwd"], ["oldpwd"]) or _SWITCH.intersection(parts):
+        return 0  # the shell's working directories; switches (HF_HUB_DISABLE_IMPLICIT_TOKEN=1)
+    raw = parts[-1]
+    last = _singular(raw)
+    prev = parts[-2] if len(parts) >= 2 else ""
+    if last == "key":
+        if raw == "keys" and len(parts) == 1:
+            return 0  # a bare "keys" (a list of names)
+        if prev in _STRONG_KEY or _SECRET_ANY.intersection(parts):
+            return 2
+        return 1 if len(parts) >= 2 and prev not in _FIELD_KEY else 0
+    if last != raw and last.endswith("token") and last != "token" or last == "token" and raw == "tokens":
+        if prev in _COUNT_TOKENS or len(parts) == 1:
+            return 0  # max_tokens, special_tokens; a bare "tokens"
+        return 2 if prev in _STRONG_KEY else 1
+    if last in _SECRET_LAST or _SECRET_ANY.intersection(parts) or last.endswith(_SECRET_SUFFIX):
+        return 2
+    return 0
+
+
 def is_secret_key(key: str) -> bool:
-    """True when a variable, field or option name says it holds a secret (rules above).
+    """True when a variable, field or option name may hold a secret (strong or weak, see
+    :func:`secret_strength`; a weak one's value is hidden only when it is not :func:`plain_value`).
 
     ``key``: any name, dotted or dashed (``+trainer.wandb_key``, ``--api-key``, ``HF_TOKEN``).
     """
-    parts = _parts(key)
-    if not parts or parts in (["pwd"], ["oldpwd"]) or _SWITCH.intersection(parts):
-        return False  # the shell's working directories; switches (HF_HUB_DISABLE_IMPLICIT_TOKEN=1)
-    last = parts[-1]
-    if last in _SECRET_LAST or _SECRET_ANY.intersection(parts) or last.endswith(_SECRET_SUFFIX):
+    return secret_strength(key) > 0
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\Z")
+_WORD = re.compile(r"[a-z][a-z_]{0,63}\Z")
+_CONFIG_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
+
+
+def plain_value(value: Any) -> bool:
+    """True when ``value`` is plainly no secret: None, a bool, a number (also as text), ``null``,
+    a lower-case word without digits (``images``, ``data_source``) or a dotted config path of at
+    most 128 characters (``ray_kwargs.ray_init.num_cpus``)."""
+    if value is None or isinstance(value, (bool, int, float)):
         return True
-    return last == "key" and len(parts) >= 2 and parts[-2] not in _FIELD_KEY
+    if not isinstance(value, str):
+        return False
+    v = value.strip()
+    if v.lower() in ("", "null", "none", "~", "true", "false"):
+        return True
+    return bool(_NUMBER.match(v) or _WORD.match(v) or (len(v) <= 128 and _CONFIG_PATH.match(v)))
+
+
+def hides(key: str, value: Any) -> bool:
+    """True when ``value``, stored under the name ``key``, is a secret by its name (strong, or weak
+    and not :func:`plain_value`)."""
+    n = secret_strength(key) if key else 0
+    return n == 2 or (n == 1 and not plain_value(value))
 
 
 # ---- values known to be secret -----------------------------------------------------------------
@@ -164,15 +241,31 @@ _SHAPES = [
 _AFTER = re.compile(r"(?P<head>\b(?:[Bb]earer|BEARER)[ \t]+|\bwandb login[ \t]+(?:--\S+[ \t]+)*)"
                     r"(?P<val>[A-Za-z0-9._~+/=\-:]{8,})")
 # scheme://userinfo@ : the scheme cannot start inside a longer run of scheme characters
-_URL = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<info>[^/\s@?#\"'<>]*)@")
+# (the userinfo runs to the LAST @ of the authority: pip splits there, so a password may hold one)
+_URL = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<info>[^/\s?#\"'<>]*)@")
+#: Schemes whose userinfo is always a credential, a user name too (https://TOKEN@pypi.fury.io).
+_SECRET_SCHEMES = ("http", "https", "ray", "redis", "rediss")
 _UNIX_USER = re.compile(r"[a-z_][a-z0-9_.\-]{0,31}\Z")
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
 _PEM_END = "-----END"
 # KEY + separator: the key cannot start inside a longer name; the separator is = or : (with an
 # optional closing quote of a quoted key before it, backslash-escaped or not), or white space after
 # an option (--password v).
+# A quoted key followed by a comma and a quoted value is a pair too: ('HF_TOKEN', 'v'),
+# ['--api-key', 'v']. Blanks are any white space but line ends (a no-break space too).
 _KEY = re.compile(r"(?<![\w.\-])(?P<key>-{0,2}[A-Za-z_][\w.\-]*)"
-                  r"(?P<sep>(?:\\?[\"'])?[ \t]*(?P<op>[=:])[ \t]*|(?<=[A-Za-z0-9])[ \t]+(?=[^\s=:]))")
+                  r"(?P<sep>(?:\\?[\"'])?[^\S\r\n]*(?P<op>[=:])[^\S\r\n]*"
+                  r"|\\?[\"'][^\S\r\n]*(?P<comma>,)[^\S\r\n]*(?=\\?[\"'])"
+                  r"|(?<=[A-Za-z0-9])[^\S\r\n]+(?=[^\s=:]))")
+_BLOCK = re.compile(r"[|>][-+0-9]*[^\S\r\n]*(?:#[^\r\n]*)?\Z")
+# curl -u user:password, --user, --proxy-user: the part after the first colon
+_USER_OPT = re.compile(r"(?<![\w\-])(?P<head>(?:-u|-U|--user|--proxy-user)(?:[^\S\r\n]+|=)[\"']?[^\s:\"']*:)"
+                       r"(?P<val>[^\s\"']+)")
+# mysql -pPASSWORD (and mysqldump, mariadb, sshpass): a password glued to -p, on such a line
+_GLUED_P_CMD = re.compile(r"\b(?:mysql\w*|mariadb[\w\-]*|sshpass)\b")
+_GLUED_P = re.compile(r"(?<!\S)-p(?P<val>[^\s\"']+)")
+# <password>v</password>, <api_key attr="x">v</api_key>
+_XML = re.compile(r"<(?P<tag>[A-Za-z_][\w.\-:]*)(?:\s[^<>]*)?>(?P<val>[^<]*)</")
 _WS = re.compile(r"\s")
 _INNER_ASSIGN = re.compile(r"[A-Za-z_][\w.\-]*=[^=]")
 _EOL = re.compile(r"[\r\n]")
@@ -180,6 +273,9 @@ _EOL = re.compile(r"[\r\n]")
 
 def _url(m: "re.Match[str]") -> str:
     info = m.group("info")
+    scheme = m.group("scheme")[:-3].lower().rsplit("+", 1)[-1]
+    if info and info != MASK and scheme in _SECRET_SCHEMES:
+        return "%s%s@" % (m.group("scheme"), MASK)
     if ":" in info:
         user = info.split(":", 1)[0]
         return "%s%s:%s@" % (m.group("scheme"), user, MASK)
@@ -216,31 +312,66 @@ def _value_end(s: str, p: int, op: str, flag: bool) -> Tuple[int, int]:
     return start, close
 
 
+def _block_end(s: str, eol: int, line_start: int) -> int:
+    """End of the lines after ``eol`` indented deeper than the line at ``line_start`` (a YAML
+    block scalar or nested list under a key), blank lines included; ``eol`` when there are none."""
+    n = len(s)
+    indent = 0
+    while line_start + indent < n and s[line_start + indent] in " \t":
+        indent += 1
+    end = eol
+    p = eol
+    while p < n and s[p] in "\r\n":
+        q = p + 1 if not (s[p] == "\r" and p + 1 < n and s[p + 1] == "\n") else p + 2
+        k = q
+        while k < n and s[k] in " \t":
+            k += 1
+        if k < n and s[k] not in "\r\n" and k - q <= indent:
+            break
+        m = _EOL.search(s, k)
+        p = m.start() if m else n
+        if k < n and s[k] not in "\r\n":
+            end = p
+    return end
+
+
 def _assignments(s: str, collect: bool) -> str:
     out: List[str] = []
     pos = 0
     i = 0
     n = len(s)
+    line_start, scanned = 0, 0
     while i < n:
         m = _KEY.search(s, i)
         if m is None:
             break
-        key, op = m.group("key"), m.group("op")
+        key, op = m.group("key"), m.group("op") or m.group("comma")
         flag = op is None
         if flag and not key.startswith("-"):
             i = m.end("key")  # "word word" is no assignment
             continue
-        if not is_secret_key(key):
+        strength = secret_strength(key)
+        if not strength:
             i = m.end("key") if flag else m.end()
             continue
-        start, end = _value_end(s, m.end(), op or "", flag)
+        start, end = _value_end(s, m.end(), op if op == ":" else "=", flag)
         val = s[start:end]
         if flag and _INNER_ASSIGN.match(val):
             i = m.end()  # --secret id=netrc,src=FILE: the value is itself assignments, looked at next
             continue
-        if val and val != MASK:
+        if op == ":" and (not val.strip() or _BLOCK.match(val)) and end < n:
+            nl = s.rfind("\n", scanned, m.start())
+            if nl >= 0:
+                line_start = nl + 1
+            scanned = max(scanned, m.start())
+            end = _block_end(s, end, line_start)  # key: |\n  value, key:\n  - value
+            val = s[start:end]
+        if val.strip() and val != MASK and (strength == 2 or not plain_value(val)):
             if collect:
                 add_secret(val)
+                if end - start > len(val.strip()) or "\n" in val:
+                    for line in val.splitlines():
+                        add_secret(line.strip().lstrip("-").strip())
             else:
                 out.append(s[pos:start])
                 out.append(MASK)
@@ -252,12 +383,28 @@ def _assignments(s: str, collect: bool) -> str:
     return "".join(out)
 
 
+def _glued(s: str) -> str:
+    """``s`` with the passwords of ``curl -u user:pw`` and ``mysql -ppw`` masked."""
+    if "-u" in s or "-U" in s or "user" in s:
+        s = _USER_OPT.sub(lambda m: m.group("head") + MASK, s)
+    if "-p" in s and _GLUED_P_CMD.search(s):
+        out = []
+        for line in s.splitlines(True):
+            out.append(_GLUED_P.sub("-p" + MASK, line) if _GLUED_P_CMD.search(line) else line)
+        s = "".join(out)
+    if "</" in s:
+        s = _XML.sub(lambda m: (m.group(0)[:m.start("val") - m.start()] + MASK + "</")
+                     if m.group("val").strip() and m.group("val") != MASK and hides(m.group("tag"), m.group("val"))
+                     else m.group(0), s)
+    return s
+
+
 #: Every secret name holds one of these (lower case): a text without any has no KEY=v to mask.
 _NAME_HINTS = ("token", "secret", "pass", "pwd", "key", "auth", "cred", "cookie", "pat")
 
 
 def _may_assign(s: str) -> bool:
-    if "=" not in s and ":" not in s and "-" not in s:
+    if "=" not in s and ":" not in s and "-" not in s and "," not in s:
         return False
     low = s.lower()
     return any(h in low for h in _NAME_HINTS)
@@ -291,6 +438,7 @@ def redact_text(s: str) -> str:
         s = _URL.sub(_url, s)
     if _may_assign(s):
         s = _assignments(s, collect=False)
+    s = _glued(s)
     for needles, pat in _SHAPES:
         if any(n in s for n in needles):
             s = pat.sub(MASK, s)
@@ -301,13 +449,13 @@ def redact_text(s: str) -> str:
 
 def _collect(value: Any, key: str = "") -> None:
     """Register the values hidden by name anywhere in ``value`` (first pass of :func:`redact`)."""
-    if key and is_secret_key(key):
+    if key and is_secret_key(key) and (isinstance(value, (dict, list, tuple)) or hides(key, value)):
         if isinstance(value, dict):
             value = list(value.values())
         for v in (value if isinstance(value, (list, tuple)) else [value]):
             if isinstance(v, (dict, list, tuple)):
                 _collect(v, key)
-            else:
+            elif hides(key, v):
                 add_secret(v)
         return
     if isinstance(value, dict):
@@ -328,7 +476,7 @@ def collect(value: Any) -> None:
 
 
 def _mask(value: Any, key: str = "") -> Any:
-    if key and is_secret_key(key) and value not in (None, "", [], {}) and not isinstance(value, bool):
+    if key and value not in (None, "", [], {}) and not isinstance(value, bool) and hides(key, value):
         return MASK
     if isinstance(value, dict):
         return {k: _mask(v, str(k)) for k, v in value.items()}

@@ -50,11 +50,43 @@ FORMS = [
     ("Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abc", "eyJhbGciOiJIUzI1NiJ9"),
     ("wandb login 0123456789abcdef0123456789abcdef01234567", "0123456789abcdef0123456789abcdef01234567"),
     ("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA"),
+    # plural names, list values
+    ("+trainer.wandb_api_keys=[k-0123456789]", "k-0123456789"),
+    ("+trainer.hf_tokens=[hft-abcdef123]", "hft-abcdef123"),
+    ("api_tokens: [tok-plural-1, tok-plural-2]", "tok-plural-2"),
+    ("OPENAI_API_KEYS=oakey-123abc python3 x.py", "oakey-123abc"),
+    ("secrets: s3cr3t-list-9", "s3cr3t-list-9"),
+    ("DB_PASSWORDS='pw-one,pw-two'", "pw-two"),
+    ("api_tokens:\n  - blocklist-tok-1\n  - blocklist-tok-2\nother: 1", "blocklist-tok-2"),
+    # URL userinfo: a password holding @ (pip splits at the last @), a user-only token
+    ("http://u:p@ss-word9@host/simple", "ss-word9"),
+    ("https://a1b2c3d4e5f6g7h8i9j0kfury@pypi.fury.io/acme/", "a1b2c3d4e5f6g7h8i9j0kfury"),
+    ("ray://admin:raypw-77@head:10001", "raypw-77"),
+    ("redis://rediuser:redis-pw-1@h:6379", "redis-pw-1"),
+    # what a target prints: a tuple, an argv list, a YAML block, curl -u, mysql -p, XML, no-break spaces
+    ("('HF_TOKEN', 'tupletok-111')", "tupletok-111"),
+    ("['--api-key', 'argvtok-222']", "argvtok-222"),
+    ('["WANDB_API_KEY", "jsonpair-223"]', "jsonpair-223"),
+    ("wandb_api_key: |\n  blocktok-333\n  blocktok-334\nnext: 1", "blocktok-334"),
+    ("password: >-\n    foldedpw-335", "foldedpw-335"),
+    ("curl -u admin:curlpw-555 https://x", "curlpw-555"),
+    ("curl --user=admin:curlpw-556 https://x", "curlpw-556"),
+    ("mysql -h db -u root -pmysqlpw-000 mydb", "mysqlpw-000"),
+    ("sshpass -psshpw-001 ssh host", "sshpw-001"),
+    ("<password>xmltok-666</password>", "xmltok-666"),
+    ('<api_key kind="x">xmltok-667</api_key>', "xmltok-667"),
+    ("HF_TOKEN\u00a0=\u00a0nbsptok-888", "nbsptok-888"),
+    ("HF_TOKEN\u2003:\u2003emsptok-889", "emsptok-889"),
 ]
 #: Config and data names that only look like secrets: their values stay.
 PLAIN = ["data.prompt_key=prompt", "reward_fn_key=data_source", "ppo_max_token_len_per_gpu=16384",
          "data.image_key=images", "max_tokens=16", "tokens_per_s=3.5", "NCCL_SOCKET_IFNAME=eth0",
-         "key_classes=3", "keyboard: us"]
+         "key_classes=3", "keyboard: us",
+         # a *_key field that names a config key, a weak name with a plain value, counts of tokens
+         "num_cpus_key=ray_kwargs.ray_init.num_cpus", "trainer.num_cpus_key: ray_kwargs.ray_init.num_cpus",
+         "launch: ray_kwargs.ray_init.num_cpus=null", "video_key=videos", "x.sort_key=null", "hf_tokens=4096",
+         "max_new_tokens=512", "special_tokens: [pad, eos]", "('max_tokens', 16)", "python -u train.py",
+         "tar -pxf a.tar", "ssh://git@github.example/x.git", "curl -u admin https://x"]
 
 
 @pytest.fixture(autouse=True)
@@ -78,6 +110,29 @@ def test_every_form_is_masked_in_text_and_in_structures(text, secret):
 @pytest.mark.parametrize("text", PLAIN)
 def test_config_names_are_not_secrets(text):
     assert redact(text) == text
+
+
+@pytest.mark.fault("WRONG")
+@pytest.mark.parametrize("field,value", [("num_cpus_key", "ray_kwargs.ray_init.num_cpus"), ("prompt_key", "prompt"),
+                                         ("reward_fn_key", "data_source"), ("image_key", "images"),
+                                         ("video_key", "videos"), ("resume_key", None), ("ckpt_key", 3),
+                                         ("max_tokens", 16), ("hf_tokens", "1024")])
+def test_config_key_fields_stay_visible(field, value):
+    # a field that names a config key, or a weak name (ends in key/tokens, no api/secret/token/
+    # password/auth/credential) holding null, a number or a config path, is shown; the path does
+    # not become a secret that is hidden elsewhere either
+    doc = {field: value, "line": "launch: %s=null" % value}
+    assert redact(doc) == doc
+
+
+@LEAK
+@pytest.mark.parametrize("field,value", [("wandb_key", "0123456789abcdef"), ("num_cpus_key", "k-secret-1"),
+                                         ("hf_tokens", ["hft-abcdef123"]), ("api_key", "images"),
+                                         ("api_tokens", "12345"), ("secret_key", "a.b"), ("passwords", ["x1"]),
+                                         ("WANDB_API_KEYS", "plain")])
+def test_secret_fields_are_hidden_whatever_the_value_looks_like(field, value):
+    # strong names are hidden whatever the value; weak ones unless the value is plainly no secret
+    assert redact({field: value, "note": "see %s" % value})[field] == MASK
 
 
 @LEAK
@@ -216,6 +271,9 @@ def bootstrap(*args, env=None):
     ("python3 -m verl.trainer.main_ppo +trainer.wandb_key=0123456789abcdef", "0123456789abcdef"),
     ("HF_TOKEN='a b, c' python3 -m verl.trainer.main_ppo", "a b, c"),
     ("python3 -m verl.trainer.main_ppo data.train_files=https://u:pw-in-url@host/x.parquet", "pw-in-url"),
+    ("OPENAI_API_KEYS=oakey-123abc python3 -m verl.trainer.main_ppo", "oakey-123abc"),
+    ("python3 -m verl.trainer.main_ppo +trainer.hf_tokens=[hft-abcdef123]", "hft-abcdef123"),
+    ("python3 -m verl.trainer.main_ppo data.train_files=http://u:p@ss-word9@host/x.parquet", "ss-word9"),
 ])
 def test_bootstrap_trace_and_log_are_masked(pyz, tmp_path, launch, secret):
     # s06: bootstrap.sh printed its whole command line to stderr and --log
@@ -232,7 +290,10 @@ def test_bootstrap_trace_and_log_are_masked(pyz, tmp_path, launch, secret):
 @pytest.mark.parametrize("url,secret", [("https://u:hunter2@idx.example/simple", "hunter2"),
                                         ("https://:hunter2@idx.example/simple", "hunter2"),
                                         ("https://ghp_abcdefghijklmnopqrstuvwxyz0123@idx.example/simple",
-                                         "ghp_abcdefghijklmnopqrstuvwxyz0123")])
+                                         "ghp_abcdefghijklmnopqrstuvwxyz0123"),
+                                        ("https://u:p@ss-word9@idx.example/simple", "ss-word9"),
+                                        ("https://a1b2c3d4e5f6g7h8i9j0kfury@pypi.fury.io/acme/",
+                                         "a1b2c3d4e5f6g7h8i9j0kfury")])
 def test_bootstrap_install_args_are_masked(pyz, tmp_path, url, secret):
     # s07: --install-args '--torch-index https://u:pw@...' in the dry run's trace and the log
     log = tmp_path / "bs.log"
@@ -359,3 +420,102 @@ def test_report_boundary_hides_a_secret_everywhere_once_seen_anywhere():
     out = redact_report(Report(results=rows, stages=["python", "gpu"], target={"note": "sekrit-value-9"}))
     text = json.dumps([[r.message, r.evidence] for r in out.results] + [out.target])
     assert "sekrit-value-9" not in text and MASK in out.results[0].message
+
+
+# ---- the forms above through every output: console, JSON, junit, markdown ---------------------------
+#: (what the target prints, the secret in it): each kind of form a target's output may take
+TARGET_FORMS = [
+    ("('HF_TOKEN', 'tupletok-111')", "tupletok-111"),
+    ("['--api-key', 'argvtok-222']", "argvtok-222"),
+    ("wandb_api_key: |\n  blocktok-333\nnext: 1", "blocktok-333"),
+    ("curl -u admin:curlpw-555 https://x", "curlpw-555"),
+    ("mysql -h db -pmysqlpw-000", "mysqlpw-000"),
+    ("<password>xmltok-666</password>", "xmltok-666"),
+    ("HF_TOKEN\u00a0=\u00a0nbsptok-888", "nbsptok-888"),
+    ("api_tokens: [listtok-999]", "listtok-999"),
+    ("OPENAI_API_KEYS=oakey-123abc", "oakey-123abc"),
+    ("index http://u:p@ss-word9@host/simple", "ss-word9"),
+    ("https://a1b2c3d4e5f6g7h8i9j0kfury@pypi.fury.io/acme/", "a1b2c3d4e5f6g7h8i9j0kfury"),
+]
+#: console (-v) and JSON of one run; junit of another (it shows the evidence of failed rows)
+FORMATS_OUT = ["console", "json", "junit"]
+
+
+@pytest.fixture(scope="module")
+def target_outputs(pyz, tmp_path_factory):
+    """Check a target whose sitecustomize prints every TARGET_FORMS text (stdout and stderr, each
+    after a marker F<i>) and then exits 3, so its output is the failed row's evidence:
+    {format: everything that format showed or wrote}."""
+    tmp = tmp_path_factory.mktemp("target")
+    v = tmp / "v"
+    subprocess.run([_py311(), "-m", "venv", "--without-pip", str(v)], check=True)
+    site = next(v.glob("lib/python3.*/site-packages"))
+    lines = ["import os, sys"]
+    for i, (text, _) in enumerate(TARGET_FORMS):
+        stream = "sys.stdout" if i % 2 else "sys.stderr"
+        lines.append("%s.write(%r)" % (stream, "F%d %s\n" % (i, text)))
+    lines.append("sys.stdout.flush(); sys.stderr.flush(); os._exit(3)")
+    (site / "sitecustomize.py").write_text("\n".join(lines) + "\n")
+    py = str(v / "bin" / "python")
+    p = pf(pyz, "check", "--python", py, "--stage", "python", "-v", "--json", str(tmp / "r.json"))
+    assert p.returncode == 1, p.stderr
+    out = {"console": p.stdout + p.stderr, "json": (tmp / "r.json").read_text()}
+    q = pf(pyz, "check", "--python", py, "--stage", "python", "-q", "--format", "junit", "--output", str(tmp / "r.xml"))
+    assert q.returncode == 1, q.stderr
+    out["junit"] = (tmp / "r.xml").read_text() + q.stdout + q.stderr
+    return out
+
+
+@LEAK
+@pytest.mark.parametrize("fmt", FORMATS_OUT)
+@pytest.mark.parametrize("i", range(len(TARGET_FORMS)), ids=[s for _, s in TARGET_FORMS])
+def test_target_forms_are_masked_in_every_output(target_outputs, i, fmt):
+    # what the target printed reaches the output (its marker, masked), the secret does not
+    assert "F%d " % i in target_outputs[fmt] and MASK in target_outputs[fmt]
+    assert TARGET_FORMS[i][1] not in target_outputs[fmt]
+
+
+#: (config argument, the secret): plural names and list values, as overrides and in a --file
+CONFIG_FORMS = [
+    ("+trainer.wandb_api_keys=[k-0123456789]", "k-0123456789"),
+    ("+trainer.hf_tokens=[hft-abcdef123]", "hft-abcdef123"),
+    ("+trainer.secrets=[s3cret-list-1]", "s3cret-list-1"),
+    ("+trainer.passwords=pwlist-2", "pwlist-2"),
+    ("file:api_tokens: [tok-file-3]", "tok-file-3"),
+    ("file:db_passwords:\n  - tok-file-4", "tok-file-4"),
+]
+
+
+@LEAK
+@pytest.mark.parametrize("fmt", FORMATS_OUT)
+@pytest.mark.parametrize("arg,secret", CONFIG_FORMS, ids=[s for _, s in CONFIG_FORMS])
+def test_config_plural_names_are_masked_in_every_output(pyz, tmp_path, arg, secret, fmt):
+    args = ["config", "--verl", "0.9.1", "--print"]
+    if arg.startswith("file:"):
+        f = tmp_path / "c.yaml"
+        f.write_text("trainer:\n  " + arg[5:].replace("\n", "\n  ") + "\n")
+        args += ["--file", str(f)]
+        extra = []
+    else:
+        extra = ["--", arg]
+    if fmt != "console":
+        args += ["--format", fmt, "--output", str(tmp_path / "out")]
+    p = pf(pyz, *(args + extra))
+    assert p.returncode in (0, 1), p.stderr
+    text = p.stdout + p.stderr + ((tmp_path / "out").read_text() if fmt != "console" else "")
+    assert secret not in text
+    assert MASK in text
+
+
+@pytest.mark.fault("WRONG")
+def test_cluster_launch_line_shows_the_num_cpus_key(pyz, tmp_path):
+    # the launch row names ray_kwargs.ray_init.num_cpus (a config key, under the field
+    # num_cpus_key): shown in the console and the JSON, not "***=null" (junit and markdown show
+    # no text for a passed row)
+    launch = "python3 -m verl.trainer.main_ppo trainer.nnodes=1"
+    p = pf(pyz, "cluster", "--launch", launch, "-v", "--json", str(tmp_path / "r.json"))
+    assert p.returncode in (0, 1, 2), p.stderr
+    doc = (tmp_path / "r.json").read_text()
+    assert '"num_cpus_key": "ray_kwargs.ray_init.num_cpus"' in doc
+    for text in (p.stdout, doc):
+        assert "ray_kwargs.ray_init.num_cpus=null" in text and "***=null" not in text

@@ -178,7 +178,7 @@ def _assert_no_secrets(p, out):
         assert s not in text and s not in p.stdout and s not in p.stderr, s
     doc = json.loads(text)
     vals = doc["launch"]["config"]["values"]
-    assert vals["data.train_files"]["value"] == "https://bob:***@host/x.parquet"
+    assert vals["data.train_files"]["value"] == "https://***@host/x.parquet"
     assert vals["trainer.my_api_key"] == {"value": "***", "source": "override"}
     # verl's own keys whose names only look like secrets keep their values
     assert vals["data.prompt_key"] == {"value": "question", "source": "override"}
@@ -186,7 +186,7 @@ def _assert_no_secrets(p, out):
     assert doc["launch"]["spec"]["env"] == {"WANDB_API_KEY": "***"}
     assert "data.prompt_key=question" in doc["launch"]["spec"]["overrides"]
     assert "+trainer.my_api_key=***" in doc["launch"]["spec"]["overrides"]
-    assert "https://bob:***@host/x.parquet" in p.stdout  # the Effective values table
+    assert "https://***@host/x.parquet" in p.stdout  # the Effective values table
     return doc
 
 

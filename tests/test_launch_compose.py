@@ -207,7 +207,7 @@ def test_config_values_are_redacted_by_what_verl_calls_its_keys():
     assert shown["data.prompt_key"] == "question" and shown["data.reward_fn_key"] == "data_source"
     assert shown["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] == 16384
     assert shown["trainer.wandb_api_key"] == "***" and shown["my.secret.thing"] == "***"
-    assert shown["trainer.project_name"] == "https://u:***@h/p" and shown["x.hf"] == "***"
+    assert shown["trainer.project_name"] == "https://***@h/p" and shown["x.hf"] == "***"
     schema = c.schema()
     assert redact_config_value("data.prompt_key", "question", schema) == "question"
     # one of verl's own keys that plainly names a secret keeps it hidden

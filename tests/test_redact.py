@@ -18,7 +18,7 @@ def test_values_and_text():
     assert redact("wandb login 0123456789abcdef0123456789abcdef01234567") == "wandb login ***"
     assert redact("+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_API_KEY=abc trainer.nnodes=2") == \
         "+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_API_KEY=*** trainer.nnodes=2"
-    assert redact("https://bob:s3cret@host/x.parquet") == "https://bob:***@host/x.parquet"
+    assert redact("https://bob:s3cret@host/x.parquet") == "https://***@host/x.parquet"
     assert redact("token hf_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123 used") == "token *** used"
     assert redact("max_tokens=16 tokens_per_s=3.5") == "max_tokens=16 tokens_per_s=3.5"
     assert redact(["GITHUB_TOKEN: 'ghp_x'", {"deep": {"OPENAI_API_KEY": "sk-x"}}]) == \
