@@ -42,8 +42,8 @@ def _bootstrap(*args):
 
 @pytest.mark.fault("WRONG")
 def test_bootstrap_backend_none(pyz):
-    p = _bootstrap("--backend", "none", "--dry-run")
+    p = _bootstrap("--pyz", pyz, "--backend", "none", "--dry-run")
     assert p.returncode == 0, p.stderr
     assert "install --backend none" in p.stderr
-    bad = _bootstrap("--backend", "bogus", "--dry-run")
+    bad = _bootstrap("--pyz", pyz, "--backend", "bogus", "--dry-run")
     assert bad.returncode == 2 and "choose vllm, sglang or none" in bad.stderr
