@@ -42,6 +42,7 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from preflight.launch.compose import flatten  # noqa: E402
 from preflight.target import verl_fields  # noqa: E402
 
 OUT = os.path.join(ROOT, "matrices", "verl_config")
@@ -141,16 +142,6 @@ def compose_defaults(tree_dir: str, name: str):
         print("note: %s: %s does not compose without overrides: %s" % (tree_dir, name, str(exc).splitlines()[0]),
               file=sys.stderr)
         return None
-
-
-def flatten(tree, prefix=""):
-    out = {}
-    if isinstance(tree, dict) and tree:
-        for k, v in tree.items():
-            out.update(flatten(v, "%s.%s" % (prefix, k) if prefix else str(k)))
-    elif prefix:
-        out[prefix] = tree
-    return out
 
 
 def _replacement(key: str, old_val, added: dict) -> str:
