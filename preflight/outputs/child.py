@@ -77,21 +77,16 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
     ctl_r = ctl_w = -1
     popen = None
     try:
-        out_fd = err_fd = None
-        if stdout is subprocess.PIPE:
-            fh = open(out_path, "wb")
+        def spool(path):  # a PIPE is spooled to a file in the scratch directory
+            fh = open(path, "wb")
             opened.append(fh)
-            out_fd = fh.fileno()
-        else:
-            out_fd = _fd_of(stdout, "stdout", opened)
+            return fh.fileno()
+
+        out_fd = spool(out_path) if stdout is subprocess.PIPE else _fd_of(stdout, "stdout", opened)
         if stderr is subprocess.STDOUT:
             err_fd = out_fd if out_fd is not None else 1
-        elif stderr is subprocess.PIPE:
-            fh = open(err_path, "wb")
-            opened.append(fh)
-            err_fd = fh.fileno()
         else:
-            err_fd = _fd_of(stderr, "stderr", opened)
+            err_fd = spool(err_path) if stderr is subprocess.PIPE else _fd_of(stderr, "stderr", opened)
         argv = [str(c) for c in cmd]
         if argv and os.sep in argv[0] and not os.path.isabs(argv[0]):
             argv[0] = os.path.abspath(argv[0])

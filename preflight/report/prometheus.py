@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..result import Status
 from . import Report
+from .status import stage_word
 
 __all__ = ["render", "stage_status"]
 
@@ -52,13 +53,7 @@ def stage_status(report: Report, stage: str) -> Optional[str]:
     """``ready``, ``failed`` or ``skipped`` for a stage of ``report`` (None: it has no rows).
     Failed: a row failed or errored; skipped: every row was skipped; else ready."""
     rows = report.by_stage().get(stage) or []
-    if not rows:
-        return None
-    if any(r.status.blocks for r in rows):
-        return "failed"
-    if all(r.status == Status.SKIP for r in rows):
-        return "skipped"
-    return "ready"
+    return stage_word(rows) if rows else None
 
 
 class _Out:
