@@ -44,10 +44,15 @@ def run_check(pf, python, out_json, caches, extra):
 
 
 def stage_times(data):
+    """Each stage's (start, end) in seconds from the run's start: the report's stage_timings
+    (stages overlap where vLLM's import ran beside the gpu and nccl stages); for reports without
+    them, (0, the sum of the stage's check durations)."""
+    if data.get("stage_timings"):
+        return {k: (v["start_s"], v["end_s"]) for k, v in data["stage_timings"].items()}
     per = {}
     for r in data["results"]:
         per[r["stage"]] = per.get(r["stage"], 0.0) + float(r.get("duration_s") or 0.0)
-    return per
+    return {k: (0.0, v) for k, v in per.items()}
 
 
 def result(data, rid):
@@ -106,9 +111,13 @@ def main():
             fh.write(text)
         say("check (%s caches): %.1f s wall, exit %d, %s" % (label, wall, rc, data.get("summary")))
     say()
-    say("%-10s %10s %10s" % ("stage", "cold s", "warm s"))
+    say("%-10s %22s %22s" % ("stage", "cold: start-end (wall)", "warm: start-end (wall)"))
+
+    def span(label, st):
+        b, e = runs[label]["stages"].get(st, (0.0, 0.0))
+        return "%6.1f-%6.1f (%5.1f s)" % (b, e, e - b)
     for st in runs["cold"]["data"]["stages"]:
-        say("%-10s %10.2f %10.2f" % (st, runs["cold"]["stages"].get(st, 0), runs["warm"]["stages"].get(st, 0)))
+        say("%-10s %22s %22s" % (st, span("cold", st), span("warm", st)))
     say()
     for label in ("cold", "warm"):
         for rid in ("vllm.generate", "vllm.compile", "imports.vllm"):

@@ -9,7 +9,7 @@ Tests build a Context with pre-filled facts instead of patching probes.
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional, Sequence, Tuple, Union
 
 from packaging.markers import Marker
 from packaging.utils import canonicalize_name
@@ -207,14 +207,47 @@ class Context:
         self.options = options
         self.matrix = matrix
         self._facts: Dict[str, Any] = dict(facts or {})
+        self._inflight: Dict[str, Any] = {}  # key -> the thread prefetch() started
+        self._failed: Dict[str, BaseException] = {}
         self.results: Dict[str, Any] = {}  # result id -> Result, filled by the runner
 
     def memo(self, key: str, fn: Callable[[], Any]) -> Any:
         """The fact ``key``, computed once with ``fn()`` (a probe or a derived fact a check shares
-        with later checks, e.g. the composed launch)."""
+        with later checks, e.g. the composed launch). A fact :meth:`prefetch` is computing is
+        waited for (its exception, if any, is raised here)."""
+        thread = self._inflight.pop(key, None)
+        if thread is not None:
+            thread.join()
+            if key in self._failed:
+                raise self._failed.pop(key)
         if key not in self._facts:
             self._facts[key] = fn()
         return self._facts[key]
+
+    def prefetch(self, keys: Sequence[str]) -> None:
+        """Start reading the probe facts ``keys`` (``target_probe``: the target interpreter's
+        ``info`` probe; ``nvml``: the NVML snapshot) in background threads, so the two
+        subprocesses (about 0.2 s each) run beside each other and beside the host stage; the
+        first :meth:`memo` of a key waits for it. Facts already known are not read again. Each
+        probe keeps its own deadline, and its process is killed with the run's others at exit.
+
+        Raises KeyError for a key other than those two."""
+        import threading
+
+        readers = {"target_probe": self._read_target, "nvml": self._read_nvml}
+        for key in keys:
+            fn = readers[key]
+            if key in self._facts or key in self._inflight:
+                continue
+
+            def work(key: str = key, fn: Callable[[], Any] = fn) -> None:
+                try:
+                    self._facts[key] = fn()
+                except BaseException as exc:  # handed to the first reader, in the main thread
+                    self._failed[key] = exc
+            t = threading.Thread(target=work, name="prefetch-%s" % key, daemon=True)
+            self._inflight[key] = t
+            t.start()
 
     _memo = memo  # the old private spelling, kept for code written against it
 
@@ -235,8 +268,10 @@ class Context:
     # ---- target interpreter ---------------------------------------------------------------
     def target_probe(self) -> ProbeOutput:
         """The raw ``info`` probe of the target interpreter."""
-        return self._memo("target_probe", lambda: run_script(self.options.python, "info",
-                                                             timeout=min(self.options.timeout, 60)))
+        return self._memo("target_probe", self._read_target)
+
+    def _read_target(self) -> ProbeOutput:
+        return run_script(self.options.python, "info", timeout=min(self.options.timeout, 60))
 
     def target(self) -> Optional[Dict[str, Any]]:
         """The ``info`` event of the target (version, prefix, distributions...), or None when the
@@ -344,7 +379,10 @@ class Context:
 
     def nvml(self) -> Dict[str, Any]:
         """NVML snapshot (see :func:`preflight.probes.nvml.collect`)."""
-        return self._memo("nvml", lambda: nvml_probe.snapshot(timeout=min(self.options.timeout, 60)))
+        return self._memo("nvml", self._read_nvml)
+
+    def _read_nvml(self) -> Dict[str, Any]:
+        return nvml_probe.snapshot(timeout=min(self.options.timeout, 60))
 
     def gpu_expected(self) -> bool:
         """True when this machine has NVIDIA GPUs (NVML sees one, or /dev/nvidia0 exists)."""

@@ -72,7 +72,7 @@ _STRONG_KEY = {"api", "secret", "private", "access", "auth", "token", "password"
 _COUNT_TOKENS = {"max", "min", "num", "new", "total", "prompt", "response", "input", "output", "special", "stop",
                  "bad", "pad", "extra", "added", "generated", "gen", "completion", "context", "reasoning", "cached",
                  "image", "vision", "audio", "video", "eos", "bos", "vocab", "per", "batched", "thinking", "n",
-                 "skip", "masked", "valid", "loss", "seq", "sequence", "text", "think", "tool", "answer", "all",
+                 "skip", "sample", "sampled", "masked", "valid", "loss", "seq", "sequence", "text", "think", "tool", "answer", "all",
                  "target", "draft", "speculative", "lookahead", "unk", "sep", "mask", "allowed", "banned", "logit"}
 _FIELD_KEY = {"prompt", "image", "images", "video", "videos", "audio", "response", "reward", "fn", "label", "labels",
               "answer", "query", "question", "chosen", "rejected", "text", "input", "output", "data", "source",
@@ -136,11 +136,14 @@ _CONFIG_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+\
 
 
 def plain_value(value: Any) -> bool:
-    """True when ``value`` is plainly no secret: None, a bool, a number (also as text), ``null``,
+    """True when ``value`` is plainly no secret: None, a bool, a number (also as text), a list of
+    numbers (token ids such as ``sample_tokens``), ``null``,
     a lower-case word without digits (``images``, ``data_source``) or a dotted config path of at
     most 128 characters (``ray_kwargs.ray_init.num_cpus``)."""
     if value is None or isinstance(value, (bool, int, float)):
         return True
+    if isinstance(value, (list, tuple)):  # token ids, shapes, counts: numbers only, never text
+        return all(v is None or isinstance(v, (bool, int, float)) for v in value)
     if not isinstance(value, str):
         return False
     v = value.strip()

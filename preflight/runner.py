@@ -9,9 +9,9 @@ boundary (:func:`preflight.report.render.redact_report`) does it once for every 
 import importlib
 import time
 import traceback
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from .checks.base import REGISTRY, Check, Outcome
+from .checks.base import REGISTRY, Check, Deferred, Outcome
 from .context import Context
 from .result import Result, Status
 from .stages import STAGES, Stage
@@ -43,14 +43,19 @@ def _to_result(c: Check, o: Outcome, duration: float) -> Result:
                   caused_by=list(o.caused_by), duration_s=duration)
 
 
-def _run_check(ctx: Context, c: Check) -> List[Result]:
-    t0 = time.monotonic()
+def _outcomes(c: Check, fn: Callable[[], Any], t0: float, may_defer: bool) -> Union[List[Result], Deferred]:
+    """Call ``fn`` (the check, or a Deferred's finish) and turn what it returns into rows, timed
+    from ``t0``; a Deferred is handed back as it is where ``may_defer``."""
     try:
-        out = c.func(ctx)
+        out = fn()
+        if isinstance(out, Deferred) and not may_defer:
+            raise TypeError("a deferred answer returned another Deferred")
     except Exception as exc:  # a bug in a check must not end the run
         tb = traceback.format_exc()
         return [Result(c.id, c.stage, Status.ERROR, "check crashed: %s: %s" % (type(exc).__name__, exc),
                        {"traceback": tb[-3000:]}, duration_s=time.monotonic() - t0)]
+    if isinstance(out, Deferred):
+        return out
     dt = time.monotonic() - t0
     outs = [] if out is None else (out if isinstance(out, list) else [out])
     return [_to_result(c, o, dt) for o in outs]
@@ -65,33 +70,78 @@ def load_stage(s: Stage) -> List[Check]:
 def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None) -> List[Result]:
     """Run ``stages`` (names, any order; run in pipeline order) and return every row.
 
-    Results are also stored in ``ctx.results`` by id, where later gates look them up.
+    Results are also stored in ``ctx.results`` by id, where later gates look them up. A check that
+    returns :class:`~preflight.checks.base.Deferred` keeps its place in the rows; the next checks
+    and stages run meanwhile, and its answer is awaited when a gate names it, or at the end.
+    Each stage's wall clock goes to ``ctx.put("stage_timings", {stage: {"start_s", "end_s",
+    "wall_s"}})``, seconds from the run's start; stages overlap where a deferred row ended late.
     """
-    rows: List[Result] = []
+    t_run = time.monotonic()
+    groups: List[List[Result]] = []  # one group of rows per check, in run order
+    pending: Dict[str, Tuple[Check, Deferred, float, List[Result]]] = {}
+    open_rows: Dict[str, int] = {}  # stage -> deferred checks not answered yet
+    looped: List[str] = []  # stages whose checks have all been started
+    timings: Dict[str, Dict[str, float]] = {}
+    ctx.put("stage_timings", timings)
 
-    def add(r: Result) -> None:
+    def add(group: List[Result], r: Result) -> None:
         ctx.results[r.id] = r
-        rows.append(r)
+        group.append(r)
         if progress:
             progress("result", r)
+
+    def end_stage(name: str) -> None:
+        t = timings[name]
+        t["end_s"] = round(time.monotonic() - t_run, 3)
+        t["wall_s"] = round(t["end_s"] - t["start_s"], 3)
+        if progress:
+            progress("end:%s" % name, None)
+
+    def answer(cid: str) -> None:
+        c, d, t0, group = pending.pop(cid)
+        rows = _outcomes(c, d.finish, t0, False)
+        for r in rows if isinstance(rows, list) else ():
+            add(group, r)
+        open_rows[c.stage] -= 1
+        if c.stage in looped and not open_rows[c.stage]:
+            end_stage(c.stage)
+
+    def settle(ids: Sequence[str]) -> None:
+        for cid in [p for p in pending if any(i == p or i.startswith(p + ".") for i in ids)]:
+            answer(cid)
 
     for s in STAGES:
         if s.name not in stages:
             continue
         checks = load_stage(s)
+        settle(s.gate(ctx))  # a deferred row this stage is gated on: its wait belongs to its own stage
+        timings[s.name] = {"start_s": round(time.monotonic() - t_run, 3)}
+        open_rows[s.name] = 0
         gate = _blocked(ctx, s.gate(ctx))
         for c in checks:
+            group: List[Result] = []
+            groups.append(group)
+            settle(c.needs)
             blocked = gate or _blocked(ctx, c.needs)
             if blocked:
                 first = ctx.results[blocked[0]]
                 verb = {"fail": "failed", "error": "could not run", "skip": "was skipped"}[first.status.value]
-                add(Result(c.id, c.stage, Status.SKIP, "skipped: %s %s" % (blocked[0], verb),
-                           caused_by=list(blocked)))
+                add(group, Result(c.id, c.stage, Status.SKIP, "skipped: %s %s" % (blocked[0], verb),
+                                  caused_by=list(blocked)))
                 continue
             if progress:
                 progress("start:%s" % c.id, None)
-            for r in _run_check(ctx, c):
-                add(r)
-        if progress:
-            progress("end:%s" % s.name, None)
-    return rows
+            t0 = time.monotonic()
+            rows = _outcomes(c, lambda c=c: c.func(ctx), t0, True)
+            if isinstance(rows, Deferred):
+                pending[c.id] = (c, rows, t0, group)
+                open_rows[c.stage] += 1
+                continue
+            for r in rows:
+                add(group, r)
+        looped.append(s.name)
+        if not open_rows[s.name]:
+            end_stage(s.name)
+    for cid in list(pending):
+        answer(cid)
+    return [r for g in groups for r in g]

@@ -290,7 +290,14 @@ def test_bad_address_is_a_usage_error(pyz):
 
 
 def test_dead_node_is_named(pyz, ray_py, cluster):
-    # runs after test_node_killed_mid_check: Ray keeps the killed node in its table, not alive
+    # a node killed before the check: once Ray's own table (read by a separate driver) says it is
+    # not alive, the check names it so, and does not schedule on it
+    victim = cluster.add(ray_py, num_cpus=1, num_gpus=0)
+    cluster.kill(victim)
+    t0 = time.monotonic()
+    while victim["node_id"] in ray_truth(ray_py, cluster.env, cluster.address)["nodes"]:
+        assert time.monotonic() - t0 < 120, "Ray never marked the killed node dead"
+        time.sleep(2)
     rc, doc, _dt, text = cluster_cmd(pyz, ray_py, cluster.env, "--collective", "none", "--stage", "host")
     dead = [n for n in doc["cluster"]["nodes"] if not n["alive"]]
     assert dead, text[-2000:]

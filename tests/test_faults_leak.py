@@ -116,7 +116,10 @@ def test_config_names_are_not_secrets(text):
 @pytest.mark.parametrize("field,value", [("num_cpus_key", "ray_kwargs.ray_init.num_cpus"), ("prompt_key", "prompt"),
                                          ("reward_fn_key", "data_source"), ("image_key", "images"),
                                          ("video_key", "videos"), ("resume_key", None), ("ckpt_key", 3),
-                                         ("max_tokens", 16), ("hf_tokens", "1024")])
+                                         ("max_tokens", 16), ("hf_tokens", "1024"),
+                                         # token ids and shapes: lists of numbers are no secret
+                                         ("sample_tokens", [450, 483, 450]), ("row_tokens", [1, 2.5, None]),
+                                         ("shape_key", [2, 16])])
 def test_config_key_fields_stay_visible(field, value):
     # a field that names a config key, or a weak name (ends in key/tokens, no api/secret/token/
     # password/auth/credential) holding null, a number or a config path, is shown; the path does
@@ -128,6 +131,7 @@ def test_config_key_fields_stay_visible(field, value):
 @LEAK
 @pytest.mark.parametrize("field,value", [("wandb_key", "0123456789abcdef"), ("num_cpus_key", "k-secret-1"),
                                          ("hf_tokens", ["hft-abcdef123"]), ("api_key", "images"),
+                                         ("api_key", [1234, 5678]), ("wandb_keys", [12, "k-secret-2"]),
                                          ("api_tokens", "12345"), ("secret_key", "a.b"), ("passwords", ["x1"]),
                                          ("WANDB_API_KEYS", "plain")])
 def test_secret_fields_are_hidden_whatever_the_value_looks_like(field, value):

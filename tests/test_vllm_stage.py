@@ -286,6 +286,12 @@ __version__ = '0.24.0'
 if os.environ.get('FAKE_VLLM_IMPORTS'):
     with open(os.environ['FAKE_VLLM_IMPORTS'], 'a') as fh:
         fh.write('%d\\n' % os.getpid())
+if os.environ.get('FAKE_VLLM_IMPORT_SLEEP'):  # a slow import: its wall-clock span is logged
+    import time
+    _t0 = time.time()
+    time.sleep(float(os.environ['FAKE_VLLM_IMPORT_SLEEP']))
+    with open(os.environ['FAKE_VLLM_IMPORT_SPAN'], 'w') as fh:
+        fh.write('%f %f\\n' % (_t0, time.time()))
 if os.environ.get('FAKE_VLLM_IMPORT_ERROR'):
     raise ImportError(os.environ['FAKE_VLLM_IMPORT_ERROR'])
 class SamplingParams:
@@ -585,6 +591,32 @@ def _tiny_extension(folder, name):
                  "PyMODINIT_FUNC PyInit_%s(void) { return PyModule_Create(&m); }\n" % (name, name))
     subprocess.run([cc, "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"], "-o",
                     os.path.join(folder, "%s.abi3.so" % name), src], check=True)
+
+
+def test_vllm_import_runs_while_the_gpu_stage_does(pyz, tmp_path, monkeypatch):
+    """The imports.vllm row is deferred: the gpu stage starts while vLLM is still importing (the
+    fake vLLM logs its import's wall-clock span), and the row keeps its place in the imports stage."""
+    import calendar
+
+    py = fake_cuda_env(tmp_path)
+    _tiny_extension(os.path.join(_site(os.path.dirname(os.path.dirname(py))), "vllm"), "_C")
+    span = str(tmp_path / "span")
+    monkeypatch.setenv("FAKE_VLLM_KWARGS", str(tmp_path / "kwargs.json"))
+    monkeypatch.setenv("FAKE_VLLM_IMPORT_SLEEP", "8")
+    monkeypatch.setenv("FAKE_VLLM_IMPORT_SPAN", span)
+    proc, data, res, _ = check_json(pyz, py, tmp_path, "--timeout", "60", "--stage", "imports,gpu,vllm")
+    assert res["imports.vllm"]["status"] == "pass" and res["vllm.generate"]["status"] == "pass", res["imports.vllm"]
+    with open(span) as fh:
+        began, ended = (float(x) for x in fh.read().split())
+    t = data["stage_timings"]
+    run_start = calendar.timegm(time.strptime(data["started_at"], "%Y-%m-%dT%H:%M:%SZ"))  # whole seconds
+    gpu_start = run_start + t["gpu"]["start_s"]
+    assert began - 1 <= gpu_start + 1 and gpu_start + 1 < ended - 2  # the gpu stage began mid-import
+    assert t["gpu"]["end_s"] <= t["imports"]["end_s"] <= t["vllm"]["start_s"]
+    assert t["imports"]["wall_s"] >= 8 > t["gpu"]["start_s"]
+    ids = [r["id"] for r in data["results"]]
+    assert ids.index("imports.vllm") < min(i for i, x in enumerate(ids) if x.startswith("gpu."))
+    assert res["imports.vllm"]["duration_s"] >= 8
 
 
 def test_vllm_imported_once_for_both_stages(pyz, tmp_path, monkeypatch):

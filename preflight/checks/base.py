@@ -4,6 +4,10 @@ A check is a function ``f(ctx) -> Outcome | list[Outcome]`` registered with :fun
 returns :class:`Outcome` objects (built with :func:`passed`, :func:`warned`, :func:`failed`,
 :func:`skipped`, :func:`errored`); the runner turns them into :class:`~preflight.result.Result`
 rows, filling in the id (``check id`` or ``check id.item``), the stage and the duration.
+
+A check whose answer comes from slow work in a target process (vLLM's import) may instead
+return :class:`Deferred`: the runner goes on with the next checks and stages while that work
+runs, and asks for the answer when something is gated on it, or at the end of the run.
 """
 
 from dataclasses import dataclass, field
@@ -11,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ..result import Status
 
-__all__ = ["Outcome", "Check", "check", "REGISTRY", "passed", "warned", "failed", "skipped", "errored"]
+__all__ = ["Outcome", "Deferred", "Check", "check", "REGISTRY", "passed", "warned", "failed", "skipped", "errored"]
 
 
 @dataclass
@@ -55,7 +59,21 @@ def errored(message: str, evidence: Optional[Dict[str, Any]] = None, item: Optio
     return Outcome(Status.ERROR, message, evidence or {}, fix, item)
 
 
-CheckFunc = Callable[[Any], Union[Outcome, List[Outcome], None]]
+@dataclass
+class Deferred:
+    """A check's answer that is not ready yet.
+
+    ``finish()`` blocks until the answer is known (it must keep its own deadline) and returns what
+    the check function would have: an :class:`Outcome`, a list of them, or None. The runner calls
+    it once: when a later check or stage is gated on this check's id (or on one of its items), or
+    at the end of the run. The row keeps its place in the report and its stage ends when it does;
+    its duration runs from the check's start to the answer (other stages ran meanwhile).
+    """
+
+    finish: Callable[[], Union[Outcome, List[Outcome], None]]
+
+
+CheckFunc = Callable[[Any], Union[Outcome, List[Outcome], Deferred, None]]
 
 
 @dataclass

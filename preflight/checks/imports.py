@@ -15,7 +15,7 @@ from ..matrix import parse_version
 
 from ..diagnose import classify
 from ..matrix import requirements_for_extras
-from .base import check, errored, failed, passed, skipped
+from .base import Deferred, check, errored, failed, passed, skipped
 
 _EXTRA_RE = re.compile(r"extra\s*==\s*['\"]([^'\"]+)['\"]")
 
@@ -256,21 +256,31 @@ def libraries(ctx):
 
 @check("imports.vllm", needs=("python.interpreter",))
 def vllm(ctx):
-    """vllm and vllm.LLM import, and the release's core compiled extension loads."""
+    """vllm and vllm.LLM import, and the release's core compiled extension loads.
+
+    With the vllm stage selected, the import runs in the generation's own process (started by
+    :func:`preflight.checks.vllm.start_session`), and this row is deferred: vLLM's import (about
+    20 s on a cold GPU node) goes on while the gpu and nccl stages run, and the row is answered
+    when the vllm stage, gated on it, starts."""
     d = _vllm_dist(ctx)
     if d is None:
         return skipped("vLLM is not installed", ["packages.backend"])
-    from .vllm import session_imports
+    from .vllm import session_imports, start_session
 
     res = _results(ctx)
-    res = session_imports(ctx, ctx.options.timeout) or res
-    o = outcome_for(ctx, res.get("vllm"), "vllm", d.name)
+    if start_session(ctx) is not None:
+        return Deferred(lambda: _vllm_outcome(ctx, d.name, session_imports(ctx, ctx.options.timeout) or res))
+    return _vllm_outcome(ctx, d.name, res)
+
+
+def _vllm_outcome(ctx, dist: str, res: Dict[str, Any]):
+    o = outcome_for(ctx, res.get("vllm"), "vllm", dist)
     if (res.get("vllm") or {}).get("one_process"):
         o.evidence["one_process"] = "the vllm stage's generation process (vLLM imported once)"
     if o.status.value == "pass":
         c = res.get("vllm._C")
         if c and c.get("state") != "ok":
-            o2 = outcome_for(ctx, c, "vllm's compiled extensions", d.name)
+            o2 = outcome_for(ctx, c, "vllm's compiled extensions", dist)
             o2.evidence["vllm_import"] = "ok"
             return o2
         exts = (c or {}).get("extensions") or []

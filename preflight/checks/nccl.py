@@ -322,6 +322,10 @@ def allreduce(ctx):
         alg, bus = busbw(per_rank[0]["bytes"], t, world)
         row = {"size_mib": nbytes // MIB, "time_us": round(t * 1e6, 1), "algbw_gbps": round(alg, 2),
                "busbw_gbps": round(bus, 2), "iters": per_rank[0].get("iters"), "timing": per_rank[0].get("timing")}
+        spreads = [e.get("spread") for e in per_rank if isinstance(e.get("spread"), list) and len(e["spread"]) == 2]
+        if spreads:  # the slowest rank's fastest and slowest timed pass, as latency in us
+            row["replays"] = per_rank[0].get("replays")
+            row["time_us_range"] = [round(max(x[0] for x in spreads) * 1e6, 1), round(max(x[1] for x in spreads) * 1e6, 1)]
         table.append(row)
         for r, e in enumerate(per_rank):
             if not e["ok"]:

@@ -462,13 +462,14 @@ def start_session(ctx):
         except OSError:
             return None
         return {"proc": proc, "workdir": workdir, "go_file": go, "label": [ctx.options.python, "<script vllm_generate>"],
-                "out": None}
+                "out": None, "started": time.monotonic()}
     return ctx.memo("vllm_session", start)
 
 
 def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
     """The imports stage's results for ``vllm`` and ``vllm._C`` (in :func:`run_imports`'s shape),
-    read from the session's events as they come; None when there is no session."""
+    read from the session's events as they come; None when there is no session. ``timeout``
+    (seconds) counts from the session's start: the import ran while other stages did."""
     sess = start_session(ctx)
     if sess is None:
         return None
@@ -478,7 +479,7 @@ def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
 
     proc = sess["proc"]
     events_path = os.path.join(proc.workdir, "events")
-    deadline = time.monotonic() + timeout
+    deadline = sess.get("started", time.monotonic()) + timeout
     evs: List[Dict[str, Any]] = []
     while time.monotonic() < deadline:
         evs = _read_events(events_path)

@@ -139,6 +139,9 @@ def run(args: argparse.Namespace) -> int:
                    vllm=VllmOptions(compile=args.vllm_compile, session="imports" in stages and "vllm" in stages),
                    launch=LaunchOptions(words=args.launch, config_file=args.config))
     ctx = Context(opts, mx)
+    # the target's info probe and the NVML snapshot run beside each other and the host stage
+    ctx.prefetch([k for k, want in (("target_probe", set(stages) - {"host", "gpu"}),
+                                    ("nvml", set(stages) & {"packages", "gpu", "nccl", "vllm"})) if want])
     status = None
     if args.status_dir:
         from ..report.status import StatusDir
@@ -167,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
                             "executable": info.get("executable")},
                     verl={"version": verl_v, "chosen_by": how}, machine=machine,
                     tool_version=__version__, matrix_version=mx.version, started_at=t0,
-                    duration_s=time.time() - t0, command=NAME)
+                    duration_s=time.time() - t0, stage_timings=dict(ctx.peek("stage_timings") or {}), command=NAME)
     if status is not None:
         status.finish(report.ready)
     return emit(report, args)

@@ -31,6 +31,9 @@ class Report:
         machine: host facts and the NVML summary (sizes in bytes, memory in MiB).
         tool_version, matrix_version: versions of the checker and its data.
         started_at: epoch seconds; duration_s: wall time of the run.
+        stage_timings: each stage's wall clock, ``{stage: {"start_s", "end_s", "wall_s"}}`` in
+            seconds from the run's start (stages overlap where a deferred row, such as vLLM's
+            import, was answered after later stages ran); empty for commands without stages.
         command: the subcommand that made the report (``check``, ``config``, ``data``,
             ``resolve``, ``cluster``...).
         sections: extra top-level sections of the JSON document, by name (``launch``, ``data``,
@@ -49,6 +52,7 @@ class Report:
     matrix_version: str = ""
     started_at: float = field(default_factory=time.time)
     duration_s: float = 0.0
+    stage_timings: Dict[str, Dict[str, float]] = field(default_factory=dict)
     command: str = "check"
     sections: Dict[str, Any] = field(default_factory=dict)
     view: Optional[Callable[["Report", Any, bool], None]] = None

@@ -51,6 +51,7 @@ def to_dict(report: Report) -> Dict[str, Any]:
         "verl": report.verl,
         "machine": report.machine,
         "stages": report.stages,
+        "stage_timings": report.stage_timings,
         "results": [r.to_dict() for r in report.results],
         "summary": report.counts(),
         "verdict": report.verdict,

@@ -16,6 +16,8 @@ Metrics (all gauges, base units):
 - ``verl_preflight_check_status{command,stage,check,status}``: 1 for the row's status, 0 for the
   four others (pass, warn, fail, skip, error)
 - ``verl_preflight_stage_status{command,stage,status}``: 1 for ready, failed or skipped
+- ``verl_preflight_stage_duration_seconds{command,stage}``: each stage's wall clock (stages may
+  overlap: vLLM's import runs while the gpu and nccl stages do)
 - ``verl_preflight_nccl_busbw_bytes_per_second{command,check,size_bytes}`` and
   ``..._algbw_...``: the all_reduce sweep of the nccl stage (1 GB/s = 1e9 B/s, as nccl-tests)
 - ``verl_preflight_vllm_seconds{command,check,phase}`` (import, engine_start, generate) and
@@ -107,6 +109,13 @@ def render(report: Report) -> str:
         for s in ("ready", "failed", "skipped"):
             stages.append("verl_preflight_stage_status%s %d" % (
                 _labels({"command": cmd, "stage": stage, "status": s}), int(st == s)))
+    walls = o.family("verl_preflight_stage_duration_seconds", "wall clock of each stage of the last run (stages "
+                                                              "may overlap)")
+    for stage in report.stages:
+        wall = (report.stage_timings.get(stage) or {}).get("wall_s")
+        if isinstance(wall, (int, float)):
+            walls.append("verl_preflight_stage_duration_seconds%s %s" % (_labels({"command": cmd, "stage": stage}),
+                                                                         _num(wall)))
     bus = o.family("verl_preflight_nccl_busbw_bytes_per_second", "NCCL all_reduce bus bandwidth per message size "
                                                                  "(nccl-tests busbw)")
     alg = o.family("verl_preflight_nccl_algbw_bytes_per_second", "NCCL all_reduce algorithm bandwidth per message "

@@ -2,12 +2,14 @@
 # range of sizes with a check of the sum, a barrier, a clean destroy.
 # ARGS: {rank, world_size, port, backend ("nccl"|"gloo"), sizes (bytes), warmup, iters (at least),
 #        min_timed_s and max_iters (more iterations for fast sizes: at least min_timed_s of timed work),
-#        graph (default true: time a CUDA graph of the ops on GPUs),
+#        graph (default true: time a CUDA graph of the ops on GPUs), replays (timed passes per size,
+#        default 3: the median is reported),
 #        init_timeout_s, inject ({"rank", "fault": "hang_init"|"hang_allreduce"|"wrong_sum"} or null),
 #        master_addr (rendezvous host, default 127.0.0.1), device (CUDA index, default the rank; 0 in a Ray
 #        actor, whose CUDA_VISIBLE_DEVICES holds its one GPU)}
 # Events: "step" {name} before each step (the checker reports the last one of a rank that hung),
-#         "init" {seconds}, "size" {bytes, seconds_per_op, ok, got, want}, "done" {},
+#         "init" {seconds}, "size" {bytes, seconds_per_op (median of the replays), ok, got, want, iters,
+#         timing, replays, spread [fastest, slowest seconds_per_op]}, "done" {},
 #         "error" {type, message} when the rank fails with an exception.
 import datetime
 import time
@@ -131,15 +133,24 @@ def main():
         ok_graph = torch.tensor([1.0 if graph is not None else 0.0], device=device)
         dist.all_reduce(ok_graph, op=dist.ReduceOp.MIN)
         method = "cuda events" if on_gpu else "wall clock"
+        # one untimed pass to warm, then `replays` timed passes (each after a barrier, so the ranks
+        # start together): the median is the figure, min and max its spread
+        replays = max(1, int(ARGS.get("replays", 3)))
         if graph is not None and ok_graph.item() == 1.0:
             dist.barrier()
             replay(graph, iters)
-            dist.barrier()
-            dt = replay(graph, iters)
+            runs = []
+            for _ in range(replays):
+                dist.barrier()
+                runs.append(replay(graph, iters))
             method = "cuda graph + cuda events"
         else:
-            dist.barrier()
-            dt = timed(iters)
+            runs = []
+            for _ in range(replays):
+                dist.barrier()
+                runs.append(timed(iters))
+        runs.sort()
+        dt = runs[len(runs) // 2]
         del graph
         # correctness on a fresh buffer: every element must be 1 + 2 + ... + world
         buf.fill_(rank + 1)
@@ -149,7 +160,8 @@ def main():
         lo = float(buf.min().item())
         hi = float(buf.max().item())
         ok = lo == want and hi == want
-        emit("size", bytes=n * elem, seconds_per_op=dt, ok=ok, got=[lo, hi], want=want, iters=iters, timing=method)
+        emit("size", bytes=n * elem, seconds_per_op=dt, ok=ok, got=[lo, hi], want=want, iters=iters, timing=method,
+             replays=len(runs), spread=[runs[0], runs[-1]])
         del buf
     emit("step", name="barrier")
     dist.barrier()
