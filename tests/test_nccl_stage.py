@@ -68,6 +68,12 @@ def test_gloo_ranks_pass(matrix, torch_python, world):
     assert all(s["time_us"] > 0 and s["algbw_gbps"] > 0 for s in sizes)
     assert all((s["busbw_gbps"] > 0) == (world > 1) for s in sizes)  # one rank moves no bus traffic
     assert r.evidence["init_s"] > 0
+    # three timed passes per size; the figure is the slowest rank's median pass, inside its spread;
+    # no CUDA graph on CPU, so the eager way is the only one
+    for s in sizes:
+        lo, hi = s["time_us_range"]
+        assert s["replays"] == 3 and lo <= s["time_us"] <= hi and s["time_us_eager"] == s["time_us"]
+        assert "time_us_graph" not in s
 
 
 @pytest.mark.realenv
