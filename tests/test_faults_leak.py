@@ -523,3 +523,37 @@ def test_cluster_launch_line_shows_the_num_cpus_key(pyz, tmp_path):
     assert '"num_cpus_key": "ray_kwargs.ray_init.num_cpus"' in doc
     for text in (p.stdout, doc):
         assert "ray_kwargs.ray_init.num_cpus=null" in text and "***=null" not in text
+
+
+@LEAK
+@pytest.mark.parametrize("tool", ["pip", "uv"])
+def test_index_credentials_never_reach_a_resolver_command_line(tmp_path, monkeypatch, tool):
+    """Every user of a machine can read a process's command line (ps); an index URL with a
+    password must reach pip or uv through the environment only. The resolvers are stand-ins that
+    record what they were given and fail."""
+    from preflight.errors import UsageError
+    from preflight.outputs import lock
+
+    seen = tmp_path / "seen.json"
+    fake = tmp_path / tool
+    fake.write_text("#!%s\nimport json, os, sys\njson.dump({'argv': sys.argv, 'env': dict(os.environ)}, "
+                    "open(%r, 'w'))\nsys.exit(1)\n" % (sys.executable, str(seen)))
+    fake.chmod(0o755)
+    main, extra = "https://u:idx-pass-111@pypi.example/simple", "https://:idx-pass-222@torch.example/cu130"
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "https://mirror.example/simple")
+    if tool == "uv":
+        monkeypatch.setenv("UV", str(fake))
+        monkeypatch.setattr(lock, "pip_settings", lambda python=None: {})
+        kw = {"use_uv": True}
+    else:
+        kw = {"pip_python": str(fake), "use_uv": False}
+    with pytest.raises(UsageError):
+        lock.resolve_lock(["torch==2.11.0"], "3.12", index_url=main, extra_index_urls=[extra], timeout=60, **kw)
+    got = json.loads(seen.read_text())
+    assert "idx-pass" not in " ".join(got["argv"])
+    env = got["env"]
+    if tool == "uv":
+        assert env["UV_INDEX_URL"] == main and env["UV_EXTRA_INDEX_URL"].split() == [extra]
+    else:
+        assert env["PIP_INDEX_URL"] == main
+        assert env["PIP_EXTRA_INDEX_URL"].split() == [extra, "https://mirror.example/simple"]

@@ -94,6 +94,23 @@ _PIP_TO_UV = {"index-url": "--index-url", "extra-index-url": "--extra-index-url"
               "constraint": "--constraint"}
 
 
+_INDEX_KEYS = ("index-url", "extra-index-url")
+
+
+def _index_env(index_url: Optional[str], extra_index_urls: Sequence[str]) -> Dict[str, str]:
+    """This process's environment with pip's index settings for a resolver run: index URLs may
+    hold credentials, so they travel in PIP_INDEX_URL / PIP_EXTRA_INDEX_URL (space-separated; the
+    extra indexes already set there are kept after ours), never in the command line that every
+    user of the machine can read in the process list."""
+    env = dict(os.environ)
+    if index_url:
+        env["PIP_INDEX_URL"] = index_url
+    if extra_index_urls:
+        theirs = [u for u in env.get("PIP_EXTRA_INDEX_URL", "").split() if u not in extra_index_urls]
+        env["PIP_EXTRA_INDEX_URL"] = " ".join(list(extra_index_urls) + theirs)
+    return env
+
+
 def pip_settings(python: Optional[str] = None) -> Dict[str, List[str]]:
     """pip's effective index-url, extra-index-url, find-links and constraint settings (from
     ``pip config list``: environment variables first, then site, user and global files), as
@@ -134,12 +151,21 @@ def _uv_lock(uv: str, requirements: Sequence[str], python: str, index_url: Optio
             conf["index-url"] = [index_url]
         conf["extra-index-url"] = list(conf.get("extra-index-url", [])) + [
             u for u in extra_index_urls if u not in conf.get("extra-index-url", [])]
+        # index URLs may hold credentials: they go through the environment, never the command line
+        # (which every user of the machine can read in the process list)
+        env = dict(os.environ)
+        if conf.get("index-url"):
+            env["UV_INDEX_URL"] = conf["index-url"][-1]
+        if conf.get("extra-index-url"):
+            env["UV_EXTRA_INDEX_URL"] = " ".join(conf["extra-index-url"])
         for key, flag in sorted(_PIP_TO_UV.items()):
+            if key in _INDEX_KEYS:
+                continue
             for v in conf.get(key, []):
                 cmd += [flag, v]
         try:
             proc = child.run(cmd + [req_in], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             universal_newlines=True, timeout=timeout, workdir=tmp)
+                             universal_newlines=True, timeout=timeout, workdir=tmp, env=env)
         except subprocess.TimeoutExpired:
             raise UsageError("uv did not resolve %s within %.0f s; check network access to the index (or unset UV / "
                              "take uv off PATH to lock with pip)" % (" ".join(requirements), timeout))
@@ -193,10 +219,7 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
         report = os.path.join(tmp, "report.json")
         cmd = [interp, "-m", "pip", "--disable-pip-version-check", "install", "--dry-run", "--ignore-installed",
                "--quiet", "--report", report]
-        if index_url:
-            cmd += ["--index-url", index_url]
-        for u in extra_index_urls:
-            cmd += ["--extra-index-url", u]
+        env = _index_env(index_url, extra_index_urls)
         if cross:
             cmd += ["--target", os.path.join(tmp, "t"), "--only-binary=:all:", "--implementation", "cp",
                     "--python-version", python]
@@ -205,7 +228,7 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
         cmd += list(requirements)
         try:
             proc = child.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                             timeout=timeout, workdir=tmp)
+                             timeout=timeout, workdir=tmp, env=env)
         except subprocess.TimeoutExpired:
             raise UsageError("pip did not resolve %s within %.0f s; check network access to the index" % (
                 " ".join(requirements), timeout))
