@@ -260,3 +260,18 @@ def test_sdist_built_when_the_target_is_this_machine(tmp_path):
     (row,) = m["wheels"]
     assert row["file"].endswith(".whl") and row["source"].startswith("built from the source distribution")
     assert wh.verify(str(tmp_path / "wh"))[1] == []
+
+
+@pytest.mark.fault("WRONG")
+def test_verify_prints_a_hostile_directory_name_escaped(built, tmp_path, pyz):
+    """The command's own summary lines go through the same escaping as reports: an ESC sequence in
+    a directory name reaches the terminal as text, not as a command to it."""
+    import shutil
+
+    evil = str(tmp_path / "wh\x1b]0;pwned\x07\x1b[2J")
+    shutil.copytree(built[0], evil)
+    r = subprocess.run([sys.executable, pyz, "wheelhouse", "verify", evil], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "3 wheels" in r.stdout and "\\x1b]0;pwned\\x07" in r.stdout
+    assert "\x1b" not in r.stdout + r.stderr and "\x07" not in r.stdout + r.stderr

@@ -98,7 +98,7 @@ def _resolve_python(path: Optional[str]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the checks; return the exit code (0 ready, 1 not ready)."""
-    from rich.console import Console
+    from ..report.console import SafeConsole as Console
 
     from .. import matrix as matrix_mod
     from ..context import Context, LaunchOptions, NcclOptions, Options, VllmOptions

@@ -167,7 +167,7 @@ def _launch(args: argparse.Namespace, python: str, mx) -> Tuple[Optional[Dict[st
 def run(args: argparse.Namespace) -> int:
     """Attach, check every node, compare them, fit the launch, run the collective; return the exit
     code (0 ready, 1 not ready)."""
-    from rich.console import Console
+    from ..report.console import SafeConsole as Console
 
     from .. import cluster as cl
     from .. import matrix as matrix_mod

@@ -9,6 +9,7 @@ import subprocess
 
 from ..errors import UsageError
 from .spec import add_stack_options, make_spec
+from ..report.render import print_safe
 
 NAME = "image"
 HELP = "write a Dockerfile (and lock) for the resolved stack; --build runs docker/podman/buildah"
@@ -84,7 +85,7 @@ def prefer_base_python(args: argparse.Namespace, say) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the build context; with --build, build it or print the exact command."""
-    from rich.console import Console
+    from ..report.console import SafeConsole as Console
 
     from .. import __version__
     from ..outputs.dockerfile import ImageSpec, base_image_for, render_dockerfile
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                             "# RUN /opt/verl/bin/python -m %s\nENV PATH=/opt/verl/bin" % spec.post_install[0].replace(
                                 "pip install", "pip install", 1), 1)
     path = outdir.write("Dockerfile", redact_text(text))
-    print(os.path.abspath(path))
+    print_safe(os.path.abspath(path))
     tag = args.tag or "verl:%s" % res.verl
     secret = " --secret id=netrc,src=$HOME/.netrc" if spec.index_credentials else ""
     if secret:

@@ -91,7 +91,7 @@ def satisfied_lock(args: argparse.Namespace, prefix: str, spec_dir: str):
 
 def run(args: argparse.Namespace) -> int:
     """Install, then check; see the module docstring for exit codes."""
-    from rich.console import Console
+    from ..report.console import SafeConsole as Console
 
     from ..outputs.install import install
     from ..outputs.lock import find_interpreter

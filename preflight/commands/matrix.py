@@ -5,6 +5,7 @@ import os
 import sys
 
 from ..errors import UsageError
+from ..report.render import print_safe
 
 NAME = "matrix"
 HELP = "show or refresh the compatibility matrix"
@@ -56,20 +57,20 @@ def run(args: argparse.Namespace) -> int:
                     ", ".join(unknown), ", ".join(sorted(PACKAGES))))
             pkgs = {p: PACKAGES[p] for p in args.package}
         try:
-            diff, n = refresh(args.dir, pkgs, log=lambda s: print(s, file=sys.stderr, flush=True),
+            diff, n = refresh(args.dir, pkgs, log=lambda s: print_safe(s, file=sys.stderr),
                               write=not args.dry_run)
         except RefreshError as exc:
             if not exc.count and not exc.diff:
                 raise UsageError("matrix refresh: %s" % exc)
             # a partial refresh: what was read is kept (and written unless --dry-run); pip's errors shown
             sys.stdout.write(exc.diff)
-            print("%d releases read; %s" % (exc.count, "%d diff lines" % exc.diff.count("\n") if exc.diff
+            print_safe("%d releases read; %s" % (exc.count, "%d diff lines" % exc.diff.count("\n") if exc.diff
                                                      else "no change"), file=sys.stderr)
             for f in exc.failures:
-                print("matrix refresh: FAILED %s" % f, file=sys.stderr)
+                print_safe("matrix refresh: FAILED %s" % f, file=sys.stderr)
             return 1
         sys.stdout.write(diff)
-        print("%d releases read; %s" % (n, "no change" if not diff else "%d diff lines%s" % (
+        print_safe("%d releases read; %s" % (n, "no change" if not diff else "%d diff lines%s" % (
             diff.count("\n"), " (not written: --dry-run)" if args.dry_run else "")), file=sys.stderr)
         return 0
     mx = matrix_mod.load()

@@ -6,6 +6,7 @@ import os
 from typing import Any, Dict, List, Tuple
 
 from ..errors import UsageError
+from ..report.render import print_safe
 
 NAME = "spec"
 HELP = "write requirements.lock (pinned, hashed) and environment.json for a verl release"
@@ -156,7 +157,7 @@ def make_spec(args: argparse.Namespace, out_dir: str, say, option: str = "-o",
 
 def run(args: argparse.Namespace) -> int:
     """Write the spec; 0 written, 1 no stack works."""
-    from rich.console import Console
+    from ..report.console import SafeConsole as Console
 
     from ..paths import check_output_dir
 
@@ -181,5 +182,5 @@ def run(args: argparse.Namespace) -> int:
     for p in spec.post_install:
         console.print("after installing the lock: %s" % p, markup=False)
     for p in paths:
-        print(os.path.abspath(p))
+        print_safe(os.path.abspath(p))
     return 0

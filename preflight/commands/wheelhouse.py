@@ -9,6 +9,7 @@ import os
 import sys
 
 from ..errors import UsageError
+from ..report.render import print_safe
 
 NAME = "wheelhouse"
 HELP = "download and verify every wheel of a lock for an offline machine (split for transport)"
@@ -56,7 +57,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build, verify or check a wheelhouse; see EPILOG for exit codes."""
-    from rich.console import Console
+    from ..report.console import SafeConsole as Console
 
     from ..outputs import wheelhouse as wh
     from ..paths import check_output_dir
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.dir:
             raise UsageError("wheelhouse verify needs DIR: the wheelhouse or parts directory")
         d, m = wh.open_wheelhouse(args.dir, say, "wheelhouse verify")
-        print("%s: %d wheels for CPython %s verified (%d bytes); %d left out on purpose" % (
+        print_safe("%s: %d wheels for CPython %s verified (%d bytes); %d left out on purpose" % (
             d, len(m["wheels"]), m["python"], m.get("total_bytes", 0), len(m.get("omitted", []))))
         return 0
     if args.check:
@@ -91,14 +92,14 @@ def run(args: argparse.Namespace) -> int:
             say("note: the wheelhouse is for CPython %s, %s is %s" % (ans["wheelhouse_python"], args.python,
                                                                        ans["python_version"]))
         if ans["complete"]:
-            print("complete: pip resolves every pin of %s for %s offline (%d to install, the rest already there)" % (
+            print_safe("complete: pip resolves every pin of %s for %s offline (%d to install, the rest already there)" % (
                 ans["wheelhouse"], args.python, len(ans["would_install"])))
             for row in ans["missing"]:  # pip is the verdict; the metadata walk disagreeing is worth seeing
-                print("  note: metadata lists %s as unmet (required by %s)" % (row["name"], row["required_by"][0]))
+                print_safe("  note: metadata lists %s as unmet (required by %s)" % (row["name"], row["required_by"][0]))
             return 0
-        print("incomplete for %s: pip says: %s" % (args.python, ans["pip_error"]))
+        print_safe("incomplete for %s: pip says: %s" % (args.python, ans["pip_error"]))
         for row in ans["missing"]:
-            print("  missing %s%s, required by %s%s" % (
+            print_safe("  missing %s%s, required by %s%s" % (
                 row["name"], " (%s there does not fit)" % row["have"] if row["have"] else "",
                 "; ".join(row["required_by"][:3]), "; left out on purpose: %s" % row["omitted"]
                 if row.get("omitted") else ""))
@@ -125,13 +126,13 @@ def run(args: argparse.Namespace) -> int:
         wh.check_pyz(args.pyz)
     m = wh.build(args.lock, args.output, python, args.platform or wh.DEFAULT_PLATFORMS, args.omit,
                  args.exclude_installed, args.pyz, say=say)
-    print("%s: %d wheels, %d bytes, for CPython %s; %d pins left out%s" % (
+    print_safe("%s: %d wheels, %d bytes, for CPython %s; %d pins left out%s" % (
         os.path.abspath(args.output), len(m["wheels"]), m["total_bytes"], python, len(m["omitted"]),
         "" if m.get("pyz") else " (no preflight.pyz copied: build it with tools/build_pyz.py and pass --pyz)"))
     for o in m["omitted"]:
-        print("  left out %s==%s: %s" % (o["name"], o["version"], o["reason"]))
+        print_safe("  left out %s==%s: %s" % (o["name"], o["version"], o["reason"]))
     if size:
         doc = wh.split(args.output, parts_dir, size, say)
-        print("%s: %d parts of at most %d bytes (%s) + %s" % (os.path.abspath(parts_dir), len(doc["parts"]), size,
+        print_safe("%s: %d parts of at most %d bytes (%s) + %s" % (os.path.abspath(parts_dir), len(doc["parts"]), size,
                                                              args.split, wh.PARTS_MANIFEST))
     return 0

@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from rich.console import Console
+from ..report.console import SafeConsole as Console
 from rich.table import Table
 from rich.text import Text
 

@@ -8,7 +8,6 @@ run, :class:`LiveProgress` shows which check is running (only on a terminal).
 characters; rich's own styling and cursor control are kept.
 """
 
-import re
 from typing import Iterable, Optional
 
 from rich.console import Console
@@ -20,15 +19,9 @@ from rich.text import Text
 from ..result import Result, Status
 from ..stages import stage
 from . import Report
+from .render import escape_controls
 
 __all__ = ["render", "next_steps", "LiveProgress", "STYLE", "SafeConsole"]
-
-#: C0 controls but newline and tab, DEL, and C1 controls (see render.escape_controls).
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _escape(text: str) -> str:
-    return _CONTROLS.sub(lambda m: "\\x%02x" % ord(m.group()), text)
 
 
 class SafeConsole(Console):
@@ -39,8 +32,9 @@ class SafeConsole(Console):
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:  # rich's one point where text becomes output
         return super()._render_buffer(
-            Segment(_escape(seg.text), seg.style, seg.control) if not seg.control and _CONTROLS.search(seg.text)
+            Segment(escape_controls(seg.text), seg.style, seg.control) if not seg.control
             else seg for seg in buffer)
+
 
 STYLE = {
     Status.PASS: ("PASS", "green"),

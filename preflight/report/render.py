@@ -19,7 +19,7 @@ from ..redact import collect, is_secret_key, redact
 from ..result import Result
 from . import Report
 
-__all__ = ["FORMATS", "render", "redact_report", "to_text", "add_output_options", "outputs_of", "check_outputs",
+__all__ = ["FORMATS", "render", "redact_report", "print_safe", "to_text", "add_output_options", "outputs_of", "check_outputs",
            "emit"]
 
 #: The output formats, for ``--format``.
@@ -111,6 +111,15 @@ def redact_report(report: Report) -> Report:
 #: terminals): what a file name, a target's output or a config value must not send raw to a
 #: terminal or into markdown (ESC sequences recolour, retitle or hide text; BEL rings).
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def print_safe(text: str, file: Optional[TextIO] = None) -> None:
+    """Print one line of a command's own output for people (a summary, a progress note) the way
+    every report is printed: redacted (:func:`preflight.redact.redact_text`) and with control
+    characters escaped (:func:`escape_controls`). ``file``: default stdout."""
+    from ..redact import redact_text
+
+    print(escape_controls(redact_text(text)), file=file if file is not None else sys.stdout, flush=True)
 
 
 def escape_controls(value: Any) -> Any:
