@@ -220,11 +220,12 @@ def test_unreadable_yaml_file_is_never_a_pass_with_hydra(pyz, tmp_path):
     bad.write_text("data:\n  train_batch_size: [unclosed\n")
     p = pyz_run(pyz, "config", "--python", py, "--file", str(bad))
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stdout + p.stderr
-    assert "--file %s: not valid YAML (ParserError" % bad in p.stderr and "line 3, column 1" in p.stderr
+    assert "config file %s: not valid YAML (ParserError" % bad in p.stderr and "line 3, column 1" in p.stderr
     out = tmp_path / "r.json"
     p = pyz_run(pyz, "check", "--python", py, "--stage", "config", "--config", str(bad), "--json", str(out))
     res = {r["id"]: r for r in json.loads(out.read_text())["results"]}
     assert res["config.compose"]["status"] == "fail" and "not valid YAML" in res["config.compose"]["message"]
+    assert "--file" not in res["config.compose"]["message"]  # check takes it as --config: no flag of another command
     assert p.returncode == 1 and "Traceback" not in p.stderr
 
 
