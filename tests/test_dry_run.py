@@ -29,8 +29,8 @@ def test_dry_run_writes_nothing(command, where, tmp_path):
     mx = matrix.load()
     res = resolve(mx, "0.9.1", gpu="H200", driver="580.95.05", python="3.12")
     reqs, _, _ = top_level(mx, res, SpecOptions())
-    assert "top-level pins: %s" % " ".join(reqs) in p.stderr
-    assert "nothing was written" in p.stderr
+    assert "top-level pins: %s" % " ".join(reqs) in p.stdout  # the plan is the output: > plan.txt keeps it
+    assert "nothing was written" in p.stdout
 
 
 def test_backend_none_is_one_spelling(tmp_path):
@@ -38,9 +38,9 @@ def test_backend_none_is_one_spelling(tmp_path):
     a = cli("spec", *MACHINE, "--backend", "none", "-o", str(tmp_path / "a"), "--dry-run")
     b = cli("spec", *MACHINE, "--no-backend", "-o", str(tmp_path / "b"), "--dry-run")
     assert a.returncode == b.returncode == 0, a.stderr + b.stderr
-    pins = [l for l in a.stderr.splitlines() if l.startswith("top-level pins:")]
+    pins = [l for l in a.stdout.splitlines() if l.startswith("top-level pins:")]
     assert pins and "vllm" not in pins[0] and "verl[" in pins[0]
-    assert pins == [l for l in b.stderr.splitlines() if l.startswith("top-level pins:")]
+    assert pins == [l for l in b.stdout.splitlines() if l.startswith("top-level pins:")]
 
 
 def test_satisfied_prefix_answers_without_pip(tmp_path):

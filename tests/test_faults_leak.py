@@ -536,8 +536,12 @@ def test_index_credentials_never_reach_a_resolver_command_line(tmp_path, monkeyp
 
     seen = tmp_path / "seen.json"
     fake = tmp_path / tool
-    fake.write_text("#!%s\nimport json, os, sys\njson.dump({'argv': sys.argv, 'env': dict(os.environ)}, "
-                    "open(%r, 'w'))\nsys.exit(1)\n" % (sys.executable, str(seen)))
+    # 'pip config list' goes to the real pip (what the user configured); anything else is recorded
+    fake.write_text("#!%s\nimport json, os, subprocess, sys\n"
+                    "if sys.argv[1:4] == ['-m', 'pip', 'config']:\n"
+                    "    sys.exit(subprocess.call([%r] + sys.argv[1:]))\n"
+                    "json.dump({'argv': sys.argv, 'env': dict(os.environ)}, open(%r, 'w'))\nsys.exit(1)\n"
+                    % (sys.executable, sys.executable, str(seen)))
     fake.chmod(0o755)
     main, extra = "https://u:idx-pass-111@pypi.example/simple", "https://:idx-pass-222@torch.example/cu130"
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "https://mirror.example/simple")
@@ -554,6 +558,43 @@ def test_index_credentials_never_reach_a_resolver_command_line(tmp_path, monkeyp
     env = got["env"]
     if tool == "uv":
         assert env["UV_INDEX_URL"] == main and env["UV_EXTRA_INDEX_URL"].split() == [extra]
+        assert "--index-url" not in got["argv"] and "--find-links" not in got["argv"]
     else:
         assert env["PIP_INDEX_URL"] == main
         assert env["PIP_EXTRA_INDEX_URL"].split() == [extra, "https://mirror.example/simple"]
+
+
+@LEAK
+def test_uv_gets_find_links_and_constraints_through_its_environment(tmp_path, monkeypatch):
+    """pip's find-links and constraint settings (which may be URLs with credentials) reach uv as
+    UV_FIND_LINKS (comma-separated) and UV_CONSTRAINT, never as arguments."""
+    from preflight.errors import UsageError
+    from preflight.outputs import lock
+
+    seen = tmp_path / "seen.json"
+    fake = tmp_path / "uv"
+    fake.write_text("#!%s\nimport json, os, sys\njson.dump({'argv': sys.argv, 'env': dict(os.environ)}, "
+                    "open(%r, 'w'))\nsys.exit(1)\n" % (sys.executable, str(seen)))
+    fake.chmod(0o755)
+    links = ["http://fl:flpass-333@127.0.0.1:1/wheels/", "/srv/wheels"]
+    monkeypatch.setenv("UV", str(fake))
+    monkeypatch.setattr(lock, "pip_settings", lambda python=None: {"find-links": list(links),
+                                                                    "constraint": ["/etc/c.txt"]})
+    with pytest.raises(UsageError):
+        lock.resolve_lock(["six"], "3.12", use_uv=True, timeout=60)
+    got = json.loads(seen.read_text())
+    assert "flpass" not in " ".join(got["argv"]) and "/etc/c.txt" not in got["argv"]
+    assert got["env"]["UV_FIND_LINKS"].split(",") == links and got["env"]["UV_CONSTRAINT"] == "/etc/c.txt"
+
+
+def test_pip_keeps_the_users_configured_extra_index(tmp_path, monkeypatch):
+    """PIP_EXTRA_INDEX_URL replaces pip's configured extra indexes (where --extra-index-url added to
+    them): the ones pip itself lists from its configuration file are kept after ours."""
+    from preflight.outputs.lock import _index_env
+
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nextra-index-url = http://127.0.0.1:8801/simple\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+    env = _index_env(None, ["http://127.0.0.1:8802/simple"], sys.executable)
+    assert env["PIP_EXTRA_INDEX_URL"].split() == ["http://127.0.0.1:8802/simple", "http://127.0.0.1:8801/simple"]

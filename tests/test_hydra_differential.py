@@ -120,47 +120,57 @@ def _norm(case_events):
     return out
 
 
-@pytest.fixture(scope="module")
-def wheel_config_dir(tmp_path_factory):
-    """verl/trainer/config of the real wheel of RELEASE, extracted (pip download, cached)."""
+def _wheel_config_dir(release, dest):
+    """verl/trainer/config of the real wheel of ``release``, extracted into ``dest`` (pip download,
+    cached; its sha256 must be the one the stored tree was generated from)."""
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import gen_verl_config
 
     from preflight.launch.compose import stored_index
 
-    whl = gen_verl_config.wheel(RELEASE, stored_index()[RELEASE]["sha256"])
-    d = tmp_path_factory.mktemp("wheel")
+    whl = gen_verl_config.wheel(release, stored_index()[release]["sha256"])
     with zipfile.ZipFile(whl) as z:
-        z.extractall(str(d), [n for n in z.namelist() if n.startswith("verl/trainer/config/")])
-    return str(d / "verl" / "trainer" / "config")
+        z.extractall(str(dest), [n for n in z.namelist() if n.startswith("verl/trainer/config/")])
+    return os.path.join(str(dest), "verl", "trainer", "config")
 
 
 @pytest.fixture(scope="module")
-def truth(wheel_config_dir):
+def wheel_config_dir(tmp_path_factory):
+    """verl/trainer/config of the real wheel of RELEASE."""
+    return _wheel_config_dir(RELEASE, tmp_path_factory.mktemp("wheel"))
+
+
+def _truth(conf_dir, cases, config_name="ppo_trainer"):
+    """hydra-core of the test venv composing ``conf_dir`` once per case: {i: {"tree"} or {"error"}}."""
     env = dict(os.environ, PREFLIGHT_DIFF_UNSET="")
     env.pop("PREFLIGHT_DIFF_UNSET")
-    p = subprocess.run([sys.executable, "-c", TRUTH], input=json.dumps([wheel_config_dir, [[c] for c in CASES]]),
+    code = TRUTH.replace('config_name="ppo_trainer"', "config_name=%r" % config_name)
+    p = subprocess.run([sys.executable, "-c", code], input=json.dumps([conf_dir, [[c] for c in cases]]),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env, timeout=900)
     assert p.returncode == 0, p.stderr[-2000:]
     return {i: dict(r, error=_msg(r["error"])) if "error" in r else r for i, r in enumerate(json.loads(p.stdout))}
 
 
-def _compare(name, truth, got):
+@pytest.fixture(scope="module")
+def truth(wheel_config_dir):
+    return _truth(wheel_config_dir, CASES)
+
+
+def _compare(name, truth, got, cases=CASES, minimum=150):
     equal = [i for i in truth if got.get(i) == truth[i]]
-    differ = [CASES[i] for i in truth if i not in equal]
+    differ = [cases[i] for i in truth if i not in equal]
     refused = sum(1 for i in truth if "error" in truth[i])
     print("\n%s: overrides tried/equal: %d/%d (%d refused by Hydra, same message; %d from verl's examples)" % (
-        name, len(truth), len(equal), refused, len(CASES) - len(EDGE)))
+        name, len(truth), len(equal), refused, len(cases) - len(EDGE)))
     assert not differ, "%s differs from hydra-core on: %s" % (name, differ[:10])
-    assert len(truth) >= 150
+    assert len(truth) >= minimum
 
 
-@pytest.mark.realenv
-def test_vendored_hydra_over_the_stored_tree_equals_hydra_core(pyz, truth):
-    """The zipapp's own Hydra (from inside the zip, no site-packages) over matrices/verl_config."""
-    assert stored_release(RELEASE, "ppo_trainer") == (RELEASE, [])
-    args = {"stored_dir": stored_tree(RELEASE), "stored_version": RELEASE, "sys_path": [pyz + "/preflight/_vendor"],
-            "batch": [[c] for c in CASES], "config_name": "ppo_trainer"}
+def _vendored(pyz, release, cases, config_name="ppo_trainer"):
+    """The zipapp's own Hydra (from inside the zip, ``-I -S``) over matrices/verl_config/<release>:
+    (interpreter used, {i: result})."""
+    args = {"stored_dir": stored_tree(release), "stored_version": release, "sys_path": [pyz + "/preflight/_vendor"],
+            "batch": [[c] for c in cases], "config_name": config_name}
     py = sys.executable
     try:
         py = find_python("3.12")
@@ -172,8 +182,35 @@ def test_vendored_hydra_over_the_stored_tree_equals_hydra_core(pyz, truth):
     events = [json.loads(ln.split(" ", 1)[1]) for ln in p.stdout.splitlines() if ln.startswith("@@PREFLIGHT@@ ")]
     assert events and events[0]["event"] == "env", p.stderr[-2000:]
     assert "preflight.pyz" in json.dumps(events[0]) or events[0]["stored"]
+    return py, _norm([e for e in events if e["event"] == "case"])
+
+
+@pytest.mark.realenv
+def test_vendored_hydra_over_the_stored_tree_equals_hydra_core(pyz, truth):
+    """The zipapp's own Hydra (from inside the zip, no site-packages) over matrices/verl_config."""
+    assert stored_release(RELEASE, "ppo_trainer") == (RELEASE, [])
+    py, got = _vendored(pyz, RELEASE, CASES)
     _compare("vendored Hydra (%s -I -S, from the zip) over matrices/verl_config/%s" % (os.path.basename(py), RELEASE),
-             truth, _norm([e for e in events if e["event"] == "case"]))
+             truth, got)
+
+
+def _older_releases():
+    from preflight.launch.compose import stored_index
+
+    return [v for v in stored_index() if v != RELEASE]
+
+
+@pytest.mark.realenv
+@pytest.mark.parametrize("release", _older_releases())
+def test_vendored_hydra_equals_hydra_core_for_every_stored_release(pyz, release, tmp_path):
+    """Every other stored release: the grammar edge cases plus every 32nd override of verl's examples,
+    composed by the zipapp's Hydra over that release's stored tree and by hydra-core over the config
+    directory of that release's own wheel (keys a release lacks: both refuse, with the same message)."""
+    assert stored_release(release, "ppo_trainer") == (release, [])
+    cases = example_cases(32) + EDGE
+    truth = _truth(_wheel_config_dir(release, tmp_path), cases)
+    py, got = _vendored(pyz, release, cases)
+    _compare("vendored Hydra over matrices/verl_config/%s" % release, truth, got, cases, minimum=len(EDGE))
 
 
 @pytest.mark.realenv

@@ -197,7 +197,7 @@ def test_bootstrap_exit_codes(pyz, tmp_path):
     assert ok.returncode == data["exit_code"] in (0, 1)
     assert "check --python" in open(log).read()
     dry = bootstrap("--pyz", pyz, "--dry-run", "--verl", "0.9.1", "--prefix", str(tmp_path / "p"))
-    assert dry.returncode == 0 and "install --verl 0.9.1" in dry.stderr and "dry run" in dry.stderr
+    assert dry.returncode == 0 and "install --verl 0.9.1" in dry.stderr and "dry run" in dry.stdout + dry.stderr
     assert not (tmp_path / "p").exists()
     env = dict(os.environ, PATH="/nonexistent")
     assert subprocess.run(["/bin/sh", os.path.join(ROOT, "bootstrap.sh"), "--pyz", pyz], env=env,

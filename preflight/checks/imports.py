@@ -264,7 +264,9 @@ def vllm(ctx):
     when the vllm stage, gated on it, starts."""
     d = _vllm_dist(ctx)
     if d is None:
-        return skipped("vLLM is not installed", ["packages.backend"])
+        # the backend row is its cause only where vLLM is the engine this run wants
+        return skipped("vLLM is not installed", ["packages.backend"] if ctx.backend()[0] in (None, "vllm")
+                       and ctx.options.backend != "none" else [])
     from .vllm import session_imports, start_session
 
     res = _results(ctx)
@@ -293,7 +295,7 @@ def _vllm_outcome(ctx, dist: str, res: Dict[str, Any]):
 def sglang(ctx):
     """import sglang (when installed)."""
     if not ctx.installed("sglang"):
-        return skipped("SGLang is not installed", ["packages.backend"])
+        return skipped("SGLang is not installed", ["packages.backend"] if ctx.backend()[0] == "sglang" else [])
     return outcome_for(ctx, _results(ctx).get("sglang"), "sglang", "sglang")
 
 

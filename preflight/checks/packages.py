@@ -41,6 +41,29 @@ def verl_extras(ctx) -> Tuple[List[str], Optional[str], str]:
     return extras, bextra, how
 
 
+def verl_pip_spec(ctx, version: str) -> str:
+    """The pip requirement a fix should name for verl ``version`` and this run's rollout backend:
+    ``verl[vllm]==V`` (or ``verl[sglang]==V``) for a backend, the release's core extra
+    (``verl[verl-core]==V``, plain ``verl==V`` for releases without one) under ``--backend none``,
+    and ``verl[vllm]==V' (or '[sglang]`` when no backend is known (text meant for single quotes)."""
+    row = ctx.matrix.verl(version) or {}
+    if ctx.options.backend == "none":
+        core = row.get("core_extra")
+        return "verl[%s]==%s" % (core, version) if core else "verl==%s" % version
+    backend, _how = ctx.backend()
+    bextra = (row.get("backend_extras") or {}).get(backend) if backend else None
+    if bextra:
+        return "verl[%s]==%s" % (bextra, version)
+    return "verl[vllm]==%s' (or '[sglang]" % version
+
+
+def install_hint(ctx, version: str) -> str:
+    """``preflight install --verl V --prefix ~/venvs/verl`` as this run would need it (with
+    ``--backend none`` when the run said so)."""
+    return "preflight install --verl %s%s --prefix ~/venvs/verl" % (
+        version, " --backend none" if ctx.options.backend == "none" else "")
+
+
 def _expand(ctx, version: str, extras: Sequence[str], seen=None) -> List[Requirement]:
     """verl's requirements for ``extras``, following self-references like ``verl[verl-core]``."""
     seen = set(seen or ())
@@ -113,8 +136,8 @@ def verl(ctx):
             return failed("verl %s is not a release the matrix knows" % ctx.options.verl,
                           "pass one of: %s" % ", ".join(ctx.matrix.verl_versions()), ev)
         return failed("verl is not installed in %s; checking against verl %s" % (ctx.options.python, v),
-                      "pip install 'verl[vllm]==%s' (or '[sglang]'), or let verl-preflight build a checked "
-                      "environment for this machine: preflight install --verl %s --prefix ~/venvs/verl" % (v, v), ev)
+                      "pip install '%s', or let verl-preflight build a checked environment for this machine: %s" % (
+                          verl_pip_spec(ctx, v), install_hint(ctx, v)), ev)
     ev["location"] = d.location
     if row is None:
         near = ctx.matrix.nearest_verl(v)
@@ -144,8 +167,8 @@ def torch(ctx):
         return skipped("torch %s not checked: the verl release is unknown" % d.version, ["packages.verl"], ev)
     if d is None:
         want = "torch%s" % pinned[0] if len(pinned) == 1 else "torch"
-        return failed("torch is not installed", "pip install '%s' (or install verl with a backend extra, which "
-                      "pins it: pip install 'verl[vllm]==%s')" % (want, verl_v), ev)
+        return failed("torch is not installed", "pip install '%s' (or let pip resolve it with verl: pip install "
+                      "'%s')" % (want, verl_pip_spec(ctx, verl_v)), ev)
     ev["torch"] = d.version
     variant, why = ctx.matrix.torch_build(d.version)
     ev.update(build=variant, build_from=why)
@@ -164,11 +187,26 @@ def torch(ctx):
         want = pinned[0] if len(pinned) == 1 else " or ".join(pinned)
         msg = "torch %s, but verl %s's backend extras pin torch%s" % (d.version, verl_v, want)
         fix = "pip install 'torch%s' with the torchvision/torchaudio that match it (or let pip resolve " \
-              "'verl[%s]==%s')" % (want, bextra or "vllm", verl_v)
+              "'%s')" % (want, verl_pip_spec(ctx, verl_v))
         if bextra and bextra in mismatch:
             return failed(msg + " (the %s extra you use)" % bextra, fix, ev)
         return warned(msg + "; verl is tested with that torch", fix, ev)
     return passed("torch %s (%s build)" % (d.version, variant or "unknown"), ev)
+
+
+def _torch_to_install(ctx, have: str) -> str:
+    """The torch version a build fix should name: ``have``'s public version when it meets the pin of
+    verl's backend extra in use, else that pin's version (``==X``), so the build fix and the
+    packages.torch fix name the same torch."""
+    public = str((parse_version(have) or Version("0")).public)
+    pins = backend_pins(ctx, "torch")
+    _extras, bextra, _how = verl_extras(ctx)
+    if bextra:
+        pins = {k: r for k, r in pins.items() if k == bextra}
+    exact = sorted({str(sp.version) for r in pins.values() for sp in r.specifier if sp.operator == "=="})
+    if len(exact) == 1 and not all(_contains(r, have) for r in pins.values()):
+        return exact[0]
+    return public
 
 
 @check("packages.torch-build", needs=("python.interpreter",))
@@ -185,7 +223,7 @@ def torch_build(ctx):
         pypi = series.get("pypi") or ctx.matrix.curated["torch"]["release"][-1]["pypi"]
         idx = (ctx.matrix.torch_variant(pypi) or {}).get("index", "")
         fix = "pip install 'torch==%s' --index-url %s (or the plain PyPI wheel, a %s build)" % (
-            (parse_version(d.version) or Version("0")).public, idx, pypi)
+            _torch_to_install(ctx, d.version), idx, pypi)
         if ctx.gpu_expected():
             return failed("torch %s is a CPU-only build on a machine with NVIDIA GPUs" % d.version, fix, ev)
         return warned("torch %s is a CPU-only build (torch.version.cuda is None): verl trains on CUDA GPUs" % d.version,
@@ -322,7 +360,8 @@ def verl_reqs(ctx):
     applied = [e for e in extras if e != bextra] + ([bextra] if bextra else [])
     reqs = verl_requirements(ctx, applied)
     skip = {"torch", "torchvision", "torchaudio", "vllm", "sglang"}  # own rows above
-    missing, wrong, fine = [], [], []
+    missing, fine = [], []
+    unmet: Dict[str, List[str]] = {}  # installed name and version -> the specifiers it misses (one per extra)
     for r in reqs:
         key = canonicalize_name(r.name)
         if key in skip:
@@ -331,16 +370,19 @@ def verl_reqs(ctx):
         if d is None:
             missing.append(str(r))
         elif r.specifier and not _contains(r, d.version):
-            wrong.append("%s %s (needs %s)" % (d.name, d.version, r.specifier))
+            have = unmet.setdefault("%s %s" % (d.name, d.version), [])
+            if str(r.specifier) not in have:
+                have.append(str(r.specifier))
         else:
             fine.append("%s %s" % (d.name, d.version))
+    wrong = ["%s (needs %s)" % (k, " and ".join(v)) for k, v in unmet.items()]
     ev = {"verl": verl_v, "extras": applied, "missing": missing, "wrong_version": wrong, "satisfied": len(fine),
           "source": (ctx.matrix.meta("verl", verl_v) or {}).get("source")}
     core = (ctx.verl_row() or {}).get("core_extra")
     if missing or wrong:
         parts = []
         if missing:
-            names = sorted(canonicalize_name(Requirement(m).name) for m in missing)
+            names = sorted({canonicalize_name(Requirement(m).name) for m in missing})
             parts.append("missing %s%s" % (", ".join(names[:12]), " and %d more (see evidence)" % (len(names) - 12)
                                            if len(names) > 12 else ""))
         if wrong:

@@ -37,7 +37,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=positive_int, default=None, metavar="N",
                    help="GPUs per node for the job (sets trainer.n_gpus_per_node)")
     p.add_argument("--nnodes", type=positive_int, default=None, metavar="M", help="nodes (sets trainer.nnodes)")
-    p.add_argument("--file", metavar="CONFIG", default=None,
+    p.add_argument("--file", "--config", dest="file", metavar="CONFIG", default=None,
                    help="a saved config (YAML or JSON) applied over the defaults, before the overrides")
     p.add_argument("--print", dest="print_all", action="store_true", help="print every config value, not only "
                    "the ones that matter")

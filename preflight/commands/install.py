@@ -136,10 +136,11 @@ def run(args: argparse.Namespace) -> int:
         lock_path, python = args.lock, args.python
         if args.dry_run:
             from ..outputs.lock import parse_lock as _parse
+            from ..report.render import print_safe
 
             with open(lock_path, encoding="utf-8") as fh:
                 n = len(_parse(fh.read()))
-            say("dry run: would create the venv %s with Python %s and install the %d pins of %s with hashes "
+            print_safe("dry run: would create the venv %s with Python %s and install the %d pins of %s with hashes "
                 "required%s (nothing was changed)" % (prefix, python, n, lock_path,
                                                      ", then check it" if not args.no_check else ""))
             return 0

@@ -86,9 +86,11 @@ def machine_doc() -> Dict[str, Any]:
 
 def dry_run(args: argparse.Namespace, say, what: str) -> int:
     """``--dry-run`` for spec, install and image: resolve (no pip, no download), print the stack, the
-    top-level pins and ``what`` would happen; 0 when a stack works, 1 when none does."""
+    top-level pins and ``what`` would happen, on stdout (the plan is the command's output; ``say``,
+    the progress channel, is not used); 0 when a stack works, 1 when none does."""
     from ..outputs.spec import top_level
 
+    say = print_safe
     mx, res, how, opts = resolve_stack(args)
     for h in how:
         say("machine: %s" % h)

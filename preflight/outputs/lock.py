@@ -89,24 +89,23 @@ def find_uv() -> Optional[str]:
     return shutil.which("uv")
 
 
-#: pip settings uv must be given to resolve what pip would (uv does not read pip's configuration).
-_PIP_TO_UV = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "--find-links",
-              "constraint": "--constraint"}
+#: pip settings uv must be given to resolve what pip would (uv does not read pip's configuration):
+#: pip's key -> (uv's environment variable, its list separator), as uv documents them.
+_PIP_TO_UV = {"index-url": ("UV_INDEX_URL", " "), "extra-index-url": ("UV_EXTRA_INDEX_URL", " "),
+              "find-links": ("UV_FIND_LINKS", ","), "constraint": ("UV_CONSTRAINT", " ")}
 
 
-_INDEX_KEYS = ("index-url", "extra-index-url")
-
-
-def _index_env(index_url: Optional[str], extra_index_urls: Sequence[str]) -> Dict[str, str]:
+def _index_env(index_url: Optional[str], extra_index_urls: Sequence[str], pip_python: str) -> Dict[str, str]:
     """This process's environment with pip's index settings for a resolver run: index URLs may
-    hold credentials, so they travel in PIP_INDEX_URL / PIP_EXTRA_INDEX_URL (space-separated; the
-    extra indexes already set there are kept after ours), never in the command line that every
-    user of the machine can read in the process list."""
+    hold credentials, so they travel in PIP_INDEX_URL / PIP_EXTRA_INDEX_URL (space-separated),
+    never in the command line that every user of the machine can read in the process list. The
+    variable replaces pip's configured extra indexes, where ``--extra-index-url`` added to them:
+    the ones ``pip_python``'s pip has configured (environment, then its files) are kept after ours."""
     env = dict(os.environ)
     if index_url:
         env["PIP_INDEX_URL"] = index_url
     if extra_index_urls:
-        theirs = [u for u in env.get("PIP_EXTRA_INDEX_URL", "").split() if u not in extra_index_urls]
+        theirs = [u for u in pip_settings(pip_python).get("extra-index-url", []) if u not in extra_index_urls]
         env["PIP_EXTRA_INDEX_URL"] = " ".join(list(extra_index_urls) + theirs)
     return env
 
@@ -151,18 +150,14 @@ def _uv_lock(uv: str, requirements: Sequence[str], python: str, index_url: Optio
             conf["index-url"] = [index_url]
         conf["extra-index-url"] = list(conf.get("extra-index-url", [])) + [
             u for u in extra_index_urls if u not in conf.get("extra-index-url", [])]
-        # index URLs may hold credentials: they go through the environment, never the command line
-        # (which every user of the machine can read in the process list)
+        # index URLs, find-links and constraint locations may hold credentials: they go through
+        # the environment, never the command line (which every user of the machine can read in
+        # the process list); uv's variables take these lists space- or comma-separated
         env = dict(os.environ)
-        if conf.get("index-url"):
-            env["UV_INDEX_URL"] = conf["index-url"][-1]
-        if conf.get("extra-index-url"):
-            env["UV_EXTRA_INDEX_URL"] = " ".join(conf["extra-index-url"])
-        for key, flag in sorted(_PIP_TO_UV.items()):
-            if key in _INDEX_KEYS:
-                continue
-            for v in conf.get(key, []):
-                cmd += [flag, v]
+        for key, (var, sep) in sorted(_PIP_TO_UV.items()):
+            values = conf.get(key) or []
+            if values:
+                env[var] = values[-1] if key == "index-url" else sep.join(values)
         try:
             proc = child.run(cmd + [req_in], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              universal_newlines=True, timeout=timeout, workdir=tmp, env=env)
@@ -219,7 +214,7 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
         report = os.path.join(tmp, "report.json")
         cmd = [interp, "-m", "pip", "--disable-pip-version-check", "install", "--dry-run", "--ignore-installed",
                "--quiet", "--report", report]
-        env = _index_env(index_url, extra_index_urls)
+        env = _index_env(index_url, extra_index_urls, interp)
         if cross:
             cmd += ["--target", os.path.join(tmp, "t"), "--only-binary=:all:", "--implementation", "cp",
                     "--python-version", python]

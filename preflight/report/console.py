@@ -8,6 +8,7 @@ run, :class:`LiveProgress` shows which check is running (only on a terminal).
 characters; rich's own styling and cursor control are kept.
 """
 
+import json
 from typing import Iterable, Optional
 
 from rich.console import Console
@@ -72,7 +73,7 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
                                     ("  (%.1f s)" % dur, "dim")))
         table = Table(show_header=False, box=None, pad_edge=False, expand=False)
         table.add_column("status", no_wrap=True, width=6)
-        table.add_column("id", style="dim", max_width=24, overflow="fold")
+        table.add_column("id", style="dim", no_wrap=True)  # whole, so it can be copied and grepped
         table.add_column("message", overflow="fold")
         for r in rows:
             label, style = STYLE[r.status]
@@ -82,7 +83,7 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
                 msg.append(r.fix)
             if verbose and r.evidence:
                 for k, v in r.evidence.items():
-                    sv = str(v)
+                    sv = v if isinstance(v, str) else json.dumps(v, default=str)  # null/true, not None/True
                     msg.append("\n  %s: %s" % (k, sv if len(sv) < 300 else sv[:300] + "..."), style="dim")
             table.add_row(Text(label, style=style), r.id.split(".", 1)[1], msg)
         console.print(table)

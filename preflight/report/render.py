@@ -347,10 +347,12 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 
 def console_stream(args: argparse.Namespace) -> Optional[TextIO]:
-    """Where the console view goes: None with ``-q``; stderr when stdout carries a document."""
-    if getattr(args, "quiet", False):
+    """Where the console view goes: None with ``-q`` or when ``--format console --output FILE``
+    sends it to a file (not twice); stderr when stdout carries a document."""
+    outs = outputs_of(args)
+    if getattr(args, "quiet", False) or any(fmt == "console" and path != "-" for fmt, path, _ in outs):
         return None
-    return sys.stderr if any(path == "-" for _, path, _ in outputs_of(args)) else sys.stdout
+    return sys.stderr if any(path == "-" for _, path, _ in outs) else sys.stdout
 
 
 def emit(report: Report, args: argparse.Namespace, verbose: Optional[bool] = None) -> int:
