@@ -161,7 +161,7 @@ def _compare(name, truth, got, cases=CASES, minimum=150):
     differ = [cases[i] for i in truth if i not in equal]
     refused = sum(1 for i in truth if "error" in truth[i])
     print("\n%s: overrides tried/equal: %d/%d (%d refused by Hydra, same message; %d from verl's examples)" % (
-        name, len(truth), len(equal), refused, len(cases) - len(EDGE)))
+        name, len(truth), len(equal), refused, len([c for c in cases if c not in EDGE])))
     assert not differ, "%s differs from hydra-core on: %s" % (name, differ[:10])
     assert len(truth) >= minimum
 
@@ -203,14 +203,16 @@ def _older_releases():
 @pytest.mark.realenv
 @pytest.mark.parametrize("release", _older_releases())
 def test_vendored_hydra_equals_hydra_core_for_every_stored_release(pyz, release, tmp_path):
-    """Every other stored release: the grammar edge cases plus every 32nd override of verl's examples,
-    composed by the zipapp's Hydra over that release's stored tree and by hydra-core over the config
-    directory of that release's own wheel (keys a release lacks: both refuse, with the same message)."""
+    """Every other stored release: every 3rd grammar edge case plus every 64th override of verl's
+    examples (about 45 cases; with all 119 of every 32nd example and every edge case the 15 releases
+    were equal too, in 17 minutes on 2 loaded cores), composed by the zipapp's Hydra over that
+    release's stored tree and by hydra-core over the config directory of that release's own wheel
+    (keys a release lacks: both refuse, with the same message)."""
     assert stored_release(release, "ppo_trainer") == (release, [])
-    cases = example_cases(32) + EDGE
+    cases = example_cases(64) + EDGE[::3]
     truth = _truth(_wheel_config_dir(release, tmp_path), cases)
     py, got = _vendored(pyz, release, cases)
-    _compare("vendored Hydra over matrices/verl_config/%s" % release, truth, got, cases, minimum=len(EDGE))
+    _compare("vendored Hydra over matrices/verl_config/%s" % release, truth, got, cases, minimum=len(cases))
 
 
 @pytest.mark.realenv

@@ -230,3 +230,19 @@ def test_help_examples_can_be_pasted_into_a_shell(pyz):
     for cmd in cmds:
         chk = subprocess.run(["sh", "-n", "-c", cmd], stderr=subprocess.PIPE, universal_newlines=True)
         assert chk.returncode == 0, (cmd, chk.stderr)
+
+
+@pytest.mark.fault("CRASH")
+@pytest.mark.parametrize("manifest", ['{"wheels": [{"file": "x"}]}', "[]", '{"wheels": null}',
+                                      '{"wheels": [{"name": "a", "version": "1", "file": "../../etc/passwd", '
+                                      '"size": 1, "sha256": "00"}]}',
+                                      '{"wheels": [{"name": "a", "version": "1", "file": "a.whl", "size": "big", '
+                                      '"sha256": "00"}]}'])
+def test_malformed_manifest_is_one_line_not_a_crash(pyz, tmp_path, manifest):
+    d = tmp_path / "wh"
+    d.mkdir()
+    (d / "wheelhouse.json").write_text(manifest)
+    proc = pf(pyz, "wheelhouse", "verify", str(d))
+    _one_line_error(proc)
+    assert "is not a wheelhouse manifest" in proc.stderr and "please report" not in proc.stderr
+    assert "nothing was installed" not in proc.stderr  # verify installs nothing either way

@@ -57,13 +57,13 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build, verify or check a wheelhouse; see EPILOG for exit codes."""
-    from ..report.console import SafeConsole as Console
-
     from ..outputs import wheelhouse as wh
+    from ..redact import redact_text
+    from ..report.console import SafeConsole as Console
     from ..paths import check_output_dir
 
     console = Console(highlight=False, stderr=True)
-    say = lambda s: console.print(s, markup=False, soft_wrap=True)  # noqa: E731
+    say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
     if args.action == "verify":
         if not args.dir:
             raise UsageError("wheelhouse verify needs DIR: the wheelhouse or parts directory")

@@ -771,6 +771,29 @@ def reassemble(parts_dir: str, dest: str, say: Say = lambda s: None) -> List[str
     return []
 
 
+def _manifest_problem(m: Any) -> Optional[str]:
+    """What makes ``m`` (a parsed wheelhouse.json) unusable, or None: the shape :func:`build`
+    writes (a mapping whose ``wheels`` is a list of {name, version, file, size, sha256}), and
+    each file a plain name inside the wheelhouse (no absolute path, no ``..``)."""
+    if not isinstance(m, dict):
+        return "not a JSON object"
+    wheels = m.get("wheels")
+    if not isinstance(wheels, list):
+        return "'wheels' is not a list"
+    if not isinstance(m.get("served_lock") or SERVED_LOCK, str):
+        return "'served_lock' is not a file name"
+    for i, r in enumerate(wheels):
+        if not isinstance(r, dict):
+            return "wheel %d is not an object" % i
+        for key, kind in (("name", str), ("version", str), ("file", str), ("sha256", str), ("size", int)):
+            if not isinstance(r.get(key), kind) or isinstance(r.get(key), bool):
+                return "wheel %d has no valid %r" % (i, key)
+        parts = r["file"].replace("\\", "/").split("/")
+        if r["file"].startswith("/") or ".." in parts or not r["file"].endswith(".whl"):
+            return "wheel %d's file %r is not a wheel inside the wheelhouse" % (i, r["file"])
+    return None
+
+
 def verify(wh_dir: str) -> Tuple[Optional[Dict[str, Any]], List[str]]:
     """(manifest, problems): every wheel the manifest lists is present with its size and sha256,
     and the served lock is there. ``problems`` names each missing or corrupt file."""
@@ -780,6 +803,10 @@ def verify(wh_dir: str) -> Tuple[Optional[Dict[str, Any]], List[str]]:
     except (OSError, ValueError) as exc:
         return None, ["%s: no readable %s (%s); pass the directory 'preflight wheelhouse -o' wrote" % (
             wh_dir, MANIFEST, getattr(exc, "strerror", None) or exc)]
+    bad = _manifest_problem(m)
+    if bad:
+        return None, ["%s: %s is not a wheelhouse manifest (%s); pass the directory 'preflight wheelhouse -o' wrote, "
+                      "or build it again" % (wh_dir, MANIFEST, bad)]
     problems = []
     if not os.path.isfile(os.path.join(wh_dir, m.get("served_lock") or SERVED_LOCK)):
         problems.append("%s is missing" % (m.get("served_lock") or SERVED_LOCK))
@@ -813,14 +840,16 @@ def open_wheelhouse(path: str, say: Say = lambda s: None,
         if not os.path.isfile(os.path.join(wh, MANIFEST)):
             problems = reassemble(path, wh, say)
             if problems:
-                raise UsageError("wheelhouse parts in %s are not usable, nothing was installed: %s; copy the "
-                                 "named part(s) again from the machine that built them" % (path, "; ".join(problems)))
+                raise UsageError("wheelhouse parts in %s are not usable%s: %s; copy the named part(s) again from "
+                                 "the machine that built them" % (
+                                     path, "" if option == "wheelhouse verify" else ", nothing was installed",
+                                     "; ".join(problems)))
     m, problems = verify(wh)
     if problems:
-        raise UsageError("wheelhouse %s is not usable, nothing was installed: %s%s; rebuild it with 'preflight "
-                         "wheelhouse' or copy the named file(s) again" % (
-                             wh, "; ".join(problems[:6]), " (and %d more)" % (len(problems) - 6)
-                             if len(problems) > 6 else ""))
+        raise UsageError("wheelhouse %s is not usable%s: %s%s%s" % (
+            wh, "" if option == "wheelhouse verify" else ", nothing was installed", "; ".join(problems[:6]),
+            " (and %d more)" % (len(problems) - 6) if len(problems) > 6 else "",
+            "" if m is None else "; rebuild it with 'preflight wheelhouse' or copy the named file(s) again"))
     say("wheelhouse %s: %d wheels verified (sha256), %d bytes" % (wh, len(m["wheels"]), m.get("total_bytes", 0)))
     return wh, m
 
