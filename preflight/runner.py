@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from .checks.base import REGISTRY, Check, Deferred, Outcome
 from .context import Context
 from .result import Result, Status
-from .stages import STAGES, Stage
+from .stages import STAGES, Stage, stage as stage_of
 
 __all__ = ["run", "Progress"]
 
@@ -114,10 +114,17 @@ def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None
         if s.name not in stages:
             continue
         checks = load_stage(s)
+        for rid in s.implied(ctx):  # another stage's check this one cannot do without, run once
+            if rid not in ctx.results:
+                other = next(c for c in load_stage(stage_of(rid.split(".", 1)[0])) if c.id == rid)
+                group = []
+                groups.append(group)
+                for r in _outcomes(other, lambda o=other: o.func(ctx), time.monotonic(), False):
+                    add(group, r)
         settle(s.gate(ctx))  # a deferred row this stage is gated on: its wait belongs to its own stage
         timings[s.name] = {"start_s": round(time.monotonic() - t_run, 3)}
         open_rows[s.name] = 0
-        gate = _blocked(ctx, s.gate(ctx))
+        gate = _blocked(ctx, tuple(s.gate(ctx)) + tuple(s.implied(ctx)))
         for c in checks:
             group: List[Result] = []
             groups.append(group)

@@ -3,7 +3,9 @@
 Each stage names the module holding its checks and the result ids it is gated on: when one of
 those results is present and is not pass/warn, every check of the stage is skipped with that
 id as the cause. A gate whose result was not produced (its stage was not selected) does not
-block: the stage's checks read the facts they need themselves.
+block: the stage's checks read the facts they need themselves. A stage may also imply checks of
+another stage (``implies``): those run first even when their stage was not selected (the target
+interpreter's check, when the target cannot be read at all), and gate it.
 """
 
 from dataclasses import dataclass
@@ -23,10 +25,17 @@ class Stage:
     title: str
     module: str
     needs: Needs = ()
+    implies: Needs = ()
 
     def gate(self, ctx: Any) -> Sequence[str]:
-        """The gate result ids for this run."""
+        """The gate result ids for this run (the implied ones included)."""
         return tuple(self.needs(ctx)) if callable(self.needs) else tuple(self.needs)
+
+    def implied(self, ctx: Any) -> Sequence[str]:
+        """Checks of another stage this one cannot do without in this run: when such a result is
+        absent (its stage was not selected), the runner runs that check first, in its own stage,
+        and gates this stage on it too."""
+        return tuple(self.implies(ctx)) if callable(self.implies) else tuple(self.implies)
 
 
 def _nccl_needs(ctx: Any) -> Sequence[str]:
@@ -39,6 +48,12 @@ def _vllm_needs(ctx: Any) -> Sequence[str]:
     return ("imports.sglang",) if ctx.backend()[0] == "sglang" else ("imports.vllm",)
 
 
+def _target_unreadable(ctx: Any) -> Sequence[str]:
+    """An interpreter that cannot be run (hangs, crashes, is not Python) makes every package look
+    "not installed": with the python stage not selected, its interpreter check runs anyway."""
+    return ("python.interpreter",) if ctx.target() is None else ()
+
+
 #: packages and imports judge (and suggest installs into) the target interpreter: one that failed
 #: python.version (too old or too new for the verl release) gets no pip command it cannot run.
 _PYTHON_GATE = ("python.interpreter", "python.version")
@@ -47,13 +62,13 @@ STAGES: Tuple[Stage, ...] = (
     Stage("host", "Host: OS, CPU, memory, /dev/shm, disk, limits", "preflight.checks.host"),
     Stage("python", "Python interpreter", "preflight.checks.python"),
     Stage("packages", "Installed packages vs the compatibility matrix", "preflight.checks.packages",
-          _PYTHON_GATE),
+          _PYTHON_GATE, _target_unreadable),
     Stage("imports", "Imports: torch, verl and its key classes, rollout engine, extensions",
-          "preflight.checks.imports", _PYTHON_GATE),
+          "preflight.checks.imports", _PYTHON_GATE, _target_unreadable),
     Stage("gpu", "GPUs: driver, NVML vs torch, compute capability", "preflight.checks.gpu"),
     Stage("nccl", "NCCL: init and all_reduce on localhost, one process per GPU", "preflight.checks.nccl",
-          _nccl_needs),
-    Stage("vllm", "vLLM: a small offline generation", "preflight.checks.vllm", _vllm_needs),
+          _nccl_needs, _target_unreadable),
+    Stage("vllm", "vLLM: a small offline generation", "preflight.checks.vllm", _vllm_needs, _target_unreadable),
     Stage("config", "Launch config: composition, batch arithmetic, verl's rules, datasets", "preflight.checks.config"),
 )
 

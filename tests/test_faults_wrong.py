@@ -402,3 +402,22 @@ def test_gloo_without_torch_says_so(tmp_path, matrix):
     assert r.status.value == "fail"
     assert "torch cannot be imported" in r.message and "No module named 'torch'" in r.message
     assert "install torch" in r.fix and "NCCL_DEBUG" not in r.fix
+
+
+@pytest.mark.fault("WRONG")
+@pytest.mark.parametrize("stages", ["imports", "packages", "imports,nccl", "vllm"])
+@pytest.mark.parametrize("script", ["sleep 1000", "echo not python", "exit 3"])
+def test_unrunnable_python_is_never_ready_whatever_the_stages(pyz, tmp_path, stages, script):
+    """A --python that hangs, prints garbage or dies made every package look "not installed" (READY)
+    when the python stage was not selected: its interpreter check now runs and gates them."""
+    py = tmp_path / "python"
+    py.write_text("#!/bin/sh\n%s\n" % script)
+    py.chmod(0o755)
+    out = tmp_path / "r.json"
+    proc = run_pyz(pyz, "check", "--python", str(py), "--stage", stages, "--timeout", "3", "--json", str(out))
+    doc = json.loads(out.read_text())
+    rows = {r["id"]: r for r in doc["results"]}
+    assert proc.returncode == 1 and not doc["ready"], proc.stdout[-1500:]
+    assert rows["python.interpreter"]["status"] == "fail"
+    chosen = [r for r in doc["results"] if r["stage"] in stages.split(",")]
+    assert chosen and all(r["status"] == "skip" and "python.interpreter" in r["caused_by"] for r in chosen), chosen
