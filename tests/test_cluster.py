@@ -42,7 +42,8 @@ def ray_truth(python, env, address):
             "print(json.dumps({'cluster': ray.cluster_resources(), 'available': ray.available_resources(), "
             "'nodes': [n['NodeID'] for n in ray.nodes() if n['Alive']]}))" % address)
     out = subprocess.check_output([python, "-c", code], env=env, universal_newlines=True, timeout=120)
-    return json.loads(out.strip().splitlines()[-1])
+    # Ray may print warnings (lagging heartbeats...) on stdout around the document
+    return json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
 
 
 def cluster_cmd(pyz, python, env, *args, timeout=400):
