@@ -644,3 +644,43 @@ def test_vllm_imported_once_for_both_stages(pyz, tmp_path, monkeypatch):
     assert gen["status"] == "skip" and gen["caused_by"] == ["imports.vllm"]
     with open(imports_log) as fh:
         assert len(fh.read().split()) == 1
+
+
+@pytest.mark.fault("HANG")
+def test_hang_after_the_import_is_named_and_bounded_once(pyz, tmp_path, monkeypatch):
+    """vLLM imports fine, then its model inspection (in the shared process, while the gpu stage
+    runs) hangs: the imports row passes, the vllm row names the inspection, and the run waits one
+    deadline, not two."""
+    py = fake_cuda_env(tmp_path)
+    site = _site(os.path.dirname(os.path.dirname(py)))
+    _tiny_extension(os.path.join(site, "vllm"), "_C")
+    models = os.path.join(site, "vllm", "model_executor", "models")
+    os.makedirs(models)
+    for f in (os.path.join(site, "vllm", "model_executor", "__init__.py"), os.path.join(models, "__init__.py")):
+        open(f, "w").close()
+    with open(os.path.join(models, "registry.py"), "w") as fh:
+        fh.write("import time\ntime.sleep(10 ** 6)\n")
+    monkeypatch.setenv("FAKE_VLLM_KWARGS", str(tmp_path / "kwargs.json"))
+    proc, data, res, wall = check_json(pyz, py, tmp_path, "--timeout", "8", "--stage", "imports,gpu,vllm")
+    imp, gen = res["imports.vllm"], res["vllm.generate"]
+    assert imp["status"] == "pass", imp
+    assert gen["status"] == "fail" and "model inspection" in gen["message"], gen
+    assert wall < 8 + 8, wall  # one deadline (plus start-up), not the import's and then the generation's
+    assert survivors(str(tmp_path)) == []
+
+
+@pytest.mark.fault("WRONG")
+def test_import_crash_in_the_shared_process_keeps_its_stderr_for_the_diagnosis(pyz, tmp_path, monkeypatch):
+    """The shared process sends its stderr to the engine log: a crash inside vLLM's import is still
+    classified from what it printed, as the plain import probe does."""
+    py = fake_cuda_env(tmp_path)
+    site = _site(os.path.dirname(os.path.dirname(py)))
+    init = os.path.join(site, "vllm", "__init__.py")
+    with open(init) as fh:
+        src = fh.read()
+    with open(init, "w") as fh:
+        fh.write("import os, sys\nsys.stderr.write('CUDA driver version is insufficient for CUDA runtime version\\n')\n"
+                 "sys.stderr.flush()\nos.kill(os.getpid(), 11)\n" + src)
+    proc, data, res, _ = check_json(pyz, py, tmp_path, "--timeout", "30", "--stage", "imports,vllm")
+    imp = res["imports.vllm"]
+    assert imp["status"] == "fail" and imp["evidence"].get("diagnosis", {}).get("id") == "driver-too-old", imp

@@ -44,6 +44,8 @@ GPU_MIN_GIB = 2.0
 
 _PHASE_WORDS = {
     "import": "the import",
+    "inspect": "vLLM's model inspection, after the import",
+    "wait": "the wait for the vllm stage, after the import",
     "device": "the GPU memory check",
     "engine": "the engine start",
     "generate": "the generation",
@@ -466,6 +468,17 @@ def start_session(ctx):
     return ctx.memo("vllm_session", start)
 
 
+def _log_tail(workdir: str, limit: int) -> str:
+    """The last ``limit`` bytes of ``workdir``/engine.log as text ('' when there is none)."""
+    try:
+        with open(os.path.join(workdir, "engine.log"), "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
     """The imports stage's results for ``vllm`` and ``vllm._C`` (in :func:`run_imports`'s shape),
     read from the session's events as they come; None when there is no session. ``timeout``
@@ -504,12 +517,17 @@ def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
     if ext:
         res["vllm._C"] = dict({"id": "vllm._C", "module": "vllm", "state": "ok" if ext.get("ok") else "failed"},
                               **{k: ext.get(k) for k in ("extensions", "error_type", "error", "traceback") if ext.get(k)})
-    if "vllm" not in res or (imported and not ext and "waiting" not in [e.get("event") for e in evs]):
-        # it died (or hung) inside the import: the process's own account is the evidence
+    if "waiting" not in [e.get("event") for e in evs]:
+        # it died or hung before the wait: inside the import, or after it (the extension, vLLM's
+        # model inspection). It is ended now, once: the vllm stage reports the phase from its
+        # events without waiting a second deadline; a failed import is this row's.
         out = collect(proc, 0.5, sess["label"])
         sess["out"] = out
         state = "hung" if proc.poll() is None or out.timed_out else "crashed"
         bad = {"id": "vllm", "module": "vllm", "state": state, "error": out.describe(), "process": out.evidence()}
+        log_tail = _log_tail(sess["workdir"], 8000)  # its stdout and stderr went to the engine log
+        if log_tail:
+            bad["process"]["stderr_tail"] = ((bad["process"].get("stderr_tail") or "") + "\n" + log_tail)[-8000:]
         res.setdefault("vllm", bad)
         res.setdefault("vllm._C", dict(bad, id="vllm._C"))
     sess["imports"] = res
@@ -540,16 +558,7 @@ def run_generation(ctx, engine: str, tp: int, mode: str = "fast") -> Tuple[Probe
             args = _generation_args(ctx, engine, tp, mode, workdir)
             out = run_script(ctx.options.python, "vllm_generate", args, timeout=ctx.options.timeout,
                              env=_probe_env(), cwd=workdir)
-        log_text = ""
-        try:
-            with open(os.path.join(workdir, "engine.log"), "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                size = fh.tell()
-                fh.seek(max(0, size - 400000))
-                log_text = fh.read().decode("utf-8", "replace")
-        except OSError:
-            pass
-        return out, log_text
+        return out, _log_tail(workdir, 400000)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -139,14 +139,14 @@ def run(args: argparse.Namespace) -> int:
                    vllm=VllmOptions(compile=args.vllm_compile, session="imports" in stages and "vllm" in stages),
                    launch=LaunchOptions(words=args.launch, config_file=args.config))
     ctx = Context(opts, mx)
-    # the target's info probe and the NVML snapshot run beside each other and the host stage
-    ctx.prefetch([k for k, want in (("target_probe", set(stages) - {"host", "gpu"}),
-                                    ("nvml", set(stages) & {"packages", "gpu", "nccl", "vllm"})) if want])
     status = None
     if args.status_dir:
         from ..report.status import StatusDir
 
-        status = StatusDir(args.status_dir, stages=stages)
+        status = StatusDir(args.status_dir, stages=stages)  # a usage error here: nothing started yet
+    # the target's info probe and the NVML snapshot run beside each other and the host stage
+    ctx.prefetch([k for k, want in (("target_probe", set(stages) - {"host", "gpu"}),
+                                    ("nvml", set(stages) & {"packages", "gpu", "nccl", "vllm"})) if want])
     t0 = time.time()
     with LiveProgress(Console(file=stream, highlight=False) if stream is not None else None) as live:
         def progress(event, result):

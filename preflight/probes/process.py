@@ -344,7 +344,8 @@ def spawn_script(python: str, name: str, args: Any = None, env: Optional[Mapping
 
 
 def kill_all() -> int:
-    """End every probe still running, with everything it started; returns how many there were."""
+    """End every probe still running, with everything it started, and remove its private
+    directory (events, cwd); returns how many there were."""
     with _LIVE_LOCK:
         live = list(_LIVE)
         _LIVE.clear()
@@ -352,6 +353,7 @@ def kill_all() -> int:
         probe.stop()
     for probe in live:
         probe.end(3.0)
+        shutil.rmtree(probe.workdir, ignore_errors=True)
     return len(live)
 
 
