@@ -329,13 +329,48 @@ def _block_end(s: str, eol: int, line_start: int) -> int:
         k = q
         while k < n and s[k] in " \t":
             k += 1
-        if k < n and s[k] not in "\r\n" and k - q <= indent:
-            break
+        if k < n and s[k] not in "\r\n" and k - q <= indent and not (
+                k - q == indent and s[k] == "-" and (k + 1 >= n or s[k + 1] in " \t\r\n")):
+            break  # a shallower line ends it; "- item" at the key's own indent is YAML's list under it
         m = _EOL.search(s, k)
         p = m.start() if m else n
         if k < n and s[k] not in "\r\n":
             end = p
     return end
+
+
+_OPEN = {"[": "]", "{": "}", "(": ")"}
+#: The longest bracketed value followed to its close (characters): past it, the mask runs to there.
+_BRACKET_MOST = 20000
+#: A bracketed list of numbers only (token ids, a shape): no secret, under a weak name.
+_NUMBER_LIST = re.compile(r"[\[({][\s\d.,+\-eE]*[\])}]\Z")
+
+
+def _bracket_end(s: str, p: int) -> int:
+    """End (exclusive) of the bracketed value that opens at ``s[p]`` (``[``, ``{`` or ``(``):
+    after its matching close, quotes and nesting followed, across lines; at most
+    :data:`_BRACKET_MOST` characters on (an unclosed one is masked that far)."""
+    n = min(len(s), p + _BRACKET_MOST)
+    stack = []
+    k = p
+    while k < n:
+        c = s[k]
+        if c in "\"'":
+            q = s.find(c, k + 1)
+            while q > 0 and s[q - 1] == "\\":
+                q = s.find(c, q + 1)
+            if q < 0 or q >= n:
+                return n
+            k = q + 1
+            continue
+        if c in _OPEN:
+            stack.append(_OPEN[c])
+        elif stack and c == stack[-1]:
+            stack.pop()
+            if not stack:
+                return k + 1
+        k += 1
+    return n
 
 
 def _assignments(s: str, collect: bool) -> str:
@@ -358,6 +393,14 @@ def _assignments(s: str, collect: bool) -> str:
             i = m.end("key") if flag else m.end()
             continue
         start, end = _value_end(s, m.end(), op if op == ":" else "=", flag)
+        first = m.end()
+        while first < n and s[first] in " \t":
+            first += 1
+        if s.startswith(MASK, first) and (first + len(MASK) >= n or not s[first + len(MASK)].isalnum()):
+            i = first + len(MASK)  # already hidden (a known value replaced first): nothing more to take
+            continue
+        if not flag and first < n and s[first] in _OPEN:  # key: [..], key = ('user', 'pw'), "key": {..}
+            start, end = first, _bracket_end(s, first)
         val = s[start:end]
         if flag and _INNER_ASSIGN.match(val):
             i = m.end()  # --secret id=netrc,src=FILE: the value is itself assignments, looked at next
@@ -369,7 +412,7 @@ def _assignments(s: str, collect: bool) -> str:
             scanned = max(scanned, m.start())
             end = _block_end(s, end, line_start)  # key: |\n  value, key:\n  - value
             val = s[start:end]
-        if val.strip() and val != MASK and (strength == 2 or not plain_value(val)):
+        if val.strip() and val != MASK and (strength == 2 or not (plain_value(val) or _NUMBER_LIST.match(val.strip()))):
             if collect:
                 add_secret(val)
                 if end - start > len(val.strip()) or "\n" in val:

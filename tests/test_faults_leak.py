@@ -77,6 +77,13 @@ FORMS = [
     ('<api_key kind="x">xmltok-667</api_key>', "xmltok-667"),
     ("HF_TOKEN\u00a0=\u00a0nbsptok-888", "nbsptok-888"),
     ("HF_TOKEN\u2003:\u2003emsptok-889", "emsptok-889"),
+    # values that open a bracket: followed to the matching close, across lines
+    ('{\n  "api_keys": [\n    "zq9-list-1"\n  ],\n  "n": 3\n}', "zq9-list-1"),
+    ('{\n  "password": [\n    "x",\n    "zq9-pw-2"\n  ]\n}', "zq9-pw-2"),
+    ("password:\n- zq9-yaml-3\nother: 1", "zq9-yaml-3"),
+    ("s.auth = ('alice', 'zq9-auth-4')", "zq9-auth-4"),
+    ("api_key = {\n 'primary': 'zq9-dict-5'\n} and after", "zq9-dict-5"),
+    ("secret: [unclosed zq9-open-6", "zq9-open-6"),
 ]
 #: Config and data names that only look like secrets: their values stay.
 PLAIN = ["data.prompt_key=prompt", "reward_fn_key=data_source", "ppo_max_token_len_per_gpu=16384",
@@ -86,7 +93,9 @@ PLAIN = ["data.prompt_key=prompt", "reward_fn_key=data_source", "ppo_max_token_l
          "num_cpus_key=ray_kwargs.ray_init.num_cpus", "trainer.num_cpus_key: ray_kwargs.ray_init.num_cpus",
          "launch: ray_kwargs.ray_init.num_cpus=null", "video_key=videos", "x.sort_key=null", "hf_tokens=4096",
          "max_new_tokens=512", "special_tokens: [pad, eos]", "('max_tokens', 16)", "python -u train.py",
-         "tar -pxf a.tar", "ssh://git@github.example/x.git", "curl -u admin https://x"]
+         "tar -pxf a.tar", "ssh://git@github.example/x.git", "curl -u admin https://x",
+         # token ids under a weak name, a bracketed value under no secret name
+         '"sample_tokens": [450, 483]', "hf_tokens: [1, 2]", "config: {a: 1}", "shape = (2, 16)"]
 
 
 @pytest.fixture(autouse=True)
