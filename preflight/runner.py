@@ -124,7 +124,7 @@ def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None
         settle(s.gate(ctx))  # a deferred row this stage is gated on: its wait belongs to its own stage
         timings[s.name] = {"start_s": round(time.monotonic() - t_run, 3)}
         open_rows[s.name] = 0
-        gate = _blocked(ctx, tuple(s.gate(ctx)) + tuple(s.implied(ctx)))
+        gate = _blocked(ctx, tuple(dict.fromkeys(tuple(s.gate(ctx)) + tuple(s.implied(ctx)))))
         for c in checks:
             group: List[Result] = []
             groups.append(group)

@@ -167,3 +167,26 @@ def test_non_pep440_torch_does_not_crash(ctx_factory):
     got = rows(ctx_factory(dists=[("verl", "0.9.1"), ("torch", "2.5.0.custom"), ("torchvision", "0.20.1")]), ["packages"])
     assert all(r.status != Status.ERROR for r in got.values()), {k: r.message for k, r in got.items()
                                                                   if r.status == Status.ERROR}
+
+
+def test_torchvision_the_extra_requires_is_no_pass_when_missing(ctx_factory):
+    """verl 0.9.1's [vllm] extra requires torchvision and torchaudio (its own Requires-Dist, stored in
+    matrices/metadata/verl.json): missing, they are FAILs naming the pin, not "not installed" PASSes."""
+    import json
+    import os
+
+    from packaging.requirements import Requirement
+
+    meta = json.load(open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "matrices", "metadata",
+                                       "verl.json")))["releases"]["0.9.1"]["requires_dist"]
+    want = {Requirement(r).name: str(Requirement(r).specifier) for r in meta
+            if r.startswith(("torchvision", "torchaudio")) and 'extra == "vllm"' in r}
+    ctx = ctx_factory(dists=[("torch", "2.11.0"), ("verl", "0.9.1"), ("vllm", "0.24.0")])
+    got = rows(ctx, ["packages"])
+    for name, spec in want.items():
+        r = got["packages.torch-family.%s" % name]
+        assert r.status == Status.FAIL and "%s%s" % (name, spec) in r.message, r.message
+    # without a backend extra in use (--backend none: verl-core), nothing requires them
+    ctx = ctx_factory(dists=[("torch", "2.11.0"), ("verl", "0.9.1")], backend="none")
+    got = rows(ctx, ["packages"])
+    assert got["packages.torch-family.torchvision"].status == Status.PASS

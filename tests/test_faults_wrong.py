@@ -421,3 +421,22 @@ def test_unrunnable_python_is_never_ready_whatever_the_stages(pyz, tmp_path, sta
     assert rows["python.interpreter"]["status"] == "fail"
     chosen = [r for r in doc["results"] if r["stage"] in stages.split(",")]
     assert chosen and all(r["status"] == "skip" and "python.interpreter" in r["caused_by"] for r in chosen), chosen
+
+
+@pytest.mark.fault("WRONG")
+def test_missing_verl_is_not_ready_when_only_imports_run(pyz, tmp_path):
+    """With the packages stage not selected, a target without torch or verl was READY (every
+    import row skipped, naming a packages row that never ran)."""
+    venv = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    out = tmp_path / "r.json"
+    proc = run_pyz(pyz, "check", "--python", str(venv / "bin" / "python"), "--stage", "imports", "--json", str(out))
+    rows = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    assert proc.returncode == 1
+    assert rows["imports.torch"]["status"] == rows["imports.verl"]["status"] == "fail"
+    assert "pip install 'verl[" in rows["imports.verl"]["fix"]
+    # with the packages stage, the packages rows fail and the import rows name them as the cause
+    proc = run_pyz(pyz, "check", "--python", str(venv / "bin" / "python"), "--stage", "packages,imports", "--json",
+                   str(out))
+    rows = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    assert rows["imports.verl"]["status"] == "skip" and rows["imports.verl"]["caused_by"] == ["packages.verl"]

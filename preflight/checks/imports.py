@@ -185,11 +185,25 @@ def outcome_for(ctx, res: Optional[Dict[str, Any]], label: str, dist: str, item:
                                                     cause), fix, ev, item=item)
 
 
+def _not_installed(ctx, dist: str, cause: str):
+    """The row for a package the import needs that is not installed: a SKIP naming ``cause`` (the
+    packages row that already fails for it), or, when the packages stage did not run, a FAIL of
+    its own: a stage selection must not turn a missing torch or verl into a READY verdict."""
+    if cause in ctx.results:
+        return skipped("%s is not installed" % dist, [cause])
+    from .packages import install_hint, verl_pip_spec
+
+    v = ctx.verl_release()[0]
+    how = ("pip install '%s', or %s" % (verl_pip_spec(ctx, v), install_hint(ctx, v)) if v
+           else "install verl with its rollout extra")
+    return failed("%s is not installed in %s" % (dist, ctx.options.python), how, {"dist": dist})
+
+
 @check("imports.torch", needs=("python.interpreter",))
 def torch(ctx):
     """import torch in the target."""
     if not ctx.installed("torch"):
-        return skipped("torch is not installed", ["packages.torch"])
+        return _not_installed(ctx, "torch", "packages.torch")
     return outcome_for(ctx, _results(ctx).get("torch"), "torch", "torch")
 
 
@@ -197,7 +211,7 @@ def torch(ctx):
 def verl(ctx):
     """import verl in the target."""
     if not ctx.installed("verl"):
-        return skipped("verl is not installed", ["packages.verl"])
+        return _not_installed(ctx, "verl", "packages.verl")
     return outcome_for(ctx, _results(ctx).get("verl"), "verl", "verl")
 
 
@@ -205,7 +219,7 @@ def verl(ctx):
 def verl_classes(ctx):
     """verl's key classes import from the paths of the release checked (matrices/verl.toml key_classes)."""
     if not ctx.installed("verl"):
-        return skipped("verl is not installed", ["packages.verl"])
+        return _not_installed(ctx, "verl", "packages.verl")
     row = ctx.verl_row() or {}
     res = _results(ctx)
     out = []
@@ -224,7 +238,7 @@ def verl_rollout(ctx):
     ``[[rollout]]``): verl imports it only when a job builds the rollout, so a mismatch there
     (verl 0.7.0 with vLLM 0.12, verl#5087) passes every other import."""
     if not ctx.installed("verl"):
-        return skipped("verl is not installed", ["packages.verl"])
+        return _not_installed(ctx, "verl", "packages.verl")
     backend, mods = rollout_modules(ctx)
     if not backend:
         return skipped("no rollout backend installed or chosen", ["packages.backend"])

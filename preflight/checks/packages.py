@@ -247,9 +247,18 @@ def torch_family(ctx):
                       "install an official torch release", {"torch": t.version})
     t_variant, _ = ctx.matrix.torch_build(t.version)
     t_public = t_parsed.public
+    extras, _bextra, _how = verl_extras(ctx)
     for name in ("torchvision", "torchaudio"):
         d = ctx.installed(name)
         if d is None:
+            wanted = pins_for(ctx, name, extras) if ctx.verl_row() else []
+            if wanted:  # the extras in use require it: not installed is no pass
+                spec = str(wanted[0].specifier)
+                out.append(failed("%s is not installed, but verl %s%s requires %s%s" % (
+                    name, _verl_matrix_version(ctx), "[%s]" % ",".join(extras) if extras else "", name, spec),
+                    "pip install '%s%s' (from the same index and build as torch %s)" % (name, spec, t.version),
+                    {"requires": [str(r) for r in wanted]}, item=name))
+                continue
             out.append(passed("%s not installed" % name, {}, item=name))
             continue
         ev = {name: d.version, "torch": t.version}

@@ -9,7 +9,7 @@ characters; rich's own styling and cursor control are kept.
 """
 
 import json
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from rich.console import Console
 from rich.segment import Segment
@@ -30,6 +30,11 @@ class SafeConsole(Console):
     but newline and tab, as a visible escape (``\x1b``, ``\x07``): an ESC sequence in a file
     name cannot recolour, retitle or clear the user's terminal. Rich's own control segments
     (styles, the spinner's cursor moves) pass unchanged."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """rich's print, with plain strings escaped first: rich drops BEL, BS, VT, FF and CR from
+        text before :meth:`_render_buffer` sees it, which would show a name other than the real one."""
+        super().print(*(escape_controls(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:  # rich's one point where text becomes output
         return super()._render_buffer(
