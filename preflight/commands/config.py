@@ -143,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
                             "executable": info.get("executable")},
                     verl={"version": release, "chosen_by": "installed" if hydra else how},
                     machine={}, tool_version=_tool_version(), matrix_version=mx.version, started_at=t0,
-                    duration_s=time.time() - t0, command=NAME, sections={"launch": launch}, view=view)
+                    duration_s=time.time() - t0, stage_timings=dict(ctx.peek("stage_timings") or {}), command=NAME,
+                    sections={"launch": launch}, view=view)
     return emit(report, args)
 
 
