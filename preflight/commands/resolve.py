@@ -305,8 +305,11 @@ def _bullets(console, items: List[str], style: str = "", mark: str = "-") -> Non
     grid = Table.grid(padding=(0, 1))
     grid.add_column(width=3, no_wrap=True, justify="right")
     grid.add_column(overflow="fold")
-    for it in items:
-        grid.add_row(mark, Text(it, style=style))
+    from ..redact import redact_text
+    from ..report.render import localise_commands
+
+    for it in items:  # the view's own text: redacted, and 'preflight resolve ...' as the tool was run
+        grid.add_row(mark, Text(localise_commands(redact_text(it)) or "", style=style))
     console.print(grid)
 
 
