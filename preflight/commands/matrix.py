@@ -17,12 +17,31 @@ EPILOG = """examples:
 """
 
 
+SHOW_EPILOG = """Each verl release: its Python range, rollout backends and vLLM gate, its requirements and every
+extra's pins (torch, vLLM/SGLang, transformers, flash-attn...), its key classes, and the sources.
+For torch and CUDA builds, drivers and known-bad pairs on one machine, use 'preflight resolve'.
+
+examples:
+  python3 preflight.pyz matrix show
+  python3 preflight.pyz matrix show --verl 0.9.1
+"""
+REFRESH_EPILOG = """Reads each package's metadata (Requires-Dist, Requires-Python) from the index through pip and
+rewrites matrices/metadata/*.json; needs network access.
+
+examples:
+  python3 preflight.pyz matrix refresh --dir matrices --dry-run       print the diff, write nothing
+  python3 preflight.pyz matrix refresh --dir matrices --package vllm
+"""
+
+
 def register(p: argparse.ArgumentParser) -> None:
     """Add the ``show`` and ``refresh`` sub-commands."""
     msub = p.add_subparsers(dest="matrix_command", parser_class=type(p))
-    show = msub.add_parser("show", help="print matrix rows")
+    show = msub.add_parser("show", help="print matrix rows", epilog=SHOW_EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     show.add_argument("--verl", metavar="VERSION", default=None, help="only this verl release")
-    ref = msub.add_parser("refresh", help="re-read package metadata through pip and rewrite matrices/metadata")
+    ref = msub.add_parser("refresh", help="re-read package metadata through pip and rewrite matrices/metadata",
+                          epilog=REFRESH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     ref.add_argument("--dir", default="matrices", help="the matrices/ directory to update (default ./matrices)")
     ref.add_argument("--package", action="append", default=None, help="only this package (repeatable)")
     ref.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
