@@ -53,7 +53,8 @@ def _refuse_empty(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         values = value if isinstance(value, list) else [value]
         for v in values:
             if isinstance(v, str) and not v.strip():
-                name = action.option_strings[-1] if action.option_strings else action.metavar or action.dest
+                longs = [o for o in action.option_strings if o.startswith("--")]  # --file, not its alias --config
+                name = (longs or action.option_strings or [action.metavar or action.dest])[0]
                 raise UsageError("%s is empty (an unset variable in a script?); give it a value or leave it out" % name)
 
 
