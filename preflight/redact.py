@@ -258,9 +258,13 @@ _PEM_END = "-----END"
 # ['--api-key', 'v']. Blanks are any white space but line ends (a no-break space too).
 _KEY = re.compile(r"(?<![\w.\-])(?P<key>-{0,2}[A-Za-z_][\w.\-]*)"
                   r"(?P<sep>(?:\\?[\"'])?[^\S\r\n]*(?P<op>[=:])[^\S\r\n]*"
-                  r"|\\?[\"'][^\S\r\n]*(?P<comma>,)[^\S\r\n]*(?=\\?[\"'])"
+                  r"|\\?[\"'][^\S\r\n]*(?P<comma>,)[^\S\r\n]*(?=\\?[\"'\[({])"
                   r"|(?<=[A-Za-z0-9])[^\S\r\n]+(?=[^\s=:]))")
 _BLOCK = re.compile(r"[|>][-+0-9]*[^\S\r\n]*(?:#[^\r\n]*)?\Z")
+# a YAML key whose value is on the next lines, after a comment, a tag (!!seq) or an anchor (&pw)
+_YAML_LEAD = re.compile(r"(?:[!&][^\s]*[^\S\r\n]*)*(?:#[^\r\n]*)?\Z")
+# a call as the value: HTTPBasicAuth(, requests.auth.HTTPBasicAuth(, dict(
+_CALL = re.compile(r"[A-Za-z_][\w.]*\(")
 # curl -u user:password, --user, --proxy-user: the part after the first colon
 _USER_OPT = re.compile(r"(?<![\w\-])(?P<head>(?:-u|-U|--user|--proxy-user)(?:[^\S\r\n]+|=)[\"']?[^\s:\"']*:)"
                        r"(?P<val>[^\s\"']+)")
@@ -343,27 +347,38 @@ _OPEN = {"[": "]", "{": "}", "(": ")"}
 #: The longest bracketed value followed to its close (characters): past it, the mask runs to there.
 _BRACKET_MOST = 20000
 #: A bracketed list of numbers only (token ids, a shape): no secret, under a weak name.
-_NUMBER_LIST = re.compile(r"[\[({][\s\d.,+\-eE]*[\])}]\Z")
+_NUMBER_LIST = re.compile(r"[\[({][\s\d.,+\-eE\[\](){}]*[\])}]\Z")
+
+
+def _escaped(s: str, k: int) -> bool:
+    """True when ``s[k]`` follows an odd number of backslashes."""
+    b = 0
+    while k - b - 1 >= 0 and s[k - b - 1] == "\\":
+        b += 1
+    return b % 2 == 1
 
 
 def _bracket_end(s: str, p: int) -> int:
     """End (exclusive) of the bracketed value that opens at ``s[p]`` (``[``, ``{`` or ``(``):
-    after its matching close, quotes and nesting followed, across lines; at most
-    :data:`_BRACKET_MOST` characters on (an unclosed one is masked that far)."""
+    after its matching close, nesting followed across lines, and a quoted string skipped when it
+    closes on the same line (an apostrophe without its pair is a plain character; backslash-escaped
+    quotes, as in JSON inside a string, are plain too); at most :data:`_BRACKET_MOST` characters
+    on (an unclosed one is masked that far)."""
     n = min(len(s), p + _BRACKET_MOST)
     stack = []
     k = p
     while k < n:
         c = s[k]
-        if c in "\"'":
-            q = s.find(c, k + 1)
-            while q > 0 and s[q - 1] == "\\":
-                q = s.find(c, q + 1)
-            if q < 0 or q >= n:
-                return n
-            k = q + 1
-            continue
-        if c in _OPEN:
+        if c in "\"'" and not _escaped(s, k):
+            eol = _EOL.search(s, k)
+            stop = min(n, eol.start() if eol else n)
+            q = s.find(c, k + 1, stop)
+            while q > 0 and _escaped(s, q):
+                q = s.find(c, q + 1, stop)
+            if q > 0:
+                k = q + 1
+                continue
+        elif c in _OPEN:
             stack.append(_OPEN[c])
         elif stack and c == stack[-1]:
             stack.pop()
@@ -399,13 +414,16 @@ def _assignments(s: str, collect: bool) -> str:
         if s.startswith(MASK, first) and (first + len(MASK) >= n or not s[first + len(MASK)].isalnum()):
             i = first + len(MASK)  # already hidden (a known value replaced first): nothing more to take
             continue
-        if not flag and first < n and s[first] in _OPEN:  # key: [..], key = ('user', 'pw'), "key": {..}
+        call = _CALL.match(s, first) if first < n else None
+        if first < n and s[first] in _OPEN:  # key: [..], key = ('user', 'pw'), "key": {..}, --keys [..]
             start, end = first, _bracket_end(s, first)
+        elif call and not flag:  # auth=HTTPBasicAuth("user", "pw"): the whole call
+            start, end = first, _bracket_end(s, call.end() - 1)
         val = s[start:end]
         if flag and _INNER_ASSIGN.match(val):
             i = m.end()  # --secret id=netrc,src=FILE: the value is itself assignments, looked at next
             continue
-        if op == ":" and (not val.strip() or _BLOCK.match(val)) and end < n:
+        if op == ":" and (not val.strip() or _BLOCK.match(val) or _YAML_LEAD.match(val)) and end < n:
             nl = s.rfind("\n", scanned, m.start())
             if nl >= 0:
                 line_start = nl + 1

@@ -84,6 +84,12 @@ FORMS = [
     ("s.auth = ('alice', 'zq9-auth-4')", "zq9-auth-4"),
     ("api_key = {\n 'primary': 'zq9-dict-5'\n} and after", "zq9-dict-5"),
     ("secret: [unclosed zq9-open-6", "zq9-open-6"),
+    # a comment, tag or anchor before the list; a call; an option; a (name, list) pair; JSON in a string
+    ("db:\n  password:   # rotate\n  - zq9-yc-7\nother: 1", "zq9-yc-7"),
+    ("password: !!seq\n  - zq9-tag-8", "zq9-tag-8"), ("password: &pw\n  - zq9-anc-9\nk: 1", "zq9-anc-9"),
+    ('r = get(url, auth=HTTPBasicAuth("user", "zq9-call-10"))', "zq9-call-10"),
+    ('--api-keys ["zq9-opt-11", "b"] --x 1', "zq9-opt-11"), ('("HF_TOKEN", ["zq9-pair-12"])', "zq9-pair-12"),
+    ('{\\"password\\": [\\"zq9-esc-13\\"], \\"lr\\": 0.1}', "zq9-esc-13"),
 ]
 #: Config and data names that only look like secrets: their values stay.
 PLAIN = ["data.prompt_key=prompt", "reward_fn_key=data_source", "ppo_max_token_len_per_gpu=16384",
@@ -95,7 +101,8 @@ PLAIN = ["data.prompt_key=prompt", "reward_fn_key=data_source", "ppo_max_token_l
          "max_new_tokens=512", "special_tokens: [pad, eos]", "('max_tokens', 16)", "python -u train.py",
          "tar -pxf a.tar", "ssh://git@github.example/x.git", "curl -u admin https://x",
          # token ids under a weak name, a bracketed value under no secret name
-         '"sample_tokens": [450, 483]', "hf_tokens: [1, 2]", "config: {a: 1}", "shape = (2, 16)"]
+         '"sample_tokens": [450, 483]', "hf_tokens: [1, 2]", "config: {a: 1}", "shape = (2, 16)",
+         "hf_tokens = [[1, 2], [3]]", "trainer.logger: [console, wandb]", "x = dict(a=1)"]
 
 
 @pytest.fixture(autouse=True)
@@ -607,3 +614,13 @@ def test_pip_keeps_the_users_configured_extra_index(tmp_path, monkeypatch):
     monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
     env = _index_env(None, ["http://127.0.0.1:8802/simple"], sys.executable)
     assert env["PIP_EXTRA_INDEX_URL"].split() == ["http://127.0.0.1:8802/simple", "http://127.0.0.1:8801/simple"]
+
+
+@LEAK
+@pytest.mark.parametrize("text,kept", [
+    ('{\\"password\\": [\\"zq9-a\\"], \\"lr\\": 0.1}\ntrainer.total_epochs: 1', "trainer.total_epochs: 1"),
+    ('{"password": ["a\\\\", "zq9-b"], "lr": 1}\nrest: ok', "rest: ok"),
+    ("wandb_key: [don't, zq9-c]\nrest: ok", "rest: ok")])
+def test_a_bracketed_secret_is_hidden_without_hiding_what_follows(text, kept):
+    out = redact(text)
+    assert "zq9" not in out and kept in out, out
