@@ -119,6 +119,11 @@ def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None
                 other = next(c for c in load_stage(stage_of(rid.split(".", 1)[0])) if c.id == rid)
                 group = []
                 groups.append(group)
+                held = _blocked(ctx, other.needs)
+                if held:
+                    add(group, Result(other.id, other.stage, Status.SKIP, "skipped: %s failed" % held[0],
+                                      caused_by=list(held)))
+                    continue
                 for r in _outcomes(other, lambda o=other: o.func(ctx), time.monotonic(), False):
                     add(group, r)
         settle(s.gate(ctx))  # a deferred row this stage is gated on: its wait belongs to its own stage

@@ -55,16 +55,17 @@ def _target_unreadable(ctx: Any) -> Sequence[str]:
 
 
 #: packages and imports judge (and suggest installs into) the target interpreter: one that failed
-#: python.version (too old or too new for the verl release) gets no pip command it cannot run.
+#: python.version (too old or too new for the verl release) gets no pip command it cannot run. They
+#: imply both checks, so a stage selection without the python stage cannot skip them.
 _PYTHON_GATE = ("python.interpreter", "python.version")
 
 STAGES: Tuple[Stage, ...] = (
     Stage("host", "Host: OS, CPU, memory, /dev/shm, disk, limits", "preflight.checks.host"),
     Stage("python", "Python interpreter", "preflight.checks.python"),
     Stage("packages", "Installed packages vs the compatibility matrix", "preflight.checks.packages",
-          _PYTHON_GATE, _target_unreadable),
+          _PYTHON_GATE, _PYTHON_GATE),
     Stage("imports", "Imports: torch, verl and its key classes, rollout engine, extensions",
-          "preflight.checks.imports", _PYTHON_GATE, _target_unreadable),
+          "preflight.checks.imports", _PYTHON_GATE, _PYTHON_GATE),
     Stage("gpu", "GPUs: driver, NVML vs torch, compute capability", "preflight.checks.gpu"),
     Stage("nccl", "NCCL: init and all_reduce on localhost, one process per GPU", "preflight.checks.nccl",
           _nccl_needs, _target_unreadable),

@@ -34,8 +34,11 @@ def test_deferred_row_lets_later_stages_run_and_is_answered_when_gated(checks, c
     ctx = ctx_factory()
     rows = run(ctx, ["imports", "gpu", "vllm"], lambda e, r: events.append(e if r is None else r.id))
     assert log == ["slow started", "quick", "gpu.a", "slow answered", "vllm.b"]
-    assert [r.id for r in rows] == ["imports.slow", "imports.quick", "gpu.a", "vllm.b"]  # its place kept
-    assert rows[0].status == Status.PASS and rows[0].evidence == {"n": 1}
+    # the imports stage implies the python stage's gate checks (not selected here): they come first
+    assert [r.id for r in rows] == ["python.interpreter", "python.version", "imports.slow", "imports.quick", "gpu.a",
+                                    "vllm.b"]  # the deferred row keeps its place
+    slow = next(r for r in rows if r.id == "imports.slow")
+    assert slow.status == Status.PASS and slow.evidence == {"n": 1}
     # the imports stage ends when its deferred row is answered: after the gpu stage
     assert events.index("end:gpu") < events.index("imports.slow") < events.index("end:imports") < events.index("vllm.b")
     t = ctx.peek("stage_timings")
@@ -48,6 +51,7 @@ def test_deferred_failure_gates_and_a_crash_is_an_error_row(checks, ctx_factory)
                        Check("imports.never", lambda c: Deferred(lambda: passed("answered at the end")))])
     checks("vllm", [Check("vllm.b", lambda c: passed("b"), needs=("imports.bad",))])
     rows = {r.id: r for r in run(ctx_factory(), ["imports", "vllm"])}
+    assert rows["python.interpreter"].status == Status.PASS  # implied by the imports stage
     assert rows["imports.bad"].status == Status.FAIL
     assert rows["vllm.b"].status == Status.SKIP and rows["vllm.b"].caused_by == ["imports.bad"]
     assert rows["imports.boom"].status == Status.ERROR and "ZeroDivisionError" in rows["imports.boom"].message
