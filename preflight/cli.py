@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _refuse_empty(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def _refuse_empty(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str] = ()) -> None:
     """UsageError naming the first option or argument given as an empty string (``--launch ""``,
     ``--verl "$UNSET"``): an unset variable in a script must not pass as "not given"."""
     sub = None
@@ -53,8 +53,10 @@ def _refuse_empty(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         values = value if isinstance(value, list) else [value]
         for v in values:
             if isinstance(v, str) and not v.strip():
-                longs = [o for o in action.option_strings if o.startswith("--")]  # --file, not its alias --config
-                name = (longs or action.option_strings or [action.metavar or action.dest])[0]
+                typed = [o for o in action.option_strings  # the spelling the user typed (config --config)
+                         if any(a == o or a.startswith(o + "=") for a in argv)]
+                longs = [o for o in action.option_strings if o.startswith("--")]
+                name = (typed or longs or action.option_strings or [action.metavar or action.dest])[0]
                 raise UsageError("%s is empty (an unset variable in a script?); give it a value or leave it out" % name)
 
 
@@ -143,7 +145,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     try:
         parser = build_parser()
         args = _parse(parser, argv, implicit=len(argv) > len(raw))
-        _refuse_empty(parser, args)
+        _refuse_empty(parser, args, argv)
         if args.version:
             from . import matrix as matrix_mod
 

@@ -314,3 +314,11 @@ def test_guarded_stream_records_enospc_but_not_epipe(tmp_path):
     piped.flush()
     assert piped.broken and piped.error is None
     piped.close()
+
+
+@pytest.mark.fault("CRASH")
+@pytest.mark.parametrize("args,name", [(["config", "--config", ""], "--config"), (["config", "--file", ""], "--file"),
+                                       (["config", "--config="], "--config")])
+def test_an_empty_value_names_the_spelling_typed(pyz, args, name):
+    proc = run_pyz(pyz, *args, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: %s is empty" % name), proc.stderr

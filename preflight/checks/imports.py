@@ -190,7 +190,7 @@ def _not_installed(ctx, dist: str, cause: str):
     packages row that already fails for it), or, when the packages stage did not run, a FAIL of
     its own: a stage selection must not turn a missing torch or verl into a READY verdict."""
     if cause in ctx.results:
-        return skipped("%s is not installed" % dist, [cause])
+        return skipped("%s is not installed (%s)" % (dist, cause), [cause])
     from .packages import install_hint, verl_pip_spec
 
     v = ctx.verl_release()[0]

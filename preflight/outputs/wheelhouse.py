@@ -728,6 +728,22 @@ def _safe_members(tar: tarfile.TarFile) -> List[tarfile.TarInfo]:
     return out
 
 
+def _parts_problem(doc: Any) -> Optional[str]:
+    """What makes ``doc`` (a parsed wheelhouse.parts.json) unusable, or None: the shape
+    :func:`split` writes, each part a plain file name in the parts directory."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("parts"), list) or not doc["parts"]:
+        return "no list of parts"
+    if not isinstance(doc.get("size"), int) or isinstance(doc.get("size"), bool) or not isinstance(
+            doc.get("sha256"), str):
+        return "no valid size and sha256 of the archive"
+    for i, p in enumerate(doc["parts"]):
+        if not (isinstance(p, dict) and _plain_name(p.get("file")) and "/" not in p["file"]
+                and isinstance(p.get("size"), int) and not isinstance(p.get("size"), bool)
+                and isinstance(p.get("sha256"), str)):
+            return "part %d has no valid file, size and sha256" % i
+    return None
+
+
 def reassemble(parts_dir: str, dest: str, say: Say = lambda s: None) -> List[str]:
     """Check every part listed in ``parts_dir/wheelhouse.parts.json`` (present, size, sha256),
     then the joined archive's sha256, then unpack it into ``dest``. Returns the problems found
@@ -735,8 +751,12 @@ def reassemble(parts_dir: str, dest: str, say: Say = lambda s: None) -> List[str
     try:
         with open(os.path.join(parts_dir, PARTS_MANIFEST), encoding="utf-8") as fh:
             doc = json.load(fh)
-    except (OSError, ValueError) as exc:
-        return ["%s: cannot read %s (%s)" % (parts_dir, PARTS_MANIFEST, exc)]
+    except (OSError, ValueError, RecursionError) as exc:
+        return ["%s: cannot read %s (%s)" % (parts_dir, PARTS_MANIFEST, getattr(exc, "strerror", None)
+                                             or type(exc).__name__)]
+    bad = _parts_problem(doc)
+    if bad:
+        return ["%s: %s is not a parts manifest (%s)" % (parts_dir, PARTS_MANIFEST, bad)]
     problems = []
     for p in doc["parts"]:
         path = os.path.join(parts_dir, p["file"])
@@ -780,18 +800,34 @@ def _manifest_problem(m: Any) -> Optional[str]:
     wheels = m.get("wheels")
     if not isinstance(wheels, list):
         return "'wheels' is not a list"
-    if not isinstance(m.get("served_lock") or SERVED_LOCK, str):
-        return "'served_lock' is not a file name"
+    if not isinstance(m.get("python"), str):
+        return "'python' is not a Python version"
+    if not _plain_name(m.get("served_lock") or SERVED_LOCK):
+        return "'served_lock' is not a file inside the wheelhouse"
+    total = m.get("total_bytes", 0)
+    if not isinstance(total, int) or isinstance(total, bool) or total < 0:
+        return "'total_bytes' is not a byte count"
+    omitted = m.get("omitted", [])
+    if not isinstance(omitted, list) or not all(isinstance(o, dict) and isinstance(o.get("name"), str)
+                                                and isinstance(o.get("reason", ""), str) for o in omitted):
+        return "'omitted' is not a list of {name, reason}"
     for i, r in enumerate(wheels):
         if not isinstance(r, dict):
             return "wheel %d is not an object" % i
-        for key, kind in (("name", str), ("version", str), ("file", str), ("sha256", str), ("size", int)):
+        for key, kind in (("name", str), ("key", str), ("version", str), ("file", str), ("sha256", str),
+                          ("size", int)):
             if not isinstance(r.get(key), kind) or isinstance(r.get(key), bool):
                 return "wheel %d has no valid %r" % (i, key)
-        parts = r["file"].replace("\\", "/").split("/")
-        if r["file"].startswith("/") or ".." in parts or not r["file"].endswith(".whl"):
+        if not _plain_name(r["file"]) or not r["file"].endswith(".whl"):
             return "wheel %d's file %r is not a wheel inside the wheelhouse" % (i, r["file"])
     return None
+
+
+def _plain_name(path: Any) -> bool:
+    """True when ``path`` is a relative path that stays inside its directory (no ``..``, not absolute)."""
+    if not isinstance(path, str) or not path or path.startswith("/") or "\x00" in path:
+        return False
+    return ".." not in path.replace("\\", "/").split("/")
 
 
 def verify(wh_dir: str) -> Tuple[Optional[Dict[str, Any]], List[str]]:
@@ -800,9 +836,9 @@ def verify(wh_dir: str) -> Tuple[Optional[Dict[str, Any]], List[str]]:
     try:
         with open(os.path.join(wh_dir, MANIFEST), encoding="utf-8") as fh:
             m = json.load(fh)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         return None, ["%s: no readable %s (%s); pass the directory 'preflight wheelhouse -o' wrote" % (
-            wh_dir, MANIFEST, getattr(exc, "strerror", None) or exc)]
+            wh_dir, MANIFEST, getattr(exc, "strerror", None) or type(exc).__name__)]
     bad = _manifest_problem(m)
     if bad:
         return None, ["%s: %s is not a wheelhouse manifest (%s); pass the directory 'preflight wheelhouse -o' wrote, "
