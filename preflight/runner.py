@@ -32,6 +32,13 @@ def _blocked(ctx: Context, ids: Sequence[str]) -> List[str]:
                                    and set(ctx.results[i].caused_by) & (set(bad) - {i}))]
 
 
+def _skip_row(ctx: Context, c: Check, blocked: Sequence[str]) -> Result:
+    """The SKIP row of check ``c``, naming the first of the results ``blocked`` that stopped it."""
+    first = ctx.results[blocked[0]]
+    verb = {"fail": "failed", "error": "could not run", "skip": "was skipped"}[first.status.value]
+    return Result(c.id, c.stage, Status.SKIP, "skipped: %s %s" % (blocked[0], verb), caused_by=list(blocked))
+
+
 def _to_result(c: Check, o: Outcome, duration: float) -> Result:
     rid = c.id if not o.item else "%s.%s" % (c.id, o.item)
     fix = o.fix
@@ -121,8 +128,7 @@ def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None
                 groups.append(group)
                 held = _blocked(ctx, other.needs)
                 if held:
-                    add(group, Result(other.id, other.stage, Status.SKIP, "skipped: %s failed" % held[0],
-                                      caused_by=list(held)))
+                    add(group, _skip_row(ctx, other, held))
                     continue
                 for r in _outcomes(other, lambda o=other: o.func(ctx), time.monotonic(), False):
                     add(group, r)
@@ -136,10 +142,7 @@ def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None
             settle(c.needs)
             blocked = gate or _blocked(ctx, c.needs)
             if blocked:
-                first = ctx.results[blocked[0]]
-                verb = {"fail": "failed", "error": "could not run", "skip": "was skipped"}[first.status.value]
-                add(group, Result(c.id, c.stage, Status.SKIP, "skipped: %s %s" % (blocked[0], verb),
-                                  caused_by=list(blocked)))
+                add(group, _skip_row(ctx, c, blocked))
                 continue
             if progress:
                 progress("start:%s" % c.id, None)

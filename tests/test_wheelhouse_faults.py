@@ -232,6 +232,16 @@ def test_help_examples_can_be_pasted_into_a_shell(pyz):
         assert chk.returncode == 0, (cmd, chk.stderr)
 
 
+def _verify_one_file(pyz, tmp_path, name, text):
+    """``wheelhouse verify`` on a directory holding only ``name`` with ``text``: exactly one error line."""
+    d = tmp_path / "wh"
+    d.mkdir()
+    (d / name).write_text(text)
+    proc = pf(pyz, "wheelhouse", "verify", str(d))
+    _one_line_error(proc)
+    return proc
+
+
 @pytest.mark.fault("CRASH")
 @pytest.mark.parametrize("manifest", ['{"wheels": [{"file": "x"}]}', "[]", '{"wheels": null}',
                                       '{"wheels": [{"name": "a", "version": "1", "file": "../../etc/passwd", '
@@ -247,11 +257,7 @@ def test_help_examples_can_be_pasted_into_a_shell(pyz):
                                       '"sha256": "00"}], "python": "3.12"}',
                                       "[" * 100000 + "]" * 100000], ids=lambda m: m[:40])
 def test_malformed_manifest_is_one_line_not_a_crash(pyz, tmp_path, manifest):
-    d = tmp_path / "wh"
-    d.mkdir()
-    (d / "wheelhouse.json").write_text(manifest)
-    proc = pf(pyz, "wheelhouse", "verify", str(d))
-    _one_line_error(proc)
+    proc = _verify_one_file(pyz, tmp_path, "wheelhouse.json", manifest)
     assert ("is not a wheelhouse manifest" in proc.stderr or "no readable" in proc.stderr), proc.stderr
     assert "nothing was installed" not in proc.stderr  # verify installs nothing either way
 
@@ -260,9 +266,5 @@ def test_malformed_manifest_is_one_line_not_a_crash(pyz, tmp_path, manifest):
 @pytest.mark.parametrize("manifest", ["{}", "[]", '{"parts": [{"file": 3}]}', '{"parts": []}',
                                       '{"parts": [{"file": "../x", "size": 1, "sha256": "0"}], "size": 1, "sha256": "0"}'])
 def test_malformed_parts_manifest_is_one_line_not_a_crash(pyz, tmp_path, manifest):
-    d = tmp_path / "parts"
-    d.mkdir()
-    (d / "wheelhouse.parts.json").write_text(manifest)
-    proc = pf(pyz, "wheelhouse", "verify", str(d))
-    _one_line_error(proc)
+    proc = _verify_one_file(pyz, tmp_path, "wheelhouse.parts.json", manifest)
     assert "wheelhouse.parts.json" in proc.stderr

@@ -104,6 +104,15 @@ def _verl_matrix_version(ctx) -> Optional[str]:
     return str(row["version"]) if row else None
 
 
+def applicable_pins(ctx, package: str) -> Dict[str, Requirement]:
+    """:func:`backend_pins` of ``package`` that apply to this run: only the backend extra in use
+    when there is one (another extra's torch pin, SGLang's on a vLLM install, would break the
+    installed engine's own exact pin: failure_cases_2.md, product bug 1), else every extra's."""
+    pins = backend_pins(ctx, package)
+    bextra = verl_extras(ctx)[1]
+    return {k: r for k, r in pins.items() if k == bextra} if bextra else pins
+
+
 def pins_for(ctx, package: str, extras: Sequence[str]) -> List[Requirement]:
     """verl's requirements on ``package`` under ``extras``."""
     return [r for r in verl_requirements(ctx, extras) if canonicalize_name(r.name) == canonicalize_name(package)]
@@ -177,9 +186,7 @@ def torch(ctx):
         return warned("torch %s is not in the compatibility matrix" % d.version,
                       "use a torch release verl pins (%s)" % (", ".join(pinned) or "see 'preflight matrix show'"), ev)
     if bextra:
-        # only the extra in use applies: another extra's torch pin (SGLang's on a vLLM install) would
-        # break the installed engine's own exact pin (failure_cases_2.md, product bug 1)
-        pins = {k: r for k, r in pins.items() if k == bextra}
+        pins = applicable_pins(ctx, "torch")
         pinned = sorted({str(r.specifier) for r in pins.values()})
         ev["applies"] = bextra
     mismatch = {k: str(r.specifier) for k, r in pins.items() if not _contains(r, d.version)}
@@ -199,10 +206,7 @@ def _torch_to_install(ctx, have: str) -> str:
     verl's backend extra in use, else that pin's version (``==X``), so the build fix and the
     packages.torch fix name the same torch."""
     public = str((parse_version(have) or Version("0")).public)
-    pins = backend_pins(ctx, "torch")
-    _extras, bextra, _how = verl_extras(ctx)
-    if bextra:
-        pins = {k: r for k, r in pins.items() if k == bextra}
+    pins = applicable_pins(ctx, "torch")
     exact = sorted({str(sp.version) for r in pins.values() for sp in r.specifier if sp.operator == "=="})
     if len(exact) == 1 and not all(_contains(r, have) for r in pins.values()):
         return exact[0]

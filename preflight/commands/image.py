@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         from .spec import dry_run
 
-        return dry_run(args, say, "lock it and write a Dockerfile, the locks and the checker into %s%s" % (
+        return dry_run(args, "lock it and write a Dockerfile, the locks and the checker into %s%s" % (
             out, ", then build it" if args.build else ""))
     mx, res, spec, paths = make_spec(args, out, say, more_files=("Dockerfile", "preflight.pyz"))
     if spec is None:

@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run and not args.lock:
         from .spec import dry_run
 
-        return dry_run(args, say, "lock it into %s.spec, create the venv %s and install the lock with hashes "
+        return dry_run(args, "lock it into %s.spec, create the venv %s and install the lock with hashes "
                                   "required, then check it" % (prefix.rstrip("/"), prefix))
     if args.lock:
         if not args.python:

@@ -84,10 +84,10 @@ def machine_doc() -> Dict[str, Any]:
     return stable(read_host(), snapshot())
 
 
-def dry_run(args: argparse.Namespace, say, what: str) -> int:
+def dry_run(args: argparse.Namespace, what: str) -> int:
     """``--dry-run`` for spec, install and image: resolve (no pip, no download), print the stack, the
-    top-level pins and ``what`` would happen, on stdout (the plan is the command's output; ``say``,
-    the progress channel, is not used); 0 when a stack works, 1 when none does."""
+    top-level pins and ``what`` would happen, on stdout (the plan is the command's output, not its
+    progress); 0 when a stack works, 1 when none does."""
     from ..outputs.spec import top_level
 
     say = print_safe
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
 
     say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
     if args.dry_run:
-        return dry_run(args, say, "lock the complete set and write requirements.lock, pylock.toml and "
+        return dry_run(args, "lock the complete set and write requirements.lock, pylock.toml and "
                                   "environment.json into %s" % args.output)
     mx, res, spec, paths = make_spec(args, args.output, say)
     if spec is None:

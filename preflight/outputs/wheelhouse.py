@@ -722,7 +722,7 @@ def _safe_members(tar: tarfile.TarFile) -> List[tarfile.TarInfo]:
     out = []
     for mem in tar.getmembers():
         n = mem.name
-        if n.startswith("/") or ".." in n.split("/") or not (mem.isfile() or mem.isdir()):
+        if not _plain_name(n) or not (mem.isfile() or mem.isdir()):
             raise UsageError("the wheelhouse archive holds an unsafe entry %r; not extracting it" % n)
         out.append(mem)
     return out
