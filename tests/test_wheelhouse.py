@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from envs import real_env
 from preflight.cli import main
 from preflight.errors import UsageError
 from preflight.outputs import wheelhouse as wh
@@ -96,6 +97,31 @@ def test_split_reassemble_install_offline(built, tmp_path, monkeypatch, lock_fil
     # the wheelhouse is complete for that venv: pip offline and the metadata agree
     ans = wh.check_complete(parts, py)
     assert ans["complete"] and ans["missing"] == [] and ans["would_install"] == []
+
+
+@pytest.mark.parametrize("tool", ["pip", "uv"])
+def test_installed_modules_are_byte_compiled(built, tmp_path, monkeypatch, tool):
+    """Both installers leave bytecode beside every installed module: the probes write none, so
+    without it each check of a cold node compiles the whole stack again. The truth is the venv's
+    own interpreter (importlib.util.cache_from_source of each module it imports)."""
+    out, _ = built
+    _offline_env(monkeypatch)
+    if tool == "uv":
+        py = real_env("lock-tools", ["pip==26.1.2", "uv==0.13.9"])
+        monkeypatch.setenv("PATH", os.path.dirname(py) + os.pathsep + os.environ.get("PATH", ""))
+        monkeypatch.setenv("UV_NO_CACHE", "1")
+    prefix = str(tmp_path / "venv")
+    rc = main(["install", "--wheelhouse", out, "--prefix", prefix, "--no-check"] + (["--uv"] if tool == "uv" else []))
+    assert rc == 0
+    with open(os.path.join(prefix, ".verl-preflight-installed")) as fh:
+        assert json.load(fh)["tool"] == tool
+    py = os.path.join(prefix, "bin", "python")
+    code = ("import importlib.util, json, os, jinja2, jinja2.compiler, markupsafe, six\n"
+            "mods = [jinja2, jinja2.compiler, markupsafe, six]\n"
+            "print(json.dumps({m.__name__: os.path.exists(importlib.util.cache_from_source(m.__file__)) "
+            "for m in mods}))")
+    got = json.loads(subprocess.check_output([py, "-B", "-c", code], universal_newlines=True))
+    assert got == {"jinja2": True, "jinja2.compiler": True, "markupsafe": True, "six": True}
 
 
 def test_corrupt_part_refused_nothing_installed(built, tmp_path, monkeypatch, capsys):

@@ -232,7 +232,10 @@ def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], 
     venv sees the base interpreter's packages (e.g. a GPU node's preinstalled torch); without
     ensurepip (Debian/Ubuntu python3 without python3-venv) the venv is made ``--without-pip`` and
     uses the base's pip. ``index_urls``: extra index URLs with credentials (kept out of the
-    lock); pip and uv get them through their environment.
+    lock); pip and uv get them through their environment. Installed modules are byte-compiled (pip
+    does so by default; uv is given ``--compile-bytecode``), so the first import of the stack on a
+    cold node does not compile thousands of modules, and the checker's probes, which write no
+    bytecode, do not compile them again on every run.
 
     Raises UsageError when the lock is missing, the prefix is something other than a prefix this
     tool made (never changed), or a step fails (the prefix is left marked incomplete, and the
@@ -297,10 +300,11 @@ def _install_locked(lock_text: str, lock_path: str, prefix: str, base_python: st
         extra = list(pip_args) + (["--offline"] if "--no-index" in pip_args else [])
         pylock = pylock_beside(lock_path, lock_text)
         if pylock and _version_of([uv, "--version"]) >= UV_PYLOCK:  # the PEP 751 lock: its hashes are verified
-            _run([uv, "pip", "install", "--python", py, "--no-deps"] + extra + ["-r", pylock], log, say, timeout, env)
-        else:
-            _run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-deps"] + extra + ["-r", lock_path],
+            _run([uv, "pip", "install", "--python", py, "--no-deps", "--compile-bytecode"] + extra + ["-r", pylock],
                  log, say, timeout, env)
+        else:
+            _run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-deps", "--compile-bytecode"] + extra
+                 + ["-r", lock_path], log, say, timeout, env)
         tool = "uv"
     else:
         if not _works([py, "-m", "pip", "--version"]):
