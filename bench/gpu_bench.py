@@ -27,8 +27,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_check(pf, python, out_json, caches, extra):
+def run_check(pf, python, out_json, caches, extra, more_env=None):
     env = dict(os.environ)
+    env.update(more_env or {})
     env.update({"XDG_CACHE_HOME": os.path.join(caches, "xdg"), "VLLM_CACHE_ROOT": os.path.join(caches, "vllm"),
                 "TORCHINDUCTOR_CACHE_DIR": os.path.join(caches, "inductor"),
                 "TRITON_CACHE_DIR": os.path.join(caches, "triton"),
@@ -41,6 +42,20 @@ def run_check(pf, python, out_json, caches, extra):
     with open(out_json) as fh:
         data = json.load(fh)
     return wall, proc.returncode, data, proc.stdout
+
+
+def cache_inventory(caches):
+    """{cache name: (files, bytes, Triton kernels)} under the bench's cache root: what a run compiled
+    (a Triton kernel is a directory holding a .cubin)."""
+    inv = {}
+    for name in sorted(os.listdir(caches)):
+        files = size = kernels = 0
+        for d, _, names in os.walk(os.path.join(caches, name)):
+            files += len(names)
+            size += sum(os.path.getsize(os.path.join(d, n)) for n in names if os.path.isfile(os.path.join(d, n)))
+            kernels += any(n.endswith(".cubin") for n in names)
+        inv[name] = (files, size, kernels)
+    return inv
 
 
 def stage_times(data):
@@ -91,6 +106,9 @@ def main():
     ap.add_argument("--nccl-tests", help="all_reduce_perf built on this machine")
     ap.add_argument("--preflight", default="%s -I -S %s" % (sys.executable, os.path.join(ROOT, "dist", "preflight.pyz")),
                     help="how to run the checker (default: dist/preflight.pyz)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=VALUE",
+                    help="after the cold and warm runs, one more cold run (fresh caches) with this environment "
+                         "variable set, e.g. VLLM_USE_V2_MODEL_RUNNER=1 (repeatable: one run each)")
     ap.add_argument("extra", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     extra = [x for x in a.extra if x != "--"]
@@ -110,6 +128,18 @@ def main():
         with open(os.path.join(a.out, "%s.txt" % label), "w") as fh:
             fh.write(text)
         say("check (%s caches): %.1f s wall, exit %d, %s" % (label, wall, rc, data.get("summary")))
+        say("    caches after it: %s" % ", ".join("%s %d files %.1f MB%s" % (
+            k, f, b / 1e6, " (%d Triton kernels)" % n if n else "") for k, (f, b, n) in cache_inventory(caches).items()))
+    for var in a.variant:
+        name, _, value = var.partition("=")
+        fresh = tempfile.mkdtemp(prefix="preflight-bench-caches-")
+        label = "cold, %s=%s" % (name, value)
+        wall, rc, data, text = run_check(pf, a.python, os.path.join(a.out, "variant-%s.json" % name), fresh, extra,
+                                         {name: value})
+        runs[label] = {"wall_s": round(wall, 2), "exit": rc, "stages": stage_times(data), "data": data}
+        say("check (%s): %.1f s wall, exit %d, %s" % (label, wall, rc, data.get("summary")))
+        say("    caches after it: %s" % ", ".join("%s %d files %.1f MB%s" % (
+            k, f, b / 1e6, " (%d Triton kernels)" % n if n else "") for k, (f, b, n) in cache_inventory(fresh).items()))
     say()
     say("%-10s %22s %22s" % ("stage", "cold: start-end (wall)", "warm: start-end (wall)"))
 
@@ -119,7 +149,7 @@ def main():
     for st in runs["cold"]["data"]["stages"]:
         say("%-10s %22s %22s" % (st, span("cold", st), span("warm", st)))
     say()
-    for label in ("cold", "warm"):
+    for label in runs:
         for rid in ("vllm.generate", "vllm.compile", "imports.vllm"):
             r = result(runs[label]["data"], rid)
             if not r:

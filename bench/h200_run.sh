@@ -5,13 +5,16 @@
 #   1. install: reassemble + verify the parts, then 'preflight install --wheelhouse' into a venv that
 #      sees the node's torch (--system-site-packages), offline, hashes required; 'wheelhouse --check'.
 #   2. check:   (step "check" only) a full check of that venv, every stage, cold caches.
+#   diag:       (asked for by name) which modules carry bytecode, and vLLM's import under -X importtime
+#               with cold then warm caches: where the import's time goes and what it writes to the caches.
 #   3. bench:   bench/gpu_bench.py: full checks, cold then warm caches: per-stage wall time, the vLLM split, the nccl
 #               stage beside nccl-tests (built here from .wh/nccl-tests.tar when it was carried) or
 #               beside the bare torch loop (bench/allreduce_loop.py) when it was not.
 #
-# usage: bash bench/h200_run.sh [install|check|bench|all ...]   (default: all)
+# usage: bash bench/h200_run.sh [install|check|bench|diag|all ...]   (default: all)
 # env:   OUT (results; default /tmp/h200-run), PARTS (.wh/vllm), PREFIX (/tmp/verl-vllm),
-#        PY (python3), EXTRA (more 'check' options, e.g. "--vllm-tp 2 --vllm-compile")
+#        PY (python3), EXTRA (more 'check' options, e.g. "--vllm-tp 2 --vllm-compile"),
+#        VARIANT (NAME=VALUE: the bench adds a cold run with that environment variable set)
 # Figures go to $OUT/*.json and $OUT/*.txt; everything printed is also in $OUT/run.log.
 set -u
 cd "$(dirname "$0")/.."
@@ -84,7 +87,58 @@ do_bench() {
     fi
     # shellcheck disable=SC2086
     "$PY" bench/gpu_bench.py --python "$PREFIX/bin/python" --out "$OUT" ${ntests:+--nccl-tests "$ntests"} \
-        --preflight "${PF[*]}" -- $EXTRA
+        --preflight "${PF[*]}" ${VARIANT:+--variant "$VARIANT"} -- $EXTRA
+}
+
+do_diag() {
+    say "diag: bytecode beside the stack, vLLM's import profiled with cold then warm caches"
+    nproc; df -hT /tmp "$PREFIX" 2>/dev/null | tail -n +2
+    for tool in uv gcc nvcc; do printf '%s: %s\n' "$tool" "$(command -v $tool || echo none)"; done
+    "$PREFIX/bin/python" - <<'PYEOF'
+import importlib.util, os
+for name in ("torch", "triton", "transformers", "vllm", "pydantic"):
+    spec = importlib.util.find_spec(name)
+    if not spec or not spec.origin:
+        print("%-13s not importable" % name); continue
+    root = os.path.dirname(spec.origin); py = have = 0
+    for d, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(".py"):
+                py += 1; have += os.path.exists(importlib.util.cache_from_source(os.path.join(d, f)))
+    print("%-13s %5d modules, %5d with bytecode  (%s)" % (name, py, have, root))
+PYEOF
+    cold=$(mktemp -d /tmp/preflight-diag-XXXX)
+    for label in cold warm; do
+        t=$(now)
+        XDG_CACHE_HOME=$cold/xdg VLLM_CACHE_ROOT=$cold/vllm TORCHINDUCTOR_CACHE_DIR=$cold/inductor \
+            TRITON_CACHE_DIR=$cold/triton FLASHINFER_WORKSPACE_BASE=$cold/flashinfer CUDA_CACHE_PATH=$cold/nv \
+            PYTHONDONTWRITEBYTECODE=1 "$PREFIX/bin/python" -X importtime -c \
+            "import vllm; from vllm import LLM, SamplingParams; from vllm.platforms import current_platform; \
+print(current_platform.device_type)" 2>"$OUT/importtime-$label.txt"
+        echo "import vllm ($label caches): $(secs "$t") s wall; caches: $(cd "$cold" && find . -type f | \
+            awk -F/ '{print $2}' | sort | uniq -c | tr '\n' ' ')"
+    done
+    "$PY" - "$OUT/importtime-cold.txt" "$OUT/importtime-warm.txt" <<'PYEOF'
+import sys
+def read(p):
+    rows = {}
+    for line in open(p):
+        if line.startswith("import time:") and "|" in line and "self" not in line:
+            a, b, name = line[12:].split("|", 2)
+            rows.setdefault(name.strip(), (int(a), int(b), len(name) - len(name.lstrip())))
+    return rows
+cold, warm = read(sys.argv[1]), read(sys.argv[2])
+print("top cumulative, cold caches (s):")
+for n, (s, c, ind) in sorted(cold.items(), key=lambda kv: -kv[1][1])[:25]:
+    print("  %7.2f %7.2f  %s%s" % (c / 1e6, warm.get(n, (0, 0))[1] / 1e6, " " * (ind - 1), n))
+print("largest self time, cold minus warm (s):")
+for n, (s, c, ind) in sorted(cold.items(), key=lambda kv: -(kv[1][0] - warm.get(kv[0], (0,))[0]))[:15]:
+    print("  %7.2f cold %7.2f warm  %s" % (s / 1e6, warm.get(n, (0,))[0] / 1e6, n))
+print("largest self time, warm (s):")
+for n, (s, c, ind) in sorted(warm.items(), key=lambda kv: -kv[1][0])[:20]:
+    print("  %7.2f  %s" % (s / 1e6, n))
+PYEOF
+    rm -rf "$cold"
 }
 
 steps=("$@")
@@ -95,8 +149,9 @@ for s in "${steps[@]}"; do
         install) do_install || rc=$? ;;
         check) do_check || rc=$? ;;
         bench) do_bench || rc=$? ;;
+        diag) do_diag || rc=$? ;;
         all) { do_install && do_bench; } || rc=$? ;;
-        *) echo "h200_run: unknown step $s (install, check, bench, all)"; exit 2 ;;
+        *) echo "h200_run: unknown step $s (install, check, bench, diag, all)"; exit 2 ;;
     esac
 done
 say "done (exit $rc); results in $OUT"

@@ -534,14 +534,17 @@ def test_fast_settings_spelled_per_release(pyz, tmp_path, monkeypatch, release):
     py = fake_cuda_env(tmp_path)
     site = _site(os.path.dirname(os.path.dirname(py)))
     config, args = (OLD_VLLM_CONFIG, OLD_VLLM_ARGS) if release == "old" else (NEW_VLLM_CONFIG, NEW_VLLM_ARGS)
-    for rel, text in {"vllm/config/__init__.py": config, "vllm/engine/__init__.py": "",
-                      "vllm/engine/arg_utils.py": args}.items():
+    files = {"vllm/config/__init__.py": config, "vllm/engine/__init__.py": "", "vllm/engine/arg_utils.py": args}
+    if release == "new":  # a release with Model Runner V2 reads VLLM_USE_V2_MODEL_RUNNER (vllm/envs.py's table)
+        files["vllm/envs.py"] = "environment_variables = {'VLLM_USE_V2_MODEL_RUNNER': lambda: None}\n"
+    for rel, text in files.items():
         os.makedirs(os.path.dirname(os.path.join(site, rel)), exist_ok=True)
         with open(os.path.join(site, rel), "w") as fh:
             fh.write(text)
     kwargs_file = str(tmp_path / "kwargs.json")
     monkeypatch.setenv("FAKE_VLLM_KWARGS", kwargs_file)
     monkeypatch.delenv("VLLM_ATTENTION_BACKEND", raising=False)
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
     proc, data, res, _ = check_json(pyz, py, tmp_path, "--timeout", "60")
     r = res["vllm.generate"]
     assert r["status"] == "pass", r
@@ -553,13 +556,20 @@ def test_fast_settings_spelled_per_release(pyz, tmp_path, monkeypatch, release):
     if release == "old":
         assert kw["compilation_config"] == {"level": 0} and kw["num_gpu_blocks_override"] == 64
         assert env["VLLM_ATTENTION_BACKEND"] == "FLASH_ATTN" and "attention_backend" not in kw
-        assert "kv_cache_memory_bytes" not in kw
+        assert "kv_cache_memory_bytes" not in kw and "VLLM_USE_V2_MODEL_RUNNER" not in env
     else:
         assert kw["compilation_config"] == {"mode": 0, "cudagraph_mode": "NONE"}
         assert kw["attention_backend"] == "FLASH_ATTN" and "VLLM_ATTENTION_BACKEND" not in env
         assert kw["kv_cache_memory_bytes"] == 32 << 20 and "num_gpu_blocks_override" not in kw
+        assert env["VLLM_USE_V2_MODEL_RUNNER"] == "0"  # no Triton JIT for the sampler and input preparation
     settings = r["evidence"]["engine_settings"]
     assert settings["mode"] == "fast" and settings["env"]["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
+    if release == "new":  # a value the user set wins, and the evidence says which ran
+        monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+        proc, data, res, _ = check_json(pyz, py, tmp_path, "--timeout", "60")
+        with open(kwargs_file) as fh:
+            assert json.load(fh)["_env"]["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+        assert res["vllm.generate"]["evidence"]["engine_settings"]["env"]["VLLM_USE_V2_MODEL_RUNNER"] == "1"
 
 
 def test_vllm_compile_row_only_when_asked(pyz, tmp_path, monkeypatch):

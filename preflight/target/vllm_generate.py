@@ -218,6 +218,17 @@ def _backend_enum(name):
     return name
 
 
+def _reads_env(name):
+    """True when the installed vLLM reads environment variable ``name`` (it is among
+    ``vllm.envs.environment_variables``); False when it does not or that table is missing."""
+    try:
+        import vllm.envs as envs
+
+        return name in (getattr(envs, "environment_variables", None) or {})
+    except Exception:
+        return False
+
+
 def _fast_settings(tp, gpus, n_prompts):
     """(LLM kwargs, environment, notes) that make the engine compile nothing for the tiny model,
     spelled for the installed vLLM: the names are read from its own EngineArgs/CompilationConfig
@@ -229,6 +240,10 @@ def _fast_settings(tp, gpus, n_prompts):
       the vllm wheel: nothing to JIT), via attention_backend / attention_config where EngineArgs
       has them, else VLLM_ATTENTION_BACKEND (read by releases before about 0.14);
     - no FlashInfer sampler (VLLM_USE_FLASHINFER_SAMPLER=0: its kernels are JIT-compiled);
+    - on a GPU, the V1 model runner where the release reads VLLM_USE_V2_MODEL_RUNNER: Model Runner V2
+      (the default for Llama from about 0.20) prepares inputs and samples with Triton kernels, each
+      JIT-compiled on a cold node (about 8 s of a cold engine start on an H200, vLLM 0.24.0); V1
+      samples greedily with torch ops;
     - the smallest KV cache (kv_cache_memory_bytes, else num_gpu_blocks_override) and batch;
     - the engine core in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0): no second process that
       imports vLLM and torch again.
@@ -272,6 +287,8 @@ def _fast_settings(tp, gpus, n_prompts):
         notes.append("attention backend left to vLLM on compute capability %s" % ", ".join(
             "%d.%d" % c for c in sorted(set(caps))))
     env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
+    if gpus and _reads_env("VLLM_USE_V2_MODEL_RUNNER"):
+        env["VLLM_USE_V2_MODEL_RUNNER"] = "0"
     if gpus:
         if "kv_cache_memory_bytes" in ea:
             kw["kv_cache_memory_bytes"] = KV_CACHE_BYTES
