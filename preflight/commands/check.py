@@ -146,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
         status = StatusDir(args.status_dir, stages=stages)  # a usage error here: nothing started yet
     # the target's info probe and the NVML snapshot run beside each other and the host stage
     ctx.prefetch([k for k, want in (("target_probe", set(stages) - {"host", "gpu"}),
-                                    ("nvml", set(stages) & {"packages", "gpu", "nccl", "vllm"})) if want])
+                                    ("nvml", set(stages) & {"packages", "gpu", "nccl", "vllm"}),
+                                    ("bytecode", "packages" in stages)) if want])
     t0 = time.time()
     with LiveProgress(Console(file=stream, highlight=False) if stream is not None else None) as live:
         def progress(event, result):

@@ -1,0 +1,126 @@
+"""packages.bytecode: whether the stack's large packages carry bytecode for the target.
+
+The truth is the target interpreter itself: for every module a distribution's RECORD lists, it
+says where it would look for the bytecode (importlib.util.cache_from_source, which follows
+sys.pycache_prefix) and whether that file exists. The fix the row gives is run as given, and the
+row must then pass.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from envs import _site, real_env
+
+N_MODULES = 60
+TRUTH = r"""
+import csv, importlib.util, json, os, sys
+site, record = sys.argv[1], sys.argv[2]
+mods = [os.path.join(site, row[0]) for row in csv.reader(open(record)) if row and row[0].endswith(".py")]
+print(json.dumps([len(mods), sum(os.path.exists(importlib.util.cache_from_source(m)) for m in mods)]))
+"""
+
+
+def _venv_with_networkx(base):
+    """A venv (no pip) holding a 'networkx' distribution of N_MODULES real modules, installed as a
+    wheel installer would lay it out (RECORD lists each file), with no bytecode."""
+    venv = os.path.join(str(base), "v")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    site = _site(venv)
+    pkg = os.path.join(site, "networkx")
+    os.makedirs(pkg)
+    lines = []
+    for i in range(N_MODULES):
+        name = "__init__.py" if i == 0 else "mod,%02d.py" % i if i == 1 else "mod_%02d.py" % i
+        with open(os.path.join(pkg, name), "w") as fh:
+            fh.write("VALUE = %d\n" % i)
+        # a path with a comma is quoted in RECORD (csv)
+        lines.append(('"networkx/%s"' if "," in name else "networkx/%s") % name + ",sha256=x,12")
+    info = os.path.join(site, "networkx-3.4.2.dist-info")
+    os.makedirs(info)
+    with open(os.path.join(info, "METADATA"), "w") as fh:
+        fh.write("Metadata-Version: 2.1\nName: networkx\nVersion: 3.4.2\n")
+    lines += ["networkx-3.4.2.dist-info/METADATA,,", "networkx-3.4.2.dist-info/RECORD,,", "../../bin/nx,,"]
+    with open(os.path.join(info, "RECORD"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return os.path.join(venv, "bin", "python"), site, os.path.join(info, "RECORD")
+
+
+def _row(pyz, py, tmp_path, env=None):
+    out = str(tmp_path / "r.json")
+    p = subprocess.run([sys.executable, pyz, "check", "--stage", "python,packages", "--python", py, "--json", out],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120,
+                       env=dict(os.environ, **(env or {})))
+    assert os.path.exists(out), p.stdout[-2000:]
+    return next(r for r in json.load(open(out))["results"] if r["id"] == "packages.bytecode")
+
+
+def _truth(py, site, record, env=None):
+    got = subprocess.check_output([py, "-c", TRUTH, site, record], universal_newlines=True,
+                                  env=dict(os.environ, **(env or {})))
+    return json.loads(got)
+
+
+def _run_fix(fix, env=None):
+    cmd = re.search(r"byte-compile them once(?: as the owner of [^:]+)?: (.+?); when you build", fix).group(1)
+    p = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                       timeout=300, env=dict(os.environ, **(env or {})))
+    assert p.returncode == 0, (cmd, p.stdout)
+    return cmd
+
+
+def test_missing_bytecode_warns_and_its_fix_works(pyz, tmp_path):
+    py, site, record = _venv_with_networkx(tmp_path)
+    assert _truth(py, site, record) == [N_MODULES, 0]
+    r = _row(pyz, py, tmp_path)
+    assert r["status"] == "warn", r
+    row = r["evidence"]["distributions"][0]
+    assert [row["modules"], row["with_bytecode"]] == _truth(py, site, record)
+    assert "networkx (%d of %d modules)" % (N_MODULES, N_MODULES) in r["message"]
+    cmd = _run_fix(r["fix"])
+    assert "-m compileall" in cmd and site in cmd
+    assert _truth(py, site, record) == [N_MODULES, N_MODULES]
+    r = _row(pyz, py, tmp_path)
+    assert r["status"] == "pass", r
+    assert [r["evidence"]["distributions"][0][k] for k in ("modules", "with_bytecode")] == [N_MODULES, N_MODULES]
+
+
+def test_a_pycache_prefix_is_where_bytecode_is_looked_for(pyz, tmp_path):
+    """With PYTHONPYCACHEPREFIX set, the interpreter reads bytecode only from that tree: what sits in
+    __pycache__ beside the sources does not count, and the fix compiles into the prefix."""
+    py, site, record = _venv_with_networkx(tmp_path)
+    subprocess.run([py, "-m", "compileall", "-q", site], check=True)
+    env = {"PYTHONPYCACHEPREFIX": str(tmp_path / "pyc")}
+    assert _truth(py, site, record, env) == [N_MODULES, 0]
+    r = _row(pyz, py, tmp_path, env)
+    assert r["status"] == "warn" and r["evidence"]["pycache_prefix"] == env["PYTHONPYCACHEPREFIX"], r
+    cmd = _run_fix(r["fix"], env)
+    assert "-X pycache_prefix=" in cmd
+    assert _truth(py, site, record, env) == [N_MODULES, N_MODULES]
+    assert _row(pyz, py, tmp_path, env)["status"] == "pass"
+
+
+def test_optimized_interpreters_look_for_opt_bytecode(pyz, tmp_path):
+    py, site, record = _venv_with_networkx(tmp_path)
+    subprocess.run([py, "-m", "compileall", "-q", site], check=True)  # plain .pyc only
+    env = {"PYTHONOPTIMIZE": "1"}
+    assert _truth(py, site, record, env) == [N_MODULES, 0]
+    r = _row(pyz, py, tmp_path, env)
+    assert r["status"] == "warn" and r["evidence"]["optimize"] == 1, r
+
+
+@pytest.mark.realenv
+def test_a_pip_installed_stack_has_its_bytecode(pyz, tmp_path):
+    py = real_env("torch-transformers", ["torch==2.13.0", "transformers==5.9.0"])
+    r = _row(pyz, py, tmp_path)
+    assert r["status"] == "pass", r
+    rows = {x["name"].lower(): x for x in r["evidence"]["distributions"]}
+    assert {"torch", "transformers", "sympy", "networkx"} <= set(rows)
+    for name in ("torch", "transformers"):
+        d = rows[name]
+        info = [x for x in os.listdir(d["site"]) if x.lower().startswith(name + "-") and x.endswith(".dist-info")][0]
+        assert [d["modules"], d["with_bytecode"]] == _truth(py, d["site"], os.path.join(d["site"], info, "RECORD"))
