@@ -58,6 +58,12 @@ def cache_inventory(caches):
     return inv
 
 
+def inventory_line(caches):
+    """:func:`cache_inventory` as one line: ``name N files X MB (K Triton kernels)``, comma-separated."""
+    return ", ".join("%s %d files %.1f MB%s" % (k, f, b / 1e6, " (%d Triton kernels)" % n if n else "")
+                     for k, (f, b, n) in cache_inventory(caches).items())
+
+
 def stage_times(data):
     """Each stage's (start, end) in seconds from the run's start: the report's stage_timings
     (stages overlap where vLLM's import ran beside the gpu and nccl stages); for reports without
@@ -128,8 +134,7 @@ def main():
         with open(os.path.join(a.out, "%s.txt" % label), "w") as fh:
             fh.write(text)
         say("check (%s caches): %.1f s wall, exit %d, %s" % (label, wall, rc, data.get("summary")))
-        say("    caches after it: %s" % ", ".join("%s %d files %.1f MB%s" % (
-            k, f, b / 1e6, " (%d Triton kernels)" % n if n else "") for k, (f, b, n) in cache_inventory(caches).items()))
+        say("    caches after it: %s" % inventory_line(caches))
     for var in a.variant:
         name, _, value = var.partition("=")
         fresh = tempfile.mkdtemp(prefix="preflight-bench-caches-")
@@ -138,8 +143,7 @@ def main():
                                          {name: value})
         runs[label] = {"wall_s": round(wall, 2), "exit": rc, "stages": stage_times(data), "data": data}
         say("check (%s): %.1f s wall, exit %d, %s" % (label, wall, rc, data.get("summary")))
-        say("    caches after it: %s" % ", ".join("%s %d files %.1f MB%s" % (
-            k, f, b / 1e6, " (%d Triton kernels)" % n if n else "") for k, (f, b, n) in cache_inventory(fresh).items()))
+        say("    caches after it: %s" % inventory_line(fresh))
     say()
     say("%-10s %22s %22s" % ("stage", "cold: start-end (wall)", "warm: start-end (wall)"))
 
