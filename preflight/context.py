@@ -7,6 +7,8 @@ Tests build a Context with pre-filled facts instead of patching probes.
 """
 
 import os
+import re
+import shlex
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional, Sequence, Tuple, Union
@@ -156,6 +158,9 @@ class Options:
         """The old untyped option dict, as a view over the typed fields (see the class doc)."""
         return _ExtraView(self)
 
+
+#: A ``pip`` command in a fix that names no interpreter (not ``-m pip``, ``uv pip``, ``/path/pip``).
+_BARE_PIP = re.compile(r"(?<!-m )(?<!uv )(?<![\w./-])pip (?=(?:install|uninstall|check|download)\b)")
 
 #: What a prefetch reader returns when its fact cannot be read in the background (then the first
 #: reader computes it in its own thread).
@@ -343,6 +348,20 @@ class Context:
         if "target_probe" not in self._facts:
             return _NOT_READY
         return self._read_bytecode()
+
+    @property
+    def python_cmd(self) -> str:
+        """The target interpreter as a fix line should spell it: ``--python``'s value, quoted for a
+        POSIX shell when it needs quoting (a path with spaces)."""
+        return shlex.quote(self.options.python)
+
+    def target_fix(self, fix: Optional[str]) -> Optional[str]:
+        """``fix`` with each bare ``pip install|uninstall|check|download ...`` spelled
+        ``<target> -m pip ...``, so a pasted fix changes the checked interpreter and not whatever
+        ``pip`` is first on PATH; ``-m pip`` and ``uv pip`` are left as they are. None stays None."""
+        if not fix:
+            return fix
+        return _BARE_PIP.sub(self.python_cmd + " -m pip ", fix)
 
     def marker_env(self, extra: str = "") -> Dict[str, str]:
         """The target's PEP 508 marker environment (from the target, not the checker)."""

@@ -92,6 +92,7 @@ def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None
     ctx.put("stage_timings", timings)
 
     def add(group: List[Result], r: Result) -> None:
+        r.fix = ctx.target_fix(r.fix)
         ctx.results[r.id] = r
         group.append(r)
         if progress:

@@ -24,7 +24,6 @@ mods = [os.path.join(site, row[0]) for row in csv.reader(open(record)) if row an
 print(json.dumps([len(mods), sum(os.path.exists(importlib.util.cache_from_source(m)) for m in mods)]))
 """
 
-
 def _venv_with_networkx(base):
     """A venv (no pip) holding a 'networkx' distribution of N_MODULES real modules, installed as a
     wheel installer would lay it out (RECORD lists each file), with no bytecode."""
@@ -49,7 +48,6 @@ def _venv_with_networkx(base):
         fh.write("\n".join(lines) + "\n")
     return os.path.join(venv, "bin", "python"), site, os.path.join(info, "RECORD")
 
-
 def _row(pyz, py, tmp_path, env=None):
     out = str(tmp_path / "r.json")
     p = subprocess.run([sys.executable, pyz, "check", "--stage", "python,packages", "--python", py, "--json", out],
@@ -58,20 +56,20 @@ def _row(pyz, py, tmp_path, env=None):
     assert os.path.exists(out), p.stdout[-2000:]
     return next(r for r in json.load(open(out))["results"] if r["id"] == "packages.bytecode")
 
-
 def _truth(py, site, record, env=None):
     got = subprocess.check_output([py, "-c", TRUTH, site, record], universal_newlines=True,
                                   env=dict(os.environ, **(env or {})))
     return json.loads(got)
 
-
-def _run_fix(fix, env=None):
-    cmd = re.search(r"byte-compile them once(?: as the owner of [^:]+)?: (.+?); when you build", fix).group(1)
+def _run_fix(fix, env=None, which=0):
+    """Run the ``which``-th command the fix gives (0: the first; 1: the read-only alternative)."""
+    cmds = re.findall(r"(?:byte-compile them once[^:]*|set it for every process that imports them): (.+?)"
+                      r"(?: \(a module written|; when you build|$)", fix)
+    cmd = cmds[which].replace(", then ", " && ")
     p = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                        timeout=300, env=dict(os.environ, **(env or {})))
     assert p.returncode == 0, (cmd, p.stdout)
     return cmd
-
 
 def test_missing_bytecode_warns_and_its_fix_works(pyz, tmp_path):
     py, site, record = _venv_with_networkx(tmp_path)
@@ -88,7 +86,6 @@ def test_missing_bytecode_warns_and_its_fix_works(pyz, tmp_path):
     assert r["status"] == "pass", r
     assert [r["evidence"]["distributions"][0][k] for k in ("modules", "with_bytecode")] == [N_MODULES, N_MODULES]
 
-
 def test_a_pycache_prefix_is_where_bytecode_is_looked_for(pyz, tmp_path):
     """With PYTHONPYCACHEPREFIX set, the interpreter reads bytecode only from that tree: what sits in
     __pycache__ beside the sources does not count, and the fix compiles into the prefix."""
@@ -99,10 +96,9 @@ def test_a_pycache_prefix_is_where_bytecode_is_looked_for(pyz, tmp_path):
     r = _row(pyz, py, tmp_path, env)
     assert r["status"] == "warn" and r["evidence"]["pycache_prefix"] == env["PYTHONPYCACHEPREFIX"], r
     cmd = _run_fix(r["fix"], env)
-    assert "-X pycache_prefix=" in cmd
+    assert "-X pycache_prefix=" in cmd and "owner" not in r["fix"]
     assert _truth(py, site, record, env) == [N_MODULES, N_MODULES]
     assert _row(pyz, py, tmp_path, env)["status"] == "pass"
-
 
 def test_optimized_interpreters_look_for_opt_bytecode(pyz, tmp_path):
     py, site, record = _venv_with_networkx(tmp_path)
@@ -112,6 +108,26 @@ def test_optimized_interpreters_look_for_opt_bytecode(pyz, tmp_path):
     r = _row(pyz, py, tmp_path, env)
     assert r["status"] == "warn" and r["evidence"]["optimize"] == 1, r
 
+def test_read_only_sources_get_a_prefix_alternative_that_works(tmp_path, monkeypatch, capsys):
+    """Where the site directory cannot be written (an image layer), the fix names its owner and
+    gives the PYTHONPYCACHEPREFIX way, which works without writing there."""
+    from preflight.checks import packages
+    from preflight.cli import main
+
+    py, site, record = _venv_with_networkx(tmp_path)
+    real_access = os.access
+    monkeypatch.setattr(packages.os, "access", lambda p, mode: False if p == site else real_access(p, mode))
+    out = tmp_path / "r.json"
+    main(["check", "--stage", "python,packages", "--python", py, "--json", str(out), "-q"])
+    r = next(x for x in json.load(open(str(out)))["results"] if x["id"] == "packages.bytecode")
+    assert r["status"] == "warn" and "as the owner of %s" % site in r["fix"], r
+    home = tmp_path / "home"
+    env = {"HOME": str(home)}
+    cmd = _run_fix(r["fix"], env, which=1)
+    assert cmd.startswith("export PYTHONPYCACHEPREFIX=$HOME/.cache/pycache && ")
+    assert _truth(py, site, record) == [N_MODULES, 0]  # nothing written beside the sources
+    env["PYTHONPYCACHEPREFIX"] = str(home / ".cache" / "pycache")
+    assert _truth(py, site, record, env) == [N_MODULES, N_MODULES]
 
 @pytest.mark.realenv
 def test_a_pip_installed_stack_has_its_bytecode(pyz, tmp_path):

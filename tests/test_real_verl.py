@@ -44,7 +44,7 @@ def test_plain_install_fails_imports_with_verl_core_fix(pyz, env_a, tmp_path):
     assert r["status"] == "fail"
     assert "No module named 'cachetools'" in r["message"]
     assert "uvicorn" in r["message"]  # found by stubbing cachetools and importing again
-    assert r["fix"].startswith("pip install 'verl[verl-core]==0.9.1'")
+    assert r["fix"].startswith("%s -m pip install 'verl[verl-core]==0.9.1'" % env_a)
     assert rows["packages.verl-requirements"]["status"] == "fail"
     assert "verl[verl-core]==0.9.1" in rows["packages.verl-requirements"]["fix"]
 

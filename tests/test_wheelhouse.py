@@ -173,6 +173,22 @@ def test_check_names_missing_and_requirer(lock_file, tmp_path):
     assert ans["missing"][0]["omitted"].endswith("test: left out")
 
 
+def test_check_against_a_venv_without_pip(built, lock_file, tmp_path):
+    """A venv made by uv has no pip: this interpreter's pip resolves for it (--python), and gives the
+    same verdicts as for a venv with pip."""
+    out, _ = built
+    venv = str(tmp_path / "nopip")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    py = os.path.join(venv, "bin", "python")
+    ans = wh.check_complete(out, py)
+    assert ans["complete"] and ans["missing"] == [] and ans["pip_error"] is None, ans
+    assert sorted(x.split("==")[0].lower() for x in ans["would_install"]) == ["jinja2", "markupsafe", "six"]
+    part = str(tmp_path / "wh")
+    wh.build(lock_file, part, PY, omit=[("markupsafe", "test: left out")], cache=os.path.join(CACHE, "dl"))
+    ans = wh.check_complete(part, py)
+    assert not ans["complete"] and "markupsafe" in (ans["pip_error"] or "").lower()
+
+
 def test_sdist_only_named_before_download(tmp_path):
     lock = tmp_path / "sdist.lock"
     lock.write_text("six==1.16.0\nantlr4-python3-runtime==4.9.3\n")  # antlr4 4.9.3: a source distribution only

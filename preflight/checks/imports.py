@@ -141,8 +141,11 @@ def outcome_for(ctx, res: Optional[Dict[str, Any]], label: str, dist: str, item:
         text = ((res.get("process") or {}).get("stderr_tail") or "")
         diag = classify(ctx.matrix, text, **fill)
         how = "crashed (%s)" % res.get("error") if state == "crashed" else "hung: %s" % res.get("error")
-        fix = diag.fix if diag else ("run '%s -X faulthandler -c \"import %s\"' to see where it dies; reinstall %s" % (
-            ctx.options.python, res.get("module"), dist))
+        fix = diag.fix if diag else ("to see where it stops: %s -X faulthandler -c \"import %s\"; reinstall %s" % (
+            ctx.python_cmd, res.get("module"), dist))
+        if state == "hung" and not diag:  # a slow import reads the same as a hung one
+            fix += "; if it is only slow (a cold disk, or packages without bytecode: see packages.bytecode), " \
+                   "raise --timeout (now %g s)" % ctx.options.timeout
         if diag:
             ev["diagnosis"] = {"id": diag.id, "cause": diag.cause, "source": diag.source}
         return failed("import %s %s" % (label, how), fix, ev, item=item)
@@ -191,10 +194,10 @@ def _not_installed(ctx, dist: str, cause: str):
     its own: a stage selection must not turn a missing torch or verl into a READY verdict."""
     if cause in ctx.results:
         return skipped("%s is not installed (%s)" % (dist, cause), [cause])
-    from .packages import install_hint, verl_pip_spec
+    from .packages import install_hint, sglang_alternative, verl_pip_spec
 
     v = ctx.verl_release()[0]
-    how = ("pip install '%s', or %s" % (verl_pip_spec(ctx, v), install_hint(ctx, v)) if v
+    how = ("pip install '%s'%s, or %s" % (verl_pip_spec(ctx, v), sglang_alternative(ctx, v), install_hint(ctx, v)) if v
            else "install verl with its rollout extra")
     return failed("%s is not installed in %s" % (dist, ctx.options.python), how, {"dist": dist})
 

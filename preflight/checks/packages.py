@@ -47,7 +47,8 @@ def verl_pip_spec(ctx, version: str) -> str:
     """The pip requirement a fix should name for verl ``version`` and this run's rollout backend:
     ``verl[vllm]==V`` (or ``verl[sglang]==V``) for a backend, the release's core extra
     (``verl[verl-core]==V``, plain ``verl==V`` for releases without one) under ``--backend none``,
-    and ``verl[vllm]==V' (or '[sglang]`` when no backend is known (text meant for single quotes)."""
+    and ``verl[vllm]==V`` when no backend is known (vLLM is verl's default rollout;
+    :func:`sglang_alternative` names the other)."""
     row = ctx.matrix.verl(version) or {}
     if ctx.options.backend == "none":
         core = row.get("core_extra")
@@ -56,7 +57,15 @@ def verl_pip_spec(ctx, version: str) -> str:
     bextra = (row.get("backend_extras") or {}).get(backend) if backend else None
     if bextra:
         return "verl[%s]==%s" % (bextra, version)
-    return "verl[vllm]==%s' (or '[sglang]" % version
+    return "verl[vllm]==%s" % version
+
+
+def sglang_alternative(ctx, version: str) -> str:
+    """``" (for an SGLang rollout: 'verl[sglang]==V')"`` when :func:`verl_pip_spec` chose vLLM only
+    because no backend is known, else ""."""
+    if ctx.options.backend == "none" or ctx.backend()[0]:
+        return ""
+    return " (for an SGLang rollout: 'verl[sglang]==%s')" % version
 
 
 def install_hint(ctx, version: str) -> str:
@@ -147,8 +156,8 @@ def verl(ctx):
             return failed("verl %s is not a release the matrix knows" % ctx.options.verl,
                           "pass one of: %s" % ", ".join(ctx.matrix.verl_versions()), ev)
         return failed("verl is not installed in %s; checking against verl %s" % (ctx.options.python, v),
-                      "pip install '%s', or let verl-preflight build a checked environment for this machine: %s" % (
-                          verl_pip_spec(ctx, v), install_hint(ctx, v)), ev)
+                      "pip install '%s'%s, or let verl-preflight build a checked environment for this machine: %s" % (
+                          verl_pip_spec(ctx, v), sglang_alternative(ctx, v), install_hint(ctx, v)), ev)
     ev["location"] = d.location
     if row is None:
         near = ctx.matrix.nearest_verl(v)
@@ -531,8 +540,10 @@ def consistency(ctx):
     if not problems:
         return passed("requirements of all %d installed distributions hold (as pip check)" % len(dists), ev)
     key = [p for p in problems if p[0] in KEY_PACKAGES or (p[1] in KEY_PACKAGES)]
-    fix = "%s -m pip check lists them; reinstall the named packages at versions that fit, e.g. by " \
-          "re-running the verl install with its extras" % ctx.options.python
+    lister = "%s -m pip check" % ctx.python_cmd if (ctx.target() or {}).get("has_pip", True) else \
+        "uv pip check --python %s (it has no pip)" % ctx.python_cmd
+    fix = "%s lists them; reinstall the named packages at versions that fit, e.g. by " \
+          "re-running the verl install with its extras" % lister
     if key:
         return failed("%d broken requirement(s) involve torch/verl/vLLM-stack packages: %s" % (
             len(key), key[0][2]), fix, ev)
@@ -572,13 +583,23 @@ def bytecode(ctx):
             sites.append(r["site"])
     ev["lacking"] = [r["name"] for r in lacking]
     missing = sum(r["modules"] - r["with_bytecode"] for r in lacking)
-    msg = "%d package(s) lack bytecode for %s: %s; every new process that imports them (each verl worker, and " \
-          "this check's probes) first compiles those %d modules" % (
-              len(lacking), tag, ", ".join("%s (%d of %d modules)" % (
-                  r["name"], r["modules"] - r["with_bytecode"], r["modules"]) for r in lacking), missing)
-    cmd = "%s %s-m compileall -q -j 0 %s" % (ctx.options.python, "-X pycache_prefix=%s " % shlex.quote(prefix)
-                                             if prefix else "", " ".join(shlex.quote(s) for s in sites))
-    owner = "" if all(os.access(s, os.W_OK) for s in sites) else " as the owner of %s" % ", ".join(sites)
-    fix = "byte-compile them once%s: %s; when you build the environment with uv, pass --compile-bytecode (or " \
-          "set UV_COMPILE_BYTECODE=1); pip compiles by default" % (owner, cmd)
+    msg = "%d package(s) lack bytecode for %s: %s; a process that cannot write it (this check's probes, which " \
+          "write none, and verl workers on a read-only or shared environment) compiles those %d modules at each " \
+          "start" % (len(lacking), tag, ", ".join("%s (%d of %d modules)" % (
+              r["name"], r["modules"] - r["with_bytecode"], r["modules"]) for r in lacking), missing)
+    sites_q = " ".join(shlex.quote(s) for s in sites)
+    note = " (a module written for a newer Python, such as torch's py312_intrinsics.py under 3.11, fails to " \
+           "compile and makes the exit status 1: the rest is compiled)"
+    if prefix:  # bytecode goes to the prefix's tree, which the user can write whatever owns the sources
+        fix = "byte-compile them once into PYTHONPYCACHEPREFIX: %s -X pycache_prefix=%s -m compileall -q -j 0 %s%s" % (
+            ctx.python_cmd, shlex.quote(prefix), sites_q, note)
+    elif all(os.access(s, os.W_OK) for s in sites):
+        fix = "byte-compile them once: %s -m compileall -q -j 0 %s%s" % (ctx.python_cmd, sites_q, note)
+    else:
+        fix = "byte-compile them once as the owner of %s: %s -m compileall -q -j 0 %s%s; where they cannot be " \
+              "written (an image layer, a read-only mount), compile into a directory you own and set it for every " \
+              "process that imports them: export PYTHONPYCACHEPREFIX=$HOME/.cache/pycache, then %s -m compileall " \
+              "-q -j 0 %s" % (", ".join(sites), ctx.python_cmd, sites_q, note, ctx.python_cmd, sites_q)
+    fix += "; when you build the environment with uv, pass --compile-bytecode (or set UV_COMPILE_BYTECODE=1); " \
+           "pip compiles by default"
     return warned(msg, fix, ev)

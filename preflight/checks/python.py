@@ -3,6 +3,7 @@
 All facts come from running the target (``--python PATH``), never from the checker itself.
 """
 
+import shlex
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
@@ -38,7 +39,7 @@ def interpreter(ctx):
                           "pass the real interpreter of your environment with --python (e.g. ~/venvs/verl/bin/python), "
                           "not a wrapper script", ev)
         return failed("the interpreter %s did not report its facts: %s" % (ctx.options.python, out.describe()),
-                      "run '%s -c \"import sys; print(sys.version)\"' to see what is wrong with it" % ctx.options.python, ev)
+                      "to see what is wrong with it, run: %s -c \"import sys; print(sys.version)\"" % ctx.python_cmd, ev)
     ev.update(executable=info["executable"], version=info["version_string"], implementation=info["implementation"],
               prefix=info["prefix"])
     if info.get("incomplete_marker"):
@@ -129,8 +130,8 @@ def environment(ctx):
                       "(pip cannot manage them either)", ev)
     if not info.get("has_pip"):
         return warned("%s has no pip: verl's extras and fixes are installed with pip" % kind,
-                      "%s -m ensurepip --upgrade (or install uv and use 'uv pip --python %s')" % (
-                          info["executable"], info["executable"]), ev)
+                      "%s -m ensurepip --upgrade (or install uv and use: uv pip install --python %s ...)" % (
+                          shlex.quote(info["executable"]), shlex.quote(info["executable"])), ev)
     if not info.get("is_venv") and not info.get("is_conda"):
         return warned("%s: installing verl into it can break system packages" % kind,
                       "create a dedicated environment: python3 -m venv ~/venvs/verl", ev)

@@ -29,6 +29,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -262,6 +263,22 @@ def _pip(args: Sequence[str], timeout: float, python: Optional[str] = None,
             args[0], timeout))
     except OSError as exc:
         raise UsageError("could not run pip with %s: %s" % (cmd[0], exc))
+
+
+#: The first pip with ``--python`` (resolving for another interpreter's environment).
+PIP_PYTHON_OPTION = (22, 3)
+
+
+def _outer_pip(target: str, timeout: float) -> str:
+    """An interpreter whose pip can resolve against ``target``, which has none: this checker's own
+    when its pip is 22.3 or newer. Raises UsageError naming both ways out when there is none."""
+    proc = _pip(["--version"], min(timeout, 60.0))
+    m = re.match(r"pip (\d+)\.(\d+)", proc.stdout or "")
+    if proc.returncode == 0 and m and (int(m.group(1)), int(m.group(2))) >= PIP_PYTHON_OPTION:
+        return sys.executable
+    raise UsageError("--python %s has no pip, and %s has no pip 22.3 or newer to resolve for it: add pip to it "
+                     "(%s -m ensurepip) or run verl-preflight with a Python that has pip 22.3+" % (
+                         target, sys.executable, shlex.quote(target)))
 
 
 def _pip_error(proc: subprocess.CompletedProcess) -> str:
@@ -998,8 +1015,12 @@ def check_complete(path: str, python: str, say: Say = lambda s: None, timeout: f
         with open(req, "w", encoding="utf-8") as fh:
             fh.write("".join("%s==%s\n" % (r["name"], r["version"]) for r in m["wheels"]))
         report = os.path.join(tmp, "report.json")
-        proc = _pip(["install", "--dry-run", "--quiet", "--report", report] + find_links(wh, m) + ["-r", req],
-                    timeout, python=python, workdir=tmp)
+        args = ["install", "--dry-run", "--quiet", "--report", report] + find_links(wh, m) + ["-r", req]
+        pip_python = python
+        if not info.get("has_pip"):  # a venv made by uv: another pip resolves against it (pip >= 22.3)
+            pip_python = _outer_pip(python, timeout)
+            args = ["--python", python] + args
+        proc = _pip(args, timeout, python=pip_python, workdir=tmp)
         pip_ok = proc.returncode == 0 and os.path.exists(report)
         to_install = []
         if pip_ok:
