@@ -268,3 +268,30 @@ def test_malformed_manifest_is_one_line_not_a_crash(pyz, tmp_path, manifest):
 def test_malformed_parts_manifest_is_one_line_not_a_crash(pyz, tmp_path, manifest):
     proc = _verify_one_file(pyz, tmp_path, "wheelhouse.parts.json", manifest)
     assert "wheelhouse.parts.json" in proc.stderr
+
+
+@pytest.mark.fault("HANG")
+@pytest.mark.parametrize("case", ["verify a FIFO manifest", "verify a /dev/zero manifest", "lock FIFO",
+                                  "install lock FIFO", "exclude-installed FIFO"])
+def test_inputs_that_are_not_regular_files_are_refused_at_once(pyz, tmp_path, lock, case):
+    """A FIFO (never opened: opening one blocks) or a device (never read: /dev/zero has no end) named
+    where a manifest, a lock or a pip listing belongs: one line naming it, within seconds."""
+    whd = tmp_path / "wh"
+    whd.mkdir()
+    fifo = str(tmp_path / "f.lock")
+    os.mkfifo(fifo)
+    if case == "verify a FIFO manifest":
+        os.mkfifo(str(whd / "wheelhouse.json"))
+        args, kind = ["wheelhouse", "verify", str(whd)], "a FIFO"
+    elif case == "verify a /dev/zero manifest":
+        os.symlink("/dev/zero", str(whd / "wheelhouse.json"))
+        args, kind = ["wheelhouse", "verify", str(whd)], "a character device"
+    elif case == "lock FIFO":
+        args, kind = ["wheelhouse", "--lock", fifo, "-o", str(tmp_path / "out")], "a FIFO"
+    elif case == "install lock FIFO":
+        args, kind = ["install", "--lock", fifo, "--prefix", str(tmp_path / "p")], "a FIFO"
+    else:
+        args, kind = ["wheelhouse", "--lock", lock, "-o", str(tmp_path / "out"), "--exclude-installed", fifo], "a FIFO"
+    p = pf(pyz, *args)
+    assert p.returncode == 2 and "not a regular file (%s)" % kind in _one_line_error(p), p.stderr
+    assert not os.path.exists(str(tmp_path / "out")) and not os.path.exists(str(tmp_path / "p"))

@@ -300,7 +300,7 @@ def data_check(ctx: Any) -> List[Outcome]:
         else:
             out.append(warned("%s is a directory: verl 0.9.1 stops on it (ValueError 'Unsupported file format'); "
                               "not recorded for verl %s" % (d, rs["label"]), fix, ev, item=item))
-    from ..launch.compose import file_problem
+    from ..paths import file_problem
 
     odd = [p for p in paths if p not in local and p not in dirs and os.path.exists(os.path.expanduser(p))]
     for p in odd:  # a FIFO or a device: never opened (a FIFO blocks), and verl cannot read it as a table

@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--config is empty (an unset variable in a script?); pass a saved verl config file or "
                          "leave --config out")
     python = _resolve_python(args.python)
-    from ..launch.compose import file_problem
+    from ..paths import file_problem
 
     why = file_problem(args.config) if args.config else None
     if why is not None:

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_outputs(args)
     python = _resolve_python(args.python)
-    from ..launch.compose import file_problem
+    from ..paths import file_problem
 
     why = file_problem(args.file) if args.file else None
     if why is not None:

@@ -158,7 +158,7 @@ def expand_files(paths: List[str]) -> Tuple[List[str], List[Tuple[str, List[str]
     if missing:
         raise UsageError("%s: no such file; pass the parquet files of data.train_files / data.val_files" %
                          ", ".join(missing))
-    from ..launch.compose import file_problem
+    from ..paths import file_problem
 
     odd = ["%s: %s" % (p, file_problem(p)) for p in paths if not os.path.isdir(p) and file_problem(p)]
     if odd:

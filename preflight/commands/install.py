@@ -105,8 +105,11 @@ def run(args: argparse.Namespace) -> int:
 
     check_output_dir(prefix, "--prefix")
     check_prefix(prefix)
-    if args.lock and not os.path.isfile(args.lock):
-        raise UsageError("--lock %s: no such file; run 'preflight spec -o DIR' and pass DIR/requirements.lock" % args.lock)
+    from ..paths import file_problem
+
+    why = file_problem(args.lock) if args.lock else None
+    if why:
+        raise UsageError("--lock %s: %s; run 'preflight spec -o DIR' and pass DIR/requirements.lock" % (args.lock, why))
     pip_args = []
     if args.wheelhouse:
         from ..outputs.wheelhouse import SERVED_LOCK, find_links, open_wheelhouse

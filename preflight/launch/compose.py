@@ -36,6 +36,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from packaging.version import Version
 
 from ..errors import UsageError
+from ..paths import file_problem
 from ..matrix import _read, parse_version
 from ..redact import MASK as SECRET_MASK
 from ..redact import add_secret, is_secret_key, redact
@@ -484,25 +485,6 @@ class Composed:
 #: Largest config file read (bytes). A verl config is a few KB (a full dump of ppo_trainer about
 #: 50 KB); anything far larger is data passed by mistake, and reading it would outlast --timeout.
 MAX_CONFIG_BYTES = 1 << 20
-
-
-def file_problem(path: str) -> Optional[str]:
-    """Why ``path`` cannot be read as a file (``"no such file"``, ``"not a regular file (a FIFO)"``),
-    or None for a regular file. Only stats the path: a FIFO is never opened (opening one blocks)."""
-    import stat
-
-    try:
-        mode = os.stat(os.path.expanduser(path)).st_mode
-    except FileNotFoundError:
-        return "no such file"
-    except OSError as exc:
-        return "cannot be read (%s)" % (exc.strerror or exc)
-    if stat.S_ISREG(mode):
-        return None
-    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
-            "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode) else
-            "a socket" if stat.S_ISSOCK(mode) else "not a file")
-    return "not a regular file (%s)" % kind
 
 
 def _check_user_file(path: str) -> None:

@@ -45,6 +45,7 @@ from packaging.version import InvalidVersion, Version
 
 from .. import __version__
 from ..errors import UsageError
+from ..paths import file_problem, read_regular
 from . import child
 
 __all__ = ["LockEntry", "read_lock", "parse_size", "build", "split", "open_wheelhouse", "verify",
@@ -82,6 +83,21 @@ class LockEntry:
     def key(self) -> str:
         """The canonical (PEP 503) name."""
         return canonicalize_name(self.name)
+
+
+#: The most bytes read from a manifest, a lock or a pip listing (a 200-wheel manifest is about 100 KB).
+MAX_INPUT_BYTES = 64 << 20
+
+
+def _read_text(path: str) -> str:
+    """A manifest, lock or listing as text: regular files only, at most :data:`MAX_INPUT_BYTES`.
+    Raises OSError (not a regular file, too large, unreadable) or ValueError (not UTF-8)."""
+    return read_regular(path, MAX_INPUT_BYTES).decode("utf-8")
+
+
+def _load_json(path: str) -> Any:
+    """:func:`_read_text` parsed as JSON; raises OSError or ValueError."""
+    return json.loads(_read_text(path))
 
 
 def _sha256(path: str) -> str:
@@ -162,11 +178,10 @@ def read_lock(path: str) -> List[LockEntry]:
     ``pylock.toml`` (PEP 751: ``[[packages]]`` with ``wheels``/``sdist`` and their hashes).
     Raises UsageError naming the file for a missing file, an unpinned line or bad TOML."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
+        text = _read_text(path)
+    except (OSError, ValueError) as exc:
         raise UsageError("--lock %s: %s; pass the requirements.lock or pylock.toml that 'preflight spec' wrote" % (
-            path, exc.strerror or exc))
+            path, getattr(exc, "strerror", None) or exc))
     base = os.path.basename(path)
     if base.endswith(".toml") or base.startswith("pylock"):
         entries = _read_pylock(text, path)
@@ -192,11 +207,10 @@ def installed_versions(source: str) -> Tuple[Dict[str, str], str]:
         return ({canonicalize_name(r["name"]): str(r.get("version")) for r in info.get("distributions", [])
                  if r.get("name")}, "installed in %s" % source)
     try:
-        with open(source, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
+        text = _read_text(source)
+    except (OSError, ValueError) as exc:
         raise UsageError("--exclude-installed %s: %s; pass the target's interpreter, or a file from 'pip list "
-                         "--format=json' or 'pip freeze' run there" % (source, exc.strerror or exc))
+                         "--format=json' or 'pip freeze' run there" % (source, getattr(exc, "strerror", None) or exc))
     try:
         rows = json.loads(text)
         if isinstance(rows, list):
@@ -322,8 +336,7 @@ def _choose_files(entries: Sequence[LockEntry], python: str, platforms: Sequence
     if proc.returncode != 0 or not os.path.exists(report):
         raise UsageError("pip found no file for a pin of the lock on Python %s (%s): %s; nothing was downloaded" % (
             python, ", ".join(platforms[:2]) + (", ..." if len(platforms) > 2 else ""), _pip_error(proc)))
-    with open(report, encoding="utf-8") as fh:
-        data = json.load(fh)
+    data = _load_json(report)
     out = {}
     for item in data.get("install", []):
         url = (item.get("download_info") or {}).get("url") or ""
@@ -403,8 +416,9 @@ def check_pyz(path: str, option: str = "--pyz") -> None:
     import zipfile
 
     fix = "pass the dist/preflight.pyz that 'python3 tools/build_pyz.py' writes"
-    if not os.path.isfile(path):
-        raise UsageError("%s %s: no such file; %s" % (option, path, fix))
+    why = file_problem(path)
+    if why:
+        raise UsageError("%s %s: %s; %s" % (option, path, why, fix))
     try:
         with zipfile.ZipFile(path) as zf:
             names = set(zf.namelist())
@@ -431,8 +445,7 @@ def _owned(out_dir: str) -> Optional[Dict[str, Optional[str]]]:
     without one (a wheel: replaced even when corrupt; files of a manifest older than ``written``)}.
     None when ``out_dir`` holds no readable wheelhouse manifest."""
     try:
-        with open(os.path.join(out_dir, MANIFEST), encoding="utf-8") as fh:
-            m = json.load(fh)
+        m = _load_json(os.path.join(out_dir, MANIFEST))
         wheels = m["wheels"]
         out: Dict[str, Optional[str]] = {MANIFEST: None, "simple/index.html": None}
         for r in wheels:
@@ -640,8 +653,7 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
 
 # ---- split and reassemble ---------------------------------------------------------------------
 def _tar_members(wh_dir: str) -> List[str]:
-    with open(os.path.join(wh_dir, MANIFEST), encoding="utf-8") as fh:
-        m = json.load(fh)
+    m = _load_json(os.path.join(wh_dir, MANIFEST))
     names = [MANIFEST, SERVED_LOCK] + ([m["pyz"]["file"]] if m.get("pyz") else [])
     names += ["simple/index.html"]
     for r in m["wheels"]:
@@ -656,15 +668,13 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
     beside them. Returns the parts manifest."""
     os.makedirs(parts_dir, exist_ok=True)
     try:  # the parts an earlier split wrote here: the only ones removed
-        with open(os.path.join(parts_dir, PARTS_MANIFEST), encoding="utf-8") as fh:
-            old = json.load(fh)
+        old = _load_json(os.path.join(parts_dir, PARTS_MANIFEST))
         owned: Optional[Dict[str, Optional[str]]] = {p["file"]: None for p in old["parts"]}
         owned.update({PARTS_MANIFEST: None, "preflight.pyz": None})
     except (OSError, ValueError, KeyError, TypeError):
         owned = None
     mine = [f for f in os.listdir(parts_dir) if f.startswith(ARCHIVE + ".part-")]
-    with open(os.path.join(wh_dir, MANIFEST), encoding="utf-8") as fh:
-        has_pyz = bool(json.load(fh).get("pyz"))
+    has_pyz = bool(_load_json(os.path.join(wh_dir, MANIFEST)).get("pyz"))
     _refuse_theirs(parts_dir, mine + [PARTS_MANIFEST] + (["preflight.pyz"] if has_pyz else []), owned, "--parts-dir")
     for f in mine:
         os.remove(os.path.join(parts_dir, f))
@@ -721,8 +731,7 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
             with open(path, "rb") as fh:
                 tar.addfile(info, fh)
     cut._close()
-    with open(os.path.join(wh_dir, MANIFEST), encoding="utf-8") as fh:
-        m = json.load(fh)
+    m = _load_json(os.path.join(wh_dir, MANIFEST))
     doc = {"format": 1, "archive": ARCHIVE, "size": cut.total, "sha256": cut.whole.hexdigest(),
            "part_size": part_size, "parts": cut.parts, "wheels": len(m["wheels"]), "python": m["python"],
            "created_by": "verl-preflight %s" % __version__,
@@ -766,8 +775,7 @@ def reassemble(parts_dir: str, dest: str, say: Say = lambda s: None) -> List[str
     then the joined archive's sha256, then unpack it into ``dest``. Returns the problems found
     (one line each: which part is missing or corrupt); nothing is unpacked unless there are none."""
     try:
-        with open(os.path.join(parts_dir, PARTS_MANIFEST), encoding="utf-8") as fh:
-            doc = json.load(fh)
+        doc = _load_json(os.path.join(parts_dir, PARTS_MANIFEST))
     except (OSError, ValueError, RecursionError) as exc:
         return ["%s: cannot read %s (%s)" % (parts_dir, PARTS_MANIFEST, getattr(exc, "strerror", None)
                                              or type(exc).__name__)]
@@ -851,8 +859,7 @@ def verify(wh_dir: str) -> Tuple[Optional[Dict[str, Any]], List[str]]:
     """(manifest, problems): every wheel the manifest lists is present with its size and sha256,
     and the served lock is there. ``problems`` names each missing or corrupt file."""
     try:
-        with open(os.path.join(wh_dir, MANIFEST), encoding="utf-8") as fh:
-            m = json.load(fh)
+        m = _load_json(os.path.join(wh_dir, MANIFEST))
     except (OSError, ValueError, RecursionError) as exc:
         return None, ["%s: no readable %s (%s); pass the directory 'preflight wheelhouse -o' wrote" % (
             wh_dir, MANIFEST, getattr(exc, "strerror", None) or type(exc).__name__)]
