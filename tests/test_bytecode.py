@@ -140,3 +140,79 @@ def test_a_pip_installed_stack_has_its_bytecode(pyz, tmp_path):
         d = rows[name]
         info = [x for x in os.listdir(d["site"]) if x.lower().startswith(name + "-") and x.endswith(".dist-info")][0]
         assert [d["modules"], d["with_bytecode"]] == _truth(py, d["site"], os.path.join(d["site"], info, "RECORD"))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "bad-lines"])
+def test_hostile_records_neither_block_nor_crash(pyz, tmp_path, kind):
+    """A RECORD that is a FIFO or a link to /dev/zero is named and skipped (never waited on, never
+    read); lines with NUL bytes, over-long quoted paths or broken quoting are left out."""
+    py, site, record = _venv_with_networkx(tmp_path)
+    if kind == "fifo":
+        os.remove(record)
+        os.mkfifo(record)
+    elif kind == "dev-zero":
+        os.remove(record)
+        os.symlink("/dev/zero", record)
+    else:
+        with open(record, "a") as fh:
+            fh.write('networkx/a\x00b.py,,\n"networkx/%s.py",,\n"networkx/open.py,,\n' % ("x" * 200000))
+    r = _row(pyz, py, tmp_path)
+    if kind == "bad-lines":
+        assert r["status"] == "warn" and r["evidence"]["distributions"][0]["modules"] == N_MODULES, r
+    else:
+        assert r["status"] == "pass" and r["evidence"]["distributions"] == [], r
+        assert r["evidence"]["no_record"] == ["networkx (not a regular file (%s))" % (
+            "a FIFO" if kind == "fifo" else "a character device")]
+
+
+def test_relative_pycache_prefix_warns(pyz, tmp_path):
+    py, site, record = _venv_with_networkx(tmp_path)
+    r = _row(pyz, py, tmp_path, {"PYTHONPYCACHEPREFIX": "rel"})
+    assert r["status"] == "warn" and "relative path 'rel'" in r["message"], r
+    assert "export PYTHONPYCACHEPREFIX=$HOME/.cache/pycache" in r["fix"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the venv to another user")
+def test_another_users_environment_names_its_owner(pyz, tmp_path):
+    """root checking a venv owned by someone else: compiling there as root would leave files the
+    owner cannot remove, so the fix says whose it is."""
+    import pwd
+
+    py, site, record = _venv_with_networkx(tmp_path)
+    nobody = pwd.getpwnam("nobody")
+    for d, dirs, files in os.walk(site):
+        os.chown(d, nobody.pw_uid, nobody.pw_gid)
+    r = _row(pyz, py, tmp_path)
+    assert r["status"] == "warn" and "as the owner of %s (nobody)" % site in r["fix"], r
+
+
+def test_unlistable_bytecode_directories_still_count(tmp_path, monkeypatch):
+    """A __pycache__ that can be searched but not listed (mode 711): the interpreter reads the
+    files by name, so they count."""
+    from preflight.probes import bytecode as bc
+
+    d = tmp_path / "pkg" / "__pycache__"
+    d.mkdir(parents=True)
+    (d / "m.cpython-311.pyc").write_bytes(b"x" * 20)
+    real = os.listdir
+
+    def no_list(p):
+        if str(p) == str(d):
+            raise PermissionError(13, "Permission denied")
+        return real(p)
+    monkeypatch.setattr(bc.os, "listdir", no_list)
+    paths = [bc.pyc_path(str(tmp_path / "pkg" / n), "cpython-311") for n in ("m.py", "absent.py")]
+    assert bc._count_present(paths) == 1
+
+
+@pytest.mark.parametrize("field,value", [("optimize", "x"), ("optimize", [1]), ("pycache_prefix", 7),
+                                         ("cache_tag", 5), ("optimize", True)])
+def test_malformed_target_fields_skip_the_scan(field, value):
+    from types import SimpleNamespace
+
+    from preflight.probes import bytecode as bc
+
+    info = {"cache_tag": "cpython-311", "pycache_prefix": None, "optimize": 0}
+    info[field] = value
+    out = bc.scan(info, [SimpleNamespace(name="torch", version="1", location="/nonexistent/t-1.dist-info")])
+    assert out["malformed"] == [field] and out["cache_tag"] is None and out["distributions"] == []

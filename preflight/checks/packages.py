@@ -566,11 +566,22 @@ def bytecode(ctx):
     command, when a distribution of :data:`preflight.probes.bytecode.STACK_DISTS` with at least
     :data:`~preflight.probes.bytecode.MIN_MODULES` modules has bytecode for fewer than half of them.
     """
-    ev = dict(ctx.bytecode())
+    try:
+        ev = dict(ctx.bytecode())
+    except Exception as exc:  # advisory: an unreadable environment must not turn the verdict
+        return skipped("bytecode not checked: %s: %s" % (type(exc).__name__, exc))
     tag, prefix, rows = ev["cache_tag"], ev["pycache_prefix"], ev["distributions"]
+    if ev.get("malformed"):
+        return skipped("bytecode not checked: the target reported a malformed %s" % ", ".join(ev["malformed"]),
+                       evidence=ev)
     if not tag:
         return skipped("the target interpreter keeps no bytecode cache (sys.implementation.cache_tag is None)",
                        evidence=ev)
+    if prefix and not os.path.isabs(prefix):
+        return warned("PYTHONPYCACHEPREFIX is the relative path %r: each process reads and writes bytecode under "
+                      "its own working directory, so Ray workers and this check's probes (which run elsewhere) "
+                      "never find what another wrote" % prefix,
+                      "set it to an absolute path, e.g. export PYTHONPYCACHEPREFIX=$HOME/.cache/pycache", ev)
     lacking = [r for r in rows if r["with_bytecode"] * 2 < r["modules"]]
     if not lacking:
         if not rows:
@@ -593,13 +604,38 @@ def bytecode(ctx):
     if prefix:  # bytecode goes to the prefix's tree, which the user can write whatever owns the sources
         fix = "byte-compile them once into PYTHONPYCACHEPREFIX: %s -X pycache_prefix=%s -m compileall -q -j 0 %s%s" % (
             ctx.python_cmd, shlex.quote(prefix), sites_q, note)
-    elif all(os.access(s, os.W_OK) for s in sites):
-        fix = "byte-compile them once: %s -m compileall -q -j 0 %s%s" % (ctx.python_cmd, sites_q, note)
     else:
-        fix = "byte-compile them once as the owner of %s: %s -m compileall -q -j 0 %s%s; where they cannot be " \
-              "written (an image layer, a read-only mount), compile into a directory you own and set it for every " \
-              "process that imports them: export PYTHONPYCACHEPREFIX=$HOME/.cache/pycache, then %s -m compileall " \
-              "-q -j 0 %s" % (", ".join(sites), ctx.python_cmd, sites_q, note, ctx.python_cmd, sites_q)
+        owners = _other_owners(sites)
+        cmd = "%s -m compileall -q -j 0 %s" % (ctx.python_cmd, sites_q)
+        if not owners and all(os.access(s, os.W_OK) for s in sites):
+            fix = "byte-compile them once: %s%s" % (cmd, note)
+        else:
+            fix = "byte-compile them once as the owner of %s%s (files another user writes there are ones the owner " \
+                  "cannot replace or remove): %s%s; where they cannot be written (an image layer, a read-only " \
+                  "mount), compile into a directory you own and set it for every process that imports them: " \
+                  "export PYTHONPYCACHEPREFIX=$HOME/.cache/pycache, then %s" % (
+                      ", ".join(sites), " (%s)" % ", ".join(owners) if owners else "", cmd, note, cmd)
     fix += "; when you build the environment with uv, pass --compile-bytecode (or set UV_COMPILE_BYTECODE=1); " \
            "pip compiles by default"
     return warned(msg, fix, ev)
+
+
+def _other_owners(dirs: Sequence[str]) -> List[str]:
+    """The owners (user names, else uids) of ``dirs`` that are not the user running this check."""
+    out: List[str] = []
+    for d in dirs:
+        try:
+            uid = os.stat(d).st_uid
+        except OSError:
+            continue
+        if uid == os.geteuid():
+            continue
+        try:
+            import pwd
+
+            name = pwd.getpwuid(uid).pw_name
+        except (ImportError, KeyError):
+            name = "uid %d" % uid
+        if name not in out:
+            out.append(name)
+    return out

@@ -3,6 +3,7 @@
 # their metadata files only, so a package whose import crashes cannot crash this probe.
 import os
 import platform
+import stat
 import sys
 
 
@@ -26,22 +27,43 @@ def _marker_env():
     }
 
 
+def _regular(path):
+    # True for a regular file; False for anything else there (a FIFO would block the read, a
+    # device never end it); None when nothing is there
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return None
+
+
 def _dist_info_headers(path, parser):
     # the header block of a *.dist-info/METADATA (the long description after it is never
     # parsed): about 2.5x faster than importlib.metadata's whole-file parse over a vLLM stack's
-    # few hundred distributions; None when there is no such file (importlib's reading then)
+    # few hundred distributions. None where importlib's own reading must decide, so the result
+    # stays what importlib.metadata says: no such file, bytes that are not UTF-8, a header folded
+    # over several lines. Raises ValueError for a METADATA that is not a regular file.
     if not path.endswith(".dist-info"):
         return None
+    meta = os.path.join(path, "METADATA")
+    kind = _regular(meta)
+    if kind is None:
+        return None
+    if not kind:
+        raise ValueError("METADATA is not a regular file")
     try:
-        with open(os.path.join(path, "METADATA"), encoding="utf-8", errors="replace") as fh:
+        with open(meta, encoding="utf-8") as fh:
             head = []
             for line in fh:
                 if line in ("\n", "\r\n", "\r"):  # the blank line (a line of spaces continues a header)
                     break
                 head.append(line)
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return None
-    return parser.parsestr("".join(head))
+    msg = parser.parsestr("".join(head))
+    values = [msg[k] or "" for k in ("Name", "Version", "Requires-Python")] + (msg.get_all("Requires-Dist") or [])
+    if any("\n" in v for v in values):
+        return None
+    return msg
 
 
 def _dists_importlib():
@@ -59,6 +81,10 @@ def _dists_importlib():
             if meta is not None:
                 requires = meta.get_all("Requires-Dist") or []
             else:
+                loc = row["location"] or ""
+                for f in ("PKG-INFO", "requires.txt") if loc.endswith(".egg-info") else ():
+                    if _regular(os.path.join(loc, f)) is False:
+                        raise ValueError("%s is not a regular file" % f)
                 meta = d.metadata
                 requires = d.requires or []
             name = meta["Name"] if meta is not None else None
@@ -67,10 +93,12 @@ def _dists_importlib():
             row["version"] = version
             row["requires"] = list(requires)
             row["requires_python"] = meta["Requires-Python"] if meta is not None else None
+            row["installer"] = None
             try:
-                row["installer"] = (d.read_text("INSTALLER") or "").strip() or None
+                if _regular(os.path.join(row["location"] or "", "INSTALLER")):
+                    row["installer"] = (d.read_text("INSTALLER") or "").strip() or None
             except Exception:
-                row["installer"] = None
+                pass
             if not name or not version:
                 row["error"] = "metadata has no %s" % ("Name" if not name else "Version")
         except Exception as exc:  # malformed metadata must not stop the probe
@@ -93,6 +121,10 @@ def _dists_scan():
             base = os.path.join(entry, fn)
             mfile = os.path.join(base, "METADATA" if fn.endswith(".dist-info") else "PKG-INFO")
             row = {"location": base}
+            if _regular(mfile) is False:
+                row["error"] = "%s is not a regular file" % os.path.basename(mfile)
+                out.append(row)
+                continue
             try:
                 with open(mfile, encoding="utf-8", errors="replace") as fh:
                     msg = Parser().parse(fh)
