@@ -124,6 +124,37 @@ def test_installed_modules_are_byte_compiled(built, tmp_path, monkeypatch, tool)
     assert got == {"jinja2": True, "jinja2.compiler": True, "markupsafe": True, "six": True}
 
 
+@pytest.mark.parametrize("tool", ["pip", "uv"])
+def test_a_resumed_install_finishes_the_bytecode(built, tmp_path, monkeypatch, tool):
+    """An install stopped after the packages landed but before their bytecode did: the installer
+    skips them on resume, so the resume compiles the prefix itself."""
+    from preflight.outputs.install import INCOMPLETE, INSTALLED
+
+    out, _ = built
+    _offline_env(monkeypatch)
+    extra = []
+    if tool == "uv":
+        py = real_env("lock-tools", ["pip==26.1.2", "uv==0.13.9"])
+        monkeypatch.setenv("PATH", os.path.dirname(py) + os.pathsep + os.environ.get("PATH", ""))
+        monkeypatch.setenv("UV_NO_CACHE", "1")
+        extra = ["--uv"]
+    prefix = str(tmp_path / "venv")
+    args = ["install", "--wheelhouse", out, "--prefix", prefix, "--no-check"] + extra
+    assert main(args) == 0
+    for d, dirs, _files in os.walk(os.path.join(prefix, "lib")):
+        for x in [x for x in dirs if x == "__pycache__"]:
+            shutil.rmtree(os.path.join(d, x))
+    os.remove(os.path.join(prefix, INSTALLED))
+    with open(os.path.join(prefix, INCOMPLETE), "w") as fh:
+        fh.write("{}")
+    assert main(args) == 0
+    py = os.path.join(prefix, "bin", "python")
+    code = ("import importlib.util, json, os, jinja2, jinja2.compiler, six\n"
+            "print(json.dumps([os.path.exists(importlib.util.cache_from_source(m.__file__)) "
+            "for m in (jinja2, jinja2.compiler, six)]))")
+    assert json.loads(subprocess.check_output([py, "-B", "-c", code], universal_newlines=True)) == [True] * 3
+
+
 def test_corrupt_part_refused_nothing_installed(built, tmp_path, monkeypatch, capsys):
     out, _ = built
     parts = str(tmp_path / "parts")

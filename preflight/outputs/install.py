@@ -149,6 +149,24 @@ def _see_base_venv(base_python: str, prefix: str, say: Callable[[str], None]) ->
     say("%s runs in a venv: its site-packages (%s) are visible in %s too" % (base_python, ", ".join(dirs), prefix))
 
 
+def _compile_prefix(py: str, prefix: str, log: List[str], say: Callable[[str], None], timeout: float) -> None:
+    """Byte-compile what the venv ``prefix`` holds (``compileall`` skips modules whose bytecode is
+    current). Exit status 1 only means some module does not compile for this Python (torch ships
+    py312-only test files): it is logged, never a failure."""
+    cmd = [py, "-m", "compileall", "-q", "-j", "0", os.path.join(prefix, "lib")]
+    shown = redact_text(" ".join(cmd))
+    log.append(shown)
+    say("$ " + shown)
+    try:
+        proc = child.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                         timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise UsageError("'%s -m compileall' did not finish within %.0f s; the prefix stays marked incomplete" % (
+            py, timeout))
+    if proc.returncode != 0:
+        say("some modules do not compile for this Python (exit %d); the rest were compiled" % proc.returncode)
+
+
 def _run(cmd: List[str], log: List[str], say: Callable[[str], None], timeout: float,
          env: Optional[Dict[str, str]] = None, live: Optional[bool] = None) -> None:
     """Run one install step. On a terminal (``live``, default: stderr is a terminal) the
@@ -305,6 +323,8 @@ def _install_locked(lock_text: str, lock_path: str, prefix: str, base_python: st
         else:
             _run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-deps", "--compile-bytecode"] + extra
                  + ["-r", lock_path], log, say, timeout, env)
+        if resuming:  # uv skips what the interrupted run installed, and with it the bytecode it never wrote
+            _compile_prefix(py, prefix, log, say, timeout)
         tool = "uv"
     else:
         if not _works([py, "-m", "pip", "--version"]):
@@ -327,6 +347,8 @@ def _install_locked(lock_text: str, lock_path: str, prefix: str, base_python: st
             source = pylock  # pip >= 26.1 reads PEP 751 locks (experimental), hashes included
         _run([py, "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--no-deps"]
              + ([] if source == pylock else ["--require-hashes"]) + list(pip_args) + ["-r", source], log, say, timeout, env)
+        if resuming:  # pip too skips what is installed, bytecode or not
+            _compile_prefix(py, prefix, log, say, timeout)
         tool = "pip"
     with open(marker_ok, "w", encoding="utf-8") as fh:
         json.dump({"lock_sha256": digest, "lock": os.path.abspath(lock_path), "tool": tool}, fh, sort_keys=True)
