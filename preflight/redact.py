@@ -10,8 +10,10 @@ What is hidden (replaced by ``***``):
   another string), ``--password v``/``--api-key=v``; a quoted value is hidden whole (commas and
   spaces included), an unquoted ``KEY: v`` to the end of its line, an unquoted ``KEY=v`` to the
   next white space;
-* by shape: Hugging Face (``hf_``), OpenAI (``sk-``), GitHub (``ghp_``, ``github_pat_``), GitLab
-  (``glpat-``), PyPI (``pypi-``), AWS (``AKIA``/``ASIA``), Slack (``xox?-``) tokens, JWTs,
+* by shape: Hugging Face (``hf_``, ``hf_oauth_``), OpenAI and Anthropic (``sk-``), GitHub (``ghp_``,
+  ``github_pat_``), GitLab (``glpat-``), PyPI (``pypi-``), AWS (``AKIA``/``ASIA``), Slack (``xox?-``),
+  Stripe (``sk_live_``, ``rk_live_``), Google API (``AIza``), npm (``npm_``), Replicate (``r8_``),
+  DigitalOcean (``dop_v1_``) and SendGrid (``SG.x.y``) tokens, JWTs,
   ``Bearer`` tokens, ``wandb login`` keys, PEM private-key blocks, URL userinfo (all of it, to the
   last ``@`` of the authority, on http(s)/ray/redis URLs: ``https://***@host``; the password of
   other schemes: ``s3://user:***@host``; ``ssh://git@host`` stays), ``curl -u user:***``,
@@ -231,7 +233,7 @@ def _known_pattern() -> Optional["re.Pattern[str]"]:
 # already scanned: linear time.
 # (literals one of which the text must hold, pattern): the substring test skips a pass cheaply
 _SHAPES = [
-    (("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{20,}")),
+    (("hf_",), re.compile(r"\bhf_(?:oauth_)?[A-Za-z0-9]{20,}")),
     (("sk-",), re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")),
     (("gh",), re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}")),
     (("github_pat_",), re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),
@@ -240,6 +242,12 @@ _SHAPES = [
     (("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     (("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
     (("eyJ",), re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")),
+    (("k_live_", "k_test_"), re.compile(r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}")),
+    (("AIza",), re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")),
+    (("npm_",), re.compile(r"\bnpm_[A-Za-z0-9]{30,}")),
+    (("r8_",), re.compile(r"\br8_[A-Za-z0-9]{30,}")),
+    (("_v1_",), re.compile(r"\bdo[opr]_v1_[a-f0-9]{40,}")),
+    (("SG.",), re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}")),
 ]
 _AFTER = re.compile(r"(?P<head>\b(?:[Bb]earer|BEARER)[ \t]+|\bwandb login[ \t]+(?:--\S+[ \t]+)*)"
                     r"(?P<val>[A-Za-z0-9._~+/=\-:]{8,})")
