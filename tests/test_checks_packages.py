@@ -190,3 +190,21 @@ def test_torchvision_the_extra_requires_is_no_pass_when_missing(ctx_factory):
     ctx = ctx_factory(dists=[("torch", "2.11.0"), ("verl", "0.9.1")], backend="none")
     got = rows(ctx, ["packages"])
     assert got["packages.torch-family.torchvision"].status == Status.PASS
+
+
+def test_missing_torchvision_fix_does_not_pair_with_a_torch_that_must_go(ctx_factory, matrix):
+    """verl 0.9.1's vllm extra pins torch and torchvision; with another torch installed, the
+    torchvision fix must not say to match that torch (the torch row asks to replace it)."""
+    v = "0.9.1"
+    row = matrix.verl(v)
+    ctx = ctx_factory(dists=[("verl", v), ("torch", "2.13.0+cpu"), vllm_dist(matrix, "0.24.0")])
+    rs = rows(ctx, ["packages"])
+    tv = rs.get("packages.torch-family.torchvision")
+    if tv is None or tv.status == Status.PASS:  # the release's extras do not require torchvision
+        assert not any("torchvision" in str(r) for r in (row.get("requires") or []))
+        return
+    assert rs["packages.torch"].status == Status.FAIL
+    assert "same index and build as torch 2.13.0+cpu" not in tv.fix and "with the torch packages.torch names" in tv.fix
+    ok = ctx_factory(dists=[("verl", v), ("torch", "2.11.0"), vllm_dist(matrix, "0.24.0")])
+    fix = rows(ok, ["packages"])["packages.torch-family.torchvision"].fix
+    assert "from the same index and build as torch 2.11.0" in fix

@@ -106,9 +106,9 @@ def test_installed_modules_are_byte_compiled(built, tmp_path, monkeypatch, tool)
     own interpreter (importlib.util.cache_from_source of each module it imports)."""
     out, _ = built
     _offline_env(monkeypatch)
-    if tool == "uv":
+    if tool == "uv":  # named by $UV, as spec honours it (not on PATH)
         py = real_env("lock-tools", ["pip==26.1.2", "uv==0.13.9"])
-        monkeypatch.setenv("PATH", os.path.dirname(py) + os.pathsep + os.environ.get("PATH", ""))
+        monkeypatch.setenv("UV", os.path.join(os.path.dirname(py), "uv"))
         monkeypatch.setenv("UV_NO_CACHE", "1")
     prefix = str(tmp_path / "venv")
     rc = main(["install", "--wheelhouse", out, "--prefix", prefix, "--no-check"] + (["--uv"] if tool == "uv" else []))

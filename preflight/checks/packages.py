@@ -249,6 +249,13 @@ def torch_build(ctx):
     return passed("torch %s is a %s build (CUDA %s)" % (d.version, variant, vrow.get("cuda") or "?"), ev)
 
 
+def _torch_fits(ctx, version: str) -> bool:
+    """Whether torch ``version`` passes the packages.torch row's pin test: it meets one of the torch
+    pins of verl's extras in use (the backend's own when there is one); True when there are none."""
+    pins = applicable_pins(ctx, "torch").values()
+    return not pins or any(_contains(r, version) for r in pins)
+
+
 @check("packages.torch-family", needs=("python.interpreter",))
 def torch_family(ctx):
     """torchvision and torchaudio come from the same torch release and the same CUDA build."""
@@ -271,7 +278,10 @@ def torch_family(ctx):
                 spec = str(wanted[0].specifier)
                 out.append(failed("%s is not installed, but verl %s%s requires %s%s" % (
                     name, _verl_matrix_version(ctx), "[%s]" % ",".join(extras) if extras else "", name, spec),
-                    "pip install '%s%s' (from the same index and build as torch %s)" % (name, spec, t.version),
+                    "pip install '%s%s' (%s)" % (name, spec, "from the same index and build as torch %s" % t.version
+                                                 if _torch_fits(ctx, t.version) else "with the torch packages.torch "
+                                                 "names, from the same index and build: %s is not the torch verl "
+                                                 "pins" % t.version),
                     {"requires": [str(r) for r in wanted]}, item=name))
                 continue
             out.append(passed("%s not installed" % name, {}, item=name))
@@ -599,7 +609,7 @@ def bytecode(ctx):
           "start" % (len(lacking), tag, ", ".join("%s (%d of %d modules)" % (
               r["name"], r["modules"] - r["with_bytecode"], r["modules"]) for r in lacking), missing)
     sites_q = " ".join(shlex.quote(s) for s in sites)
-    note = " (a module written for a newer Python, such as torch's py312_intrinsics.py under 3.11, fails to " \
+    note = " (a module written for a newer Python than this one, such as torch's py312_intrinsics.py, fails to " \
            "compile and makes the exit status 1: the rest is compiled)"
     if prefix:  # bytecode goes to the prefix's tree, which the user can write whatever owns the sources
         fix = "byte-compile them once into PYTHONPYCACHEPREFIX: %s -X pycache_prefix=%s -m compileall -q -j 0 %s%s" % (

@@ -35,7 +35,7 @@ def register(p: argparse.ArgumentParser) -> None:
                         "verified first; no index is used)")
     p.add_argument("--system-site-packages", action="store_true",
                    help="the venv sees the base interpreter's packages (e.g. a node's preinstalled torch)")
-    p.add_argument("--uv", action="store_true", default=None, help="require uv (default: uv when on PATH, else pip)")
+    p.add_argument("--uv", action="store_true", default=None, help="require uv (default: uv when in $UV or on PATH, else pip)")
     p.add_argument("--no-check", action="store_true", help="install only")
     p.add_argument("check_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 

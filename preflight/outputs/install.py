@@ -297,9 +297,11 @@ def _install_locked(lock_text: str, lock_path: str, prefix: str, base_python: st
         json.dump({"lock_sha256": digest, "lock": os.path.abspath(lock_path)}, fh)
     if os.path.exists(marker_ok):
         os.remove(marker_ok)
-    uv = shutil.which("uv") if use_uv is not False else None
+    from .lock import find_uv
+
+    uv = find_uv() if use_uv is not False else None
     if use_uv and not uv:
-        raise UsageError("--uv given but uv is not on PATH; install uv or leave --uv out")
+        raise UsageError("--uv given but uv is neither in $UV nor on PATH; install uv or leave --uv out")
     env = dict(os.environ)
     if index_urls:
         extra = " ".join(list(index_urls) + [u for u in env.get("PIP_EXTRA_INDEX_URL", "").split() if u])
