@@ -16,7 +16,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..matrix import AnySpec, parse_version, requirements_for_extras
+from ..matrix import AnySpec, parse_requirement, parse_version, requirements_for_extras
 from .base import check, failed, passed, skipped, warned
 
 #: Packages whose broken requirements stop verl (a pip-check conflict touching one is a FAIL).
@@ -290,7 +290,7 @@ def torch_family(ctx):
         pin = None
         for line in d.requires:
             try:
-                r = Requirement(line)
+                r = parse_requirement(line)
             except InvalidRequirement:
                 continue
             if canonicalize_name(r.name) == "torch" and not (r.marker and "extra" in str(r.marker)):
@@ -462,7 +462,7 @@ def _resolved_fix(ctx, row: Dict[str, Any], verl_v: Optional[str]) -> Tuple[str,
         bad = []
         for line in (ctx.matrix.meta(name, v) or {}).get("requires_dist") or []:
             try:
-                dep = Requirement(line)
+                dep = parse_requirement(line)
             except InvalidRequirement:
                 continue
             if dep.marker is not None and "extra" in str(dep.marker):
@@ -533,7 +533,7 @@ def consistency(ctx):
     for d in dists.values():
         for line in d.requires:
             try:
-                r = Requirement(line)
+                r = parse_requirement(line)
             except InvalidRequirement:
                 problems.append((d.key, None, "%s %s has an unparseable requirement %r" % (d.name, d.version, line)))
                 continue

@@ -19,11 +19,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import InvalidRequirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..diagnose import classify
+from ..matrix import parse_requirement
 from ..probes.process import ProbeOutput, collect, run_script, spawn_script
 from .base import Outcome, check, errored, failed, passed, skipped, warned
 
@@ -82,7 +83,7 @@ def torch_pin(ctx, dist) -> Optional[Tuple[str, Optional[str], bool]]:
     t = ctx.installed("torch")
     for line in dist.requires:
         try:
-            r = Requirement(line)
+            r = parse_requirement(line)
         except InvalidRequirement:
             continue
         if canonicalize_name(r.name) != "torch" or not r.specifier:

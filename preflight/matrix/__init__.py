@@ -12,6 +12,7 @@ Two kinds of data (see matrices/README.md):
 No version literal lives in check code: checks ask this module.
 """
 
+import functools
 import json
 import os
 import re
@@ -386,6 +387,14 @@ class Matrix:
         return str(self.curated["modules"].get("modules", {}).get(top, top.replace("_", "-")))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def parse_requirement(line: str) -> Requirement:
+    """``Requirement(line)``, parsed once per run: several checks read the same Requires-Dist lines
+    (packaging's parser is most of the packages stage's time). The object is shared: never change
+    it. Raises InvalidRequirement (not cached)."""
+    return Requirement(line)
+
+
 def requirements_for_extras(requires_dist: Iterable[str], extras: Sequence[str] = ()) -> List[Requirement]:
     """Parse Requires-Dist lines and keep those that apply with ``extras`` selected.
 
@@ -397,7 +406,7 @@ def requirements_for_extras(requires_dist: Iterable[str], extras: Sequence[str] 
     out = []
     for line in requires_dist:
         try:
-            req = Requirement(line)
+            req = parse_requirement(line)
         except InvalidRequirement:
             continue
         if req.marker is None or "extra" not in str(req.marker):
