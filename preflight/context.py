@@ -160,7 +160,7 @@ class Options:
 
 
 #: A ``pip`` command in a fix that names no interpreter (not ``-m pip``, ``uv pip``, ``/path/pip``).
-_BARE_PIP = re.compile(r"(?<!-m )(?<!uv )(?<![\w./-])pip (?=(?:install|uninstall|check|download)\b)")
+_BARE_PIP = re.compile(r"(?<!-m )(?<!uv )(?<![\w./-])pip (install|uninstall|check|download)\b( -y\b)?")
 
 #: What a prefetch reader returns when its fact cannot be read in the background (then the first
 #: reader computes it in its own thread).
@@ -357,11 +357,18 @@ class Context:
 
     def target_fix(self, fix: Optional[str]) -> Optional[str]:
         """``fix`` with each bare ``pip install|uninstall|check|download ...`` spelled
-        ``<target> -m pip ...``, so a pasted fix changes the checked interpreter and not whatever
-        ``pip`` is first on PATH; ``-m pip`` and ``uv pip`` are left as they are. None stays None."""
+        ``<target> -m pip ...`` (``uv pip install --python <target> ...`` for a target without pip, as
+        uv makes venvs), so a pasted fix changes the checked interpreter and not whatever ``pip`` is
+        first on PATH; ``-m pip`` and ``uv pip`` are left as they are. None stays None."""
         if not fix:
             return fix
-        return _BARE_PIP.sub(self.python_cmd + " -m pip ", fix)
+        uv = (self._facts.get("target") or {}).get("has_pip") is False  # never probes: what a stage read
+
+        def spell(m: "re.Match[str]") -> str:
+            if uv and m.group(1) != "download":  # a venv made by uv: uv's pip acts on it (and never prompts)
+                return "uv pip %s --python %s" % (m.group(1), self.python_cmd)
+            return "%s -m pip %s%s" % (self.python_cmd, m.group(1), m.group(2) or "")
+        return _BARE_PIP.sub(spell, fix)
 
     def marker_env(self, extra: str = "") -> Dict[str, str]:
         """The target's PEP 508 marker environment (from the target, not the checker)."""

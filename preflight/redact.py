@@ -13,7 +13,9 @@ What is hidden (replaced by ``***``):
 * by shape: Hugging Face (``hf_``, ``hf_oauth_``), OpenAI and Anthropic (``sk-``), GitHub (``ghp_``,
   ``github_pat_``), GitLab (``glpat-``), PyPI (``pypi-``), AWS (``AKIA``/``ASIA``), Slack (``xox?-``),
   Stripe (``sk_live_``, ``rk_live_``), Google API (``AIza``), npm (``npm_``), Replicate (``r8_``),
-  DigitalOcean (``dop_v1_``) and SendGrid (``SG.x.y``) tokens, JWTs,
+  DigitalOcean (``dop_v1_``), SendGrid (``SG.x.y``), Google OAuth (``ya29.``, ``GOCSPX-``), Groq,
+  Grafana, Shopify, Stripe webhook, Linear, Docker, Perplexity, GitLab runner/deploy, Slack app,
+  Vault (``hvs.``) and age (``AGE-SECRET-KEY-1``) tokens, JWTs,
   ``Bearer`` tokens, ``wandb login`` keys, PEM private-key blocks, URL userinfo (all of it, to the
   last ``@`` of the authority, on http(s)/ray/redis URLs: ``https://***@host``; the password of
   other schemes: ``s3://user:***@host``; ``ssh://git@host`` stays), ``curl -u user:***``,
@@ -248,6 +250,12 @@ _SHAPES = [
     (("r8_",), re.compile(r"\br8_[A-Za-z0-9]{30,}")),
     (("_v1_",), re.compile(r"\bdo[opr]_v1_[a-f0-9]{40,}")),
     (("SG.",), re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}")),
+    (("ya29.",), re.compile(r"\bya29\.[A-Za-z0-9_-]{20,}")),
+    (("GOCSPX-",), re.compile(r"\bGOCSPX-[A-Za-z0-9_-]{20,}")),
+    (("gsk_", "glsa_", "shpat_", "whsec_", "lin_api_", "dckr_pat_", "pplx-", "glrt-", "gldt-", "xapp-"),
+     re.compile(r"\b(?:gsk_|glsa_|shpat_|whsec_|lin_api_|dckr_pat_|pplx-|glrt-|gldt-|xapp-)[A-Za-z0-9_-]{20,}")),
+    (("hvs.",), re.compile(r"\bhvs\.[A-Za-z0-9_-]{20,}")),
+    (("AGE-SECRET-KEY-1",), re.compile(r"\bAGE-SECRET-KEY-1[0-9A-Z]{20,}")),
 ]
 _AFTER = re.compile(r"(?P<head>\b(?:[Bb]earer|BEARER)[ \t]+|\bwandb login[ \t]+(?:--\S+[ \t]+)*)"
                     r"(?P<val>[A-Za-z0-9._~+/=\-:]{8,})")

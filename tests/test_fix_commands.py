@@ -53,3 +53,26 @@ def test_pip_fixes_name_the_target_interpreter(pyz, tmp_path):
     assert not re.search(r"(?<![\w./-])(?<!-m )(?<!uv )pip install", fixes), fixes  # no bare pip left
     got = subprocess.run(quoted + " -m pip --version", shell=True, stdout=subprocess.PIPE, universal_newlines=True)
     assert got.returncode == 0 and os.path.join(venv, "lib") in got.stdout, got.stdout
+
+
+def test_a_venv_without_pip_gets_uv_pip_fixes(pyz, tmp_path):
+    venv = str(tmp_path / "no pip")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    py = os.path.join(venv, "bin", "python")
+    _dist_info(_site(venv), "verl", "0.9.1")
+    out = str(tmp_path / "r.json")
+    subprocess.run([sys.executable, pyz, "check", "--stage", "python,packages", "--python", py, "--json", out],
+                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    rows = {r["id"]: r for r in json.load(open(out))["results"]}
+    assert rows["packages.torch"]["fix"].startswith("uv pip install --python '%s' 'torch" % py), rows["packages.torch"]
+    assert " -m pip " not in " ".join(r["fix"] or "" for r in rows.values() if r["id"] != "python.environment")
+
+
+def test_the_tools_own_path_is_quoted(monkeypatch):
+    import shlex
+
+    from preflight.report.render import invocation
+
+    monkeypatch.setattr(sys, "argv", ["/tmp/my dir/pre;flight.pyz"])
+    how = invocation()
+    assert shlex.split(how)[-1] == "/tmp/my dir/pre;flight.pyz" and len(shlex.split(how)) == 2

@@ -117,3 +117,36 @@ def test_unreadable_metadata_is_a_row_error_not_a_broken_interpreter(tmp_path, k
         assert truth.returncode != 0 and "UnicodeDecodeError" in truth.stderr and "UnicodeDecodeError" in err
     else:
         assert err == "ValueError: METADATA is not a regular file"
+
+
+@pytest.mark.parametrize("kind", ["fifo egg-info", "fifo dist-info", "dist-info with a FIFO PKG-INFO", "fifo marker"])
+def test_metadata_paths_that_would_block_are_named(tmp_path, kind):
+    """importlib.metadata reads an egg-info path itself, and PKG-INFO in a dist-info without
+    METADATA; the install marker is read too: a FIFO at any of them is an error of that
+    distribution (or a marker reported as odd), never a probe that waits forever."""
+    import time
+
+    venv = str(tmp_path / "v")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    site = _site(venv)
+    _dist_info(site, "fine", "1.0")
+    if kind == "fifo egg-info":
+        os.mkfifo(os.path.join(site, "evil.egg-info"))
+    elif kind == "fifo dist-info":
+        os.mkfifo(os.path.join(site, "evil-1.0.dist-info"))
+    elif kind == "dist-info with a FIFO PKG-INFO":
+        os.makedirs(os.path.join(site, "evil-1.0.dist-info"))
+        os.mkfifo(os.path.join(site, "evil-1.0.dist-info", "PKG-INFO"))
+    else:
+        os.mkfifo(os.path.join(venv, ".verl-preflight-incomplete"))
+    t0 = time.monotonic()
+    ev = run_script(os.path.join(venv, "bin", "python"), "info", timeout=60).last("info")
+    assert ev is not None and time.monotonic() - t0 < 30
+    rows = {os.path.basename(r["location"] or ""): r for r in ev["distributions"]}
+    assert rows["fine-1.0.dist-info"]["name"] == "fine"
+    if kind == "fifo marker":
+        assert ev["incomplete_marker"] == "present (not a regular file)"
+    else:
+        bad = [r for k, r in rows.items() if k.startswith("evil")]
+        assert bad and all(("not a regular file" in r.get("error", "") or "neither a directory nor a regular file"
+                            in r.get("error", "")) for r in bad), bad

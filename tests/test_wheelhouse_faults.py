@@ -295,3 +295,13 @@ def test_inputs_that_are_not_regular_files_are_refused_at_once(pyz, tmp_path, lo
     p = pf(pyz, *args)
     assert p.returncode == 2 and "not a regular file (%s)" % kind in _one_line_error(p), p.stderr
     assert not os.path.exists(str(tmp_path / "out")) and not os.path.exists(str(tmp_path / "p"))
+
+
+def test_a_wheel_that_is_not_a_zip_is_named(tmp_path):
+    """A file whose hash the manifest records but which is no zip archive (copied wrong at the
+    source): one line naming it, not a BadZipFile traceback."""
+    bad = tmp_path / "x-1.0-py3-none-any.whl"
+    bad.write_bytes(b"abc")
+    with pytest.raises(UsageError) as e:
+        wh._wheel_requires(str(bad))
+    assert str(bad) in str(e.value) and "not a readable wheel" in str(e.value)

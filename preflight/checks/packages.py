@@ -429,7 +429,7 @@ def verl_reqs(ctx):
         hint = "[%s]" % ",".join(applied) if applied else ""
         fix = "pip install 'verl%s==%s'" % (hint, verl_v)
         if core and missing and core in applied:
-            fix += " (the plain 'pip install verl' lacks the %s extra, which the trainer imports need)" % core
+            fix += " (verl installed without extras lacks the %s extra, which the trainer imports need)" % core
         return failed("verl %s requirements%s not met: %s" % (verl_v, " with extras " + ",".join(applied) if applied
                                                                else "", "; ".join(parts)), fix, ev)
     return passed("all %d requirements of verl %s%s are met" % (len(fine), verl_v,
@@ -594,10 +594,11 @@ def bytecode(ctx):
                       "set it to an absolute path, e.g. export PYTHONPYCACHEPREFIX=$HOME/.cache/pycache", ev)
     lacking = [r for r in rows if r["with_bytecode"] * 2 < r["modules"]]
     if not lacking:
+        unread = "; RECORD not read for %s" % ", ".join(ev["no_record"]) if ev.get("no_record") else ""
         if not rows:
-            return passed("none of the stack's large packages is installed with a RECORD to read", ev)
-        return passed("bytecode present for %s (%d modules)" % (
-            ", ".join(r["name"] for r in rows), sum(r["modules"] for r in rows)), ev)
+            return passed("none of the stack's large packages is installed with a RECORD to read%s" % unread, ev)
+        return passed("bytecode present for %s (%d modules)%s" % (
+            ", ".join(r["name"] for r in rows), sum(r["modules"] for r in rows), unread), ev)
     sites: List[str] = []
     for r in lacking:
         if r["site"] not in sites:

@@ -925,6 +925,16 @@ def find_links(wh_dir: str, manifest: Dict[str, Any]) -> List[str]:
 
 # ---- completeness for an interpreter ------------------------------------------------------------
 def _wheel_requires(path: str) -> List[str]:
+    """The Requires-Dist lines of the wheel at ``path``. Raises UsageError naming it when it is
+    not a wheel (a zip archive) however its hash matched."""
+    try:
+        return _wheel_requires_unchecked(path)
+    except (zipfile.BadZipFile, OSError, KeyError) as exc:
+        raise UsageError("%s is not a readable wheel (%s); rebuild the wheelhouse or copy that file again" % (
+            path, getattr(exc, "strerror", None) or exc))
+
+
+def _wheel_requires_unchecked(path: str) -> List[str]:
     with zipfile.ZipFile(path) as z:
         meta = [n for n in z.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
         if not meta:

@@ -101,7 +101,7 @@ def scan(info: Dict[str, Any], dists: Iterable[Any], min_modules: int = 1) -> Di
     out: Dict[str, Any] = {"cache_tag": tag, "pycache_prefix": prefix, "optimize": opt, "distributions": [],
                            "no_record": []}
     bad = [k for k, ok in (("cache_tag", tag is None or (isinstance(tag, str) and tag.isprintable())),
-                           ("pycache_prefix", prefix is None or (isinstance(prefix, str) and "\0" not in prefix)),
+                           ("pycache_prefix", prefix is None or (isinstance(prefix, str) and prefix.isprintable())),
                            ("optimize", isinstance(opt, int) and not isinstance(opt, bool) and 0 <= opt <= 2)) if not ok]
     if bad:  # a wrapper or an odd interpreter answered: nothing to look for
         out.update(cache_tag=None, malformed=bad)

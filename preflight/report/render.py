@@ -12,6 +12,7 @@ import dataclasses
 import io
 import os
 import re
+import shlex
 import sys
 from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 
@@ -69,8 +70,8 @@ def invocation() -> str:
         return "preflight"
     if argv0.endswith(".pyz") or (os.path.isfile(argv0) and not argv0.endswith(".py")
                                   and os.path.basename(argv0) != "preflight"):
-        return "%s %s" % (py, argv0)
-    return "%s -m preflight" % py
+        return "%s %s" % (shlex.quote(py), shlex.quote(argv0))
+    return "%s -m preflight" % shlex.quote(py)
 
 
 def localise_commands(text: Optional[str], how: Optional[str] = None) -> Optional[str]:

@@ -36,6 +36,23 @@ def _regular(path):
         return None
 
 
+def _metadata_files_readable(loc):
+    # importlib.metadata reads the metadata path itself (an egg-info file) or METADATA, PKG-INFO
+    # and requires.txt inside it: a FIFO there would block this probe and a device never end the
+    # read, so any such path that is not a regular file (or, for the location, a directory) is an
+    # error of this distribution alone. Raises ValueError naming it.
+    try:
+        mode = os.stat(loc).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        raise ValueError("%s is neither a directory nor a regular file" % os.path.basename(loc))
+    if stat.S_ISDIR(mode):
+        for f in ("METADATA", "PKG-INFO", "requires.txt"):
+            if _regular(os.path.join(loc, f)) is False:
+                raise ValueError("%s is not a regular file" % f)
+
+
 def _dist_info_headers(path, parser):
     # the header block of a *.dist-info/METADATA (the long description after it is never
     # parsed): about 2.5x faster than importlib.metadata's whole-file parse over a vLLM stack's
@@ -44,6 +61,7 @@ def _dist_info_headers(path, parser):
     # over several lines. Raises ValueError for a METADATA that is not a regular file.
     if not path.endswith(".dist-info"):
         return None
+    _metadata_files_readable(path)
     meta = os.path.join(path, "METADATA")
     kind = _regular(meta)
     if kind is None:
@@ -81,10 +99,7 @@ def _dists_importlib():
             if meta is not None:
                 requires = meta.get_all("Requires-Dist") or []
             else:
-                loc = row["location"] or ""
-                for f in ("PKG-INFO", "requires.txt") if loc.endswith(".egg-info") else ():
-                    if _regular(os.path.join(loc, f)) is False:
-                        raise ValueError("%s is not a regular file" % f)
+                _metadata_files_readable(row["location"] or "")
                 meta = d.metadata
                 requires = d.requires or []
             name = meta["Name"] if meta is not None else None
@@ -158,7 +173,9 @@ def main():
         has_pip = False
     marker_file = os.path.join(prefix, ".verl-preflight-incomplete")
     incomplete = None
-    if os.path.exists(marker_file):
+    if _regular(marker_file) is False:
+        incomplete = "present (not a regular file)"
+    elif os.path.exists(marker_file):
         try:
             with open(marker_file) as fh:
                 incomplete = fh.read().strip() or "present"
