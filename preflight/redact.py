@@ -255,6 +255,11 @@ _SHAPES = [
     (("gsk_", "glsa_", "shpat_", "whsec_", "lin_api_", "dckr_pat_", "pplx-", "glrt-", "gldt-", "xapp-"),
      re.compile(r"\b(?:gsk_|glsa_|shpat_|whsec_|lin_api_|dckr_pat_|pplx-|glrt-|gldt-|xapp-)[A-Za-z0-9_-]{20,}")),
     (("hvs.",), re.compile(r"\bhvs\.[A-Za-z0-9_-]{20,}")),
+    # webhook and bot URLs whose path is the credential, and an Azure SAS signature
+    (("hooks.slack.com/",), re.compile(r"(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_-]{10,}")),
+    (("/api/webhooks/",), re.compile(r"(?<=/api/webhooks/)\d+/[A-Za-z0-9_-]{20,}")),
+    (("api.telegram.org/bot",), re.compile(r"(?<=api\.telegram\.org/bot)\d+:[A-Za-z0-9_-]{20,}")),
+    (("sig=",), re.compile(r"(?<=[?&]sig=)[A-Za-z0-9%+/=]{16,}")),
     (("AGE-SECRET-KEY-1",), re.compile(r"\bAGE-SECRET-KEY-1[0-9A-Z]{20,}")),
 ]
 _AFTER = re.compile(r"(?P<head>\b(?:[Bb]earer|BEARER)[ \t]+|\bwandb login[ \t]+(?:--\S+[ \t]+)*)"
@@ -265,7 +270,7 @@ _URL = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(
 #: Schemes whose userinfo is always a credential, a user name too (https://TOKEN@pypi.fury.io).
 _SECRET_SCHEMES = ("http", "https", "ray", "redis", "rediss")
 _UNIX_USER = re.compile(r"[a-z_][a-z0-9_.\-]{0,31}\Z")
-_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = "-----END"
 # KEY + separator: the key cannot start inside a longer name; the separator is = or : (with an
 # optional closing quote of a quoted key before it, backslash-escaped or not), or white space after
@@ -512,7 +517,7 @@ def redact_text(s: str) -> str:
     known = _known_pattern()
     if known is not None:
         s = known.sub(MASK, s)
-    if "PRIVATE KEY-----" in s:
+    if "PRIVATE KEY-----" in s or "PRIVATE KEY BLOCK-----" in s:
         s = _pem(s)
     if "://" in s:
         s = _URL.sub(_url, s)

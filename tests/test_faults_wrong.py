@@ -434,7 +434,8 @@ def test_missing_verl_is_not_ready_when_only_imports_run(pyz, tmp_path):
     rows = {r["id"]: r for r in json.loads(out.read_text())["results"]}
     assert proc.returncode == 1
     assert rows["imports.torch"]["status"] == rows["imports.verl"]["status"] == "fail"
-    assert "pip install 'verl[" in rows["imports.verl"]["fix"]
+    # a venv without pip: the fix installs with uv's pip into it
+    assert "uv pip install --python %s 'verl[" % (venv / "bin" / "python") in rows["imports.verl"]["fix"]
     # with the packages stage, the packages rows fail and the import rows name them as the cause
     proc = run_pyz(pyz, "check", "--python", str(venv / "bin" / "python"), "--stage", "packages,imports", "--json",
                    str(out))
