@@ -152,27 +152,20 @@ def _see_base_venv(base_python: str, prefix: str, say: Callable[[str], None]) ->
 def _compile_prefix(py: str, prefix: str, log: List[str], say: Callable[[str], None], timeout: float) -> None:
     """Byte-compile what the venv ``prefix`` holds (``compileall`` skips modules whose bytecode is
     current). Exit status 1 only means some module does not compile for this Python (torch ships
-    py312-only test files): it is logged, never a failure."""
-    cmd = [py, "-m", "compileall", "-q", "-j", "0", os.path.join(prefix, "lib")]
-    shown = redact_text(" ".join(cmd))
-    log.append(shown)
-    say("$ " + shown)
-    try:
-        proc = child.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                         timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise UsageError("'%s -m compileall' did not finish within %.0f s; the prefix stays marked incomplete" % (
-            py, timeout))
-    if proc.returncode != 0:
-        say("some modules do not compile for this Python (exit %d); the rest were compiled" % proc.returncode)
+    py312-only test files): it is reported, never a failure."""
+    rc = _run([py, "-m", "compileall", "-q", "-j", "0", os.path.join(prefix, "lib")], log, say, timeout,
+              live=False, tolerate=(1,))
+    if rc:
+        say("some modules do not compile for this Python (exit %d); the rest were compiled" % rc)
 
 
 def _run(cmd: List[str], log: List[str], say: Callable[[str], None], timeout: float,
-         env: Optional[Dict[str, str]] = None, live: Optional[bool] = None) -> None:
-    """Run one install step. On a terminal (``live``, default: stderr is a terminal) the
-    installer's own output and progress bars go straight to it (``--quiet`` dropped), so a
-    multi-gigabyte download is never a silent wait; elsewhere (CI logs) it is captured and only
-    the last line is quoted on failure."""
+         env: Optional[Dict[str, str]] = None, live: Optional[bool] = None, tolerate: Sequence[int] = ()) -> int:
+    """Run one install step and return its exit status. On a terminal (``live``, default: stderr
+    is a terminal) the installer's own output and progress bars go straight to it (``--quiet``
+    dropped), so a multi-gigabyte download is never a silent wait; elsewhere (CI logs) it is
+    captured and only the last line is quoted on failure. A status other than 0 and those in
+    ``tolerate`` raises UsageError, as does the timeout."""
     import sys
 
     if live is None:
@@ -190,11 +183,12 @@ def _run(cmd: List[str], log: List[str], say: Callable[[str], None], timeout: fl
                                   timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise UsageError("'%s' did not finish within %.0f s; the prefix stays marked incomplete" % (cmd[0], timeout))
-    if proc.returncode != 0:
+    if proc.returncode != 0 and proc.returncode not in tolerate:
         tail = ([l for l in (proc.stdout or "").strip().splitlines() if l.strip()][-1:] if not live else
                 ["its output is above"]) or ["exit %d" % proc.returncode]
         raise UsageError("install step failed (%s): %s; the prefix stays marked incomplete, fix the cause and run "
                          "install again" % (os.path.basename(cmd[0]), redact_text(tail[0][:300])))
+    return proc.returncode
 
 
 #: The first releases that install from a PEP 751 pylock.toml: uv 0.6.15 (``uv pip install -r``),

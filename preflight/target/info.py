@@ -61,7 +61,6 @@ def _dist_info_headers(path, parser):
     # over several lines. Raises ValueError for a METADATA that is not a regular file.
     if not path.endswith(".dist-info"):
         return None
-    _metadata_files_readable(path)
     meta = os.path.join(path, "METADATA")
     kind = _regular(meta)
     if kind is None:
@@ -95,11 +94,11 @@ def _dists_importlib():
         try:
             path = getattr(d, "_path", None)
             row["location"] = str(path) if path is not None else None
+            _metadata_files_readable(row["location"] or "")  # before any read, ours or importlib's
             meta = _dist_info_headers(row["location"], parser) if path is not None else None
             if meta is not None:
                 requires = meta.get_all("Requires-Dist") or []
             else:
-                _metadata_files_readable(row["location"] or "")
                 meta = d.metadata
                 requires = d.requires or []
             name = meta["Name"] if meta is not None else None
