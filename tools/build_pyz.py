@@ -104,7 +104,7 @@ def fetch(name: str, version: str, digest: str, for_py38: bool = True, sdist: bo
             cmd += ["--platform", "any", "--python-version", "38", "--implementation", "py", "--abi", "none"]
         cmd += ["-d", tmp, "%s==%s" % (name, version)]
         if sdist:
-            cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary=:all:",
+            cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary=%s" % name,
                    "-d", tmp, "%s==%s" % (name, version)]
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
         wheels = [f for f in os.listdir(tmp) if f.endswith(".tar.gz" if sdist else ".whl")]
