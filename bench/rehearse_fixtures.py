@@ -7,8 +7,8 @@
   {style: rule, ground_truth}, ``extra_info`` {split, index}; the questions are small additions made
   here (no data set is downloaded).
 * ``model/``: a "user's model": the Qwen2.5-0.5B-Instruct layout's config.json (FALLBACK of
-  preflight/rehearse/shrink.py) and a byte-level BPE tokenizer trained here on the questions, with a
-  ChatML template (no weights: the rehearsal never reads them).
+  preflight/rehearse/shrink.py) with vocab_size set to the size of a byte-level BPE tokenizer
+  trained here on the questions (ChatML template); no weights: the rehearsal never reads them.
 * the planted failures: ``data/bad_type.parquet`` (``prompt`` a plain string, not chat messages),
   ``model_small_vocab/`` (the same tokenizer, config vocab_size 256), ``reward_raises.py`` (a
   compute_score that raises on real rollout outputs), ``reward_missing_import.py`` (imports a package
@@ -22,7 +22,7 @@ import os
 import random
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.environ.get("PYZ") or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from preflight.rehearse.shrink import fallback_config  # noqa: E402
 
@@ -93,7 +93,10 @@ def main(root):
     os.makedirs(model, exist_ok=True)
     tok = tokenizer(texts, model)
     cfg = fallback_config()
-    cfg.update({"eos_token_id": tok.eos_token_id, "bos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id})
+    # vocab_size = the tokenizer's size: a random-weight model samples every id of its vocabulary, and an id
+    # the tokenizer cannot decode is not what the proof is about (the real Qwen2.5 pads 151665 to 151936)
+    cfg.update({"eos_token_id": tok.eos_token_id, "bos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id,
+                "vocab_size": len(tok)})
     with open(os.path.join(model, "config.json"), "w") as fh:
         json.dump(cfg, fh, indent=1)
     small = os.path.join(root, "model_small_vocab")

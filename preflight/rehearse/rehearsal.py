@@ -165,7 +165,7 @@ def _settings(comp: Any) -> Dict[str, Any]:
 
 
 def _make_model(python: str, s: Dict[str, Any], work: str, corpus: List[Any], opts: Options,
-                tp: int) -> Dict[str, Any]:
+                tp: int, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     from ..launch.model import find_config
     from ..probes.process import run_script
 
@@ -195,7 +195,10 @@ def _make_model(python: str, s: Dict[str, Any], work: str, corpus: List[Any], op
             texts.append(str(p))
     out = run_script(python, "rehearse_model", {
         "out_dir": mdir, "seed": 0, "trust_remote_code": s["trust_remote_code"], "full_config": full,
-        "corpus": texts[:2000], "probe_texts": prompts, "chat": True}, timeout=opts.prep_timeout)
+        "corpus": texts[:2000], "probe_texts": prompts, "chat": True,
+        "vllm_env": sorted(n for n in set(os.environ) | set(env or {}) if n.startswith("VLLM_"))},
+        timeout=opts.prep_timeout)
+    info["vllm_env"] = out.last("vllm_env")
     info.update({"dir": mdir, "notes": notes, "model_type": small.get("model_type"), "small_config": small,
                  "seconds": round(out.duration_s, 2)})
     info["built"] = out.last("model")
@@ -278,7 +281,17 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
     for e in slices:
         corpus.extend(e.get("prompts") or [])
     # model
-    info = _make_model(python, s, work, corpus, opts, tp)
+    info = _make_model(python, s, work, corpus, opts, tp, env=spec.env)
+    venv = info.get("vllm_env") or {}
+    if venv.get("unknown"):
+        names = venv["unknown"]
+        rh.results.append(_row("vllm_env", Status.WARN, "%s set, but the installed vLLM %s does not read %s (not in "
+                               "its envs.py): the setting has no effect" % (
+                                   ", ".join("%s=%s" % (n, (spec.env.get(n) or os.environ.get(n, ""))[:40]) for n in names),
+                                   venv.get("version") or "?", "it" if len(names) == 1 else "them"),
+                               "unset %s; for the attention backend use "
+                               "+actor_rollout_ref.rollout.engine_kwargs.vllm.attention_backend=NAME" % " ".join(names),
+                               {"vllm_env": venv}))
     rh.model = {k: v for k, v in info.items() if k not in ("small_config",)}
     built, tok = info.get("built"), info.get("tokenizer") or {}
     if not built:

@@ -43,8 +43,37 @@ def _fallback_tokenizer(out_dir, corpus, vocab):
     return fast
 
 
+def _vllm_env(names):
+    """Which of ``names`` (VLLM_* variables set for the run) the installed vLLM's envs.py defines,
+    read as text (importing vLLM takes seconds and touches CUDA)."""
+    import importlib.util
+    import os
+
+    if not names:
+        return
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.origin:
+        return
+    root = os.path.dirname(spec.origin)
+    try:
+        with open(os.path.join(root, "envs.py"), encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError:
+        return
+    version = None
+    try:
+        with open(os.path.join(root, "_version.py"), encoding="utf-8") as fh:
+            m = re.search(r"version = ['\"]([^'\"]+)", fh.read())
+            version = m.group(1) if m else None
+    except OSError:
+        pass
+    known = set(re.findall(r"[\"'](VLLM_[A-Z0-9_]+)[\"']", text))
+    emit("vllm_env", version=version, unknown=[n for n in names if n not in known], checked=list(names))
+
+
 def main():
     t0 = time.time()
+    _vllm_env(ARGS.get("vllm_env") or [])
     import torch
     import transformers
     from transformers import AutoConfig, AutoTokenizer
