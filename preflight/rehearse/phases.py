@@ -27,7 +27,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["Phase", "parse_steps", "markers", "phase_table", "first_error", "strip_prefix", "PHASES"]
+__all__ = ["Phase", "ErrorFound", "parse_steps", "markers", "phase_table", "first_error", "phase_at", "strip_prefix",
+           "PHASES"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _RAY_PREFIX = re.compile(r"^\((?P<actor>[A-Za-z_][\w.:\-]*)(?: pid=(?P<pid>\d+))?(?:, ip=[\d.a-fA-F:]+)?\)\s?")
@@ -202,6 +203,11 @@ def phase_table(lines: Sequence[Tuple[float, str]], gpu: Sequence[Tuple[float, i
                 got = [windows[k] for k in keys if k in windows]
                 row = rows[pid]
                 row.source = "verl timer %s" % " + ".join("timing_s/%s" % k for k in keys)
+                if not got and pid == "reward" and "gen" in windows:
+                    # verl 0.9.1's v1 trainer scores inside the rollout (the reward loop), without a timer
+                    row.source = "inside the rollout (verl's reward loop; no timer of its own)"
+                    row.window, row.reached = windows["gen"], True
+                    continue
                 if got:
                     row.seconds = sum(b - a for a, b in got)
                     row.window = (got[0][0], got[-1][1])
@@ -219,23 +225,30 @@ def phase_table(lines: Sequence[Tuple[float, str]], gpu: Sequence[Tuple[float, i
 
 
 _TB_START = re.compile(r"Traceback \(most recent call last\):")
-_EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Fault))"
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Fault))"
                        r"(?:\((?P<inner>[\w.]+)\))?(?::\s?(?P<msg>.*))?$")
-#: Exceptions that only carry another one (the cause is inside them).
+#: Exceptions that only carry another one (the cause is inside them, printed after them).
 _WRAPPERS = ("RayTaskError", "ActorDiedError", "RayActorError", "RaySystemError", "ActorUnschedulableError",
-             "WorkerCrashedError", "ChildFailedError", "hydra.errors", "InstantiationException")
+             "WorkerCrashedError", "ChildFailedError", "InstantiationException", "hydra.errors")
+#: Frames inside installed packages (the user's own file is the last frame outside them).
+_LIB = re.compile(r"/(site-packages|dist-packages|lib/python[\d.]*|verl|vllm|ray|torch|transformers|hydra|omegaconf|"
+                  r"tensordict|transfer_queue|pyarrow|datasets)/")
+_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 
 
 @dataclass
 class ErrorFound:
     """The first real error of a run: ``type``, ``message``, ``tail`` (the traceback's last lines),
-    ``at`` (run seconds), ``actor`` (the Ray actor that printed it, if any)."""
+    ``at`` (run seconds), ``actor`` (the Ray actor that printed it, if any), ``where`` (the last
+    frame outside site-packages, ``path:line``, when there is one)."""
 
     type: str
     message: str
     tail: str
     at: float
     actor: Optional[str] = None
+    where: Optional[str] = None
 
     @property
     def line(self) -> str:
@@ -243,44 +256,59 @@ class ErrorFound:
         return "%s: %s" % (self.type, self.message) if self.message else self.type
 
 
+def _user_frame(block: Sequence[str]) -> Optional[str]:
+    where = None
+    for text in block:
+        m = _FRAME.match(text)
+        if m and not _LIB.search(m.group("file")) and not m.group("file").startswith("<"):
+            where = "%s:%s" % (m.group("file"), m.group("line"))
+    return where
+
+
 def first_error(lines: Sequence[Tuple[float, str]], tail_lines: int = 12) -> Optional[ErrorFound]:
-    """The first exception that is not a wrapper (Ray's RayTaskError/ActorDiedError, Hydra's)
-    among the tracebacks in ``lines``; failing that the first wrapper's inner type, or the last
-    ``Error:`` line outside any traceback. None when the output holds none."""
-    blocks: List[Tuple[float, Optional[str], List[str], Optional[str]]] = []
-    cur: Optional[List[str]] = None
-    cur_t, cur_actor = 0.0, None
+    """The first exception line of a traceback in ``lines`` that is not a wrapper (Ray's
+    RayTaskError/ActorDiedError, Hydra's InstantiationException: each prints the exception it
+    carries after itself), with the traceback lines before it; failing that the first wrapper,
+    with its inner type. Exception lines count only within 80 lines after a ``Traceback`` header
+    or a ``File "..."`` frame, so warnings that quote an exception do not. None when there is none.
+    """
+    recent: List[str] = []
+    since_tb = 10 ** 9
+    fallback = None
     for t, line in lines:
         actor, text = strip_prefix(line)
-        if _TB_START.search(text):
-            cur, cur_t, cur_actor = [text], t, actor
-            continue
-        if cur is None:
-            continue
-        cur.append(text)
+        text = _REPEAT.sub("", text)
+        since_tb += 1
+        if _TB_START.search(text) or _FRAME.match(text):
+            since_tb = 0
+            if _TB_START.search(text):
+                recent = []
+        recent.append(text)
+        if len(recent) > 80:
+            del recent[0]
         s = text.strip()
-        if text[:1] not in (" ", "\t") and _EXC_LINE.match(s):
-            blocks.append((cur_t, cur_actor, cur, s))
-            cur = None
-        elif len(cur) > 400:
-            cur = None
-    fallback = None
-    for t, actor, block, exc in blocks:
-        m = _EXC_LINE.match(exc or "")
+        if text[:1] in (" ", "\t") or since_tb > 80:
+            continue
+        m = _EXC_LINE.match(s)
         if not m:
             continue
         typ = m.group("type")
-        err = ErrorFound(typ, (m.group("msg") or "").strip(), "\n".join(block[-tail_lines:]), t, actor)
+        err = ErrorFound(typ, (m.group("msg") or "").strip(), "\n".join(recent[-tail_lines:]), t, actor,
+                         _user_frame(recent))
         if any(w in typ for w in _WRAPPERS):
             if fallback is None:
+                if m.group("inner"):
+                    err.type = "%s(%s)" % (typ, m.group("inner"))
                 fallback = err
             continue
         return err
-    if fallback is not None:
-        return fallback
-    for t, line in reversed(list(lines)):
-        actor, text = strip_prefix(line)
-        m = _EXC_LINE.match(text.strip())
-        if m and m.group("msg"):
-            return ErrorFound(m.group("type"), m.group("msg").strip(), text.strip(), t, actor)
-    return None
+    return fallback
+
+
+def phase_at(table: Sequence[Phase], t: float) -> Optional[Phase]:
+    """The phase whose window holds run second ``t`` (the latest one that started before it)."""
+    best = None
+    for p in table:
+        if p.window is not None and p.window[0] <= t:
+            best = p
+    return best

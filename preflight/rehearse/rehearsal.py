@@ -21,7 +21,7 @@ from ..result import Result, Status
 from . import dataslice, memory, rewrite, shrink, supervise
 from . import phases as phase_mod
 
-__all__ = ["Options", "Rehearsal", "rehearse", "classify_failure", "STAGE"]
+__all__ = ["Options", "Rehearsal", "rehearse", "classify_failure", "prompt_column_problem", "STAGE"]
 
 STAGE = "rehearse"
 
@@ -112,6 +112,21 @@ _PHASE_FIX = {
     "step_sync": ("the weight sync after step 1 failed", "check the rollout's checkpoint engine settings"),
     "step2": ("the second step failed (on the weights the first one synced)", "fix what the error names"),
 }
+
+
+def prompt_column_problem(columns: Dict[str, str], key: str) -> Optional[str]:
+    """Why a file with Arrow ``columns`` (name -> type string) cannot feed verl's RLHFDataset
+    through ``data.prompt_key`` ``key``, or None. verl applies the tokenizer's chat template to the
+    column's value, a list of ``{role, content}`` messages; on the H200 (verl 0.9.1), a string column
+    had every row dropped (filter_overlong_prompts) and the trainer stopped with ZeroDivisionError
+    before step 1."""
+    if key not in columns:
+        return "no column %r (data.prompt_key); columns: %s" % (key, ", ".join(sorted(columns)))
+    t = columns[key]
+    if not t.startswith(("list<", "large_list<")) or "struct<" not in t or "content" not in t or "role" not in t:
+        return ("column %r is %s, not a list of {role, content} chat messages: verl's RLHFDataset drops or fails "
+                "every row (verl 0.9.1 then stops with ZeroDivisionError before step 1)" % (key, t))
+    return None
 
 
 def _failed_phase(table: List[phase_mod.Phase]) -> Optional[phase_mod.Phase]:
@@ -277,6 +292,16 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
         "give data.train_files at least data.train_batch_size=%d rows" % s["train_batch_size"] if short else None,
         {"slices": [{k: e.get(k) for k in ("src", "rows", "total_rows", "columns", "format")} for e in slices],
          "rows_per_train_file": train_rows}))
+    for e in slices:
+        if e["dest"] not in plan["train"] + plan["val"] or not e.get("columns"):
+            continue
+        kind = prompt_column_problem(e["columns"], s["prompt_key"])
+        if kind:
+            rh.results.append(_row("data.columns", Status.FAIL, "%s: %s" % (e["src"], kind),
+                                   "write data.prompt_key (%s) as a list of {role, content} chat messages, as verl's "
+                                   "examples/data_preprocess scripts do" % s["prompt_key"],
+                                   {"columns": e["columns"], "prompt_key": s["prompt_key"]}))
+            return
     corpus: List[Any] = []
     for e in slices:
         corpus.extend(e.get("prompts") or [])
@@ -363,30 +388,42 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
     rh.run = {"returncode": res.returncode, "timed_out": res.timed_out, "seconds": round(res.seconds, 2),
               "gpu_sampling": res.gpu_how, "lines": len(res.lines), "leftovers": res.leftovers}
     steps = phase_mod.parse_steps(res.lines)
-    err = None if res.ok else phase_mod.first_error(res.lines)
-    failed_at = None if res.ok else _failed_phase(table)
+    err = None if (res.ok and len(steps) >= 2) else phase_mod.first_error(res.lines)
+    failed_at = None
+    if not (res.ok and len(steps) >= 2):
+        failed_at = (phase_mod.phase_at(table, err.at) if err else None) or _failed_phase(table)
     if res.ok and len(steps) >= 2:
         rh.results.append(_row("run", Status.PASS, "2 training steps ran in %.1f s (verl exited 0)" % res.seconds,
                                duration=res.seconds, evidence={"steps": {str(k): v["metrics"] for k, v in steps.items()}}))
     else:
-        text = "\n".join(t for _, t in res.lines[-400:])
+        text = "\n".join([err.tail, err.line]) if err else "\n".join(t for _, t in res.lines[-400:])
         diag = classify_failure(text)
-        where = failed_at.label if failed_at else "start-up"
-        cause, fix = _PHASE_FIX.get(failed_at.id if failed_at else "startup", _PHASE_FIX["startup"])
+        pid = failed_at.id if failed_at else "startup"
+        if err is not None and err.actor and err.actor.startswith("RewardLoop"):
+            pid = "reward"
+        where = dict(phase_mod.PHASES).get(pid, pid)
+        cause, fix = _PHASE_FIX.get(pid, _PHASE_FIX["startup"])
         if diag is not None:
             cause, fix = diag.cause, diag.fix
-        if res.timed_out:
+        said = err.line if err else "exit status %s" % res.returncode
+        if err is not None and err.where:
+            said += " (at %s%s)" % (err.where, ", in %s" % err.actor if err.actor else "")
+        elif err is not None and err.actor:
+            said += " (in %s)" % err.actor
+        if res.timed_out and err is not None:
+            msg = "verl did not stop after %s at %.0f s during %s; stopped at the %.0f s deadline" % (
+                said, err.at, where, opts.timeout)
+        elif res.timed_out:
             msg = "stopped at the %.0f s deadline during %s" % (opts.timeout, where)
             fix = "raise --timeout if %s is only slow; else %s" % (where, fix)
         elif res.ok:
             msg = "verl exited 0 after %d step(s), not 2" % len(steps)
         else:
-            msg = "failed during %s: %s" % (where, err.line if err else "exit status %s" % res.returncode)
-        ev: Dict[str, Any] = {"cause": cause, "phase": failed_at.id if failed_at else None,
-                              "returncode": res.returncode, "probe": res.probe}
+            msg = "failed during %s: %s" % (where, said)
+        ev: Dict[str, Any] = {"cause": cause, "phase": pid, "returncode": res.returncode, "probe": res.probe}
         if err is not None:
             rh.error = {"type": err.type, "message": err.message, "tail": err.tail, "at_s": round(err.at, 2),
-                        "actor": err.actor, "phase": failed_at.id if failed_at else None, "cause": cause, "fix": fix,
+                        "actor": err.actor, "where": err.where, "phase": pid, "cause": cause, "fix": fix,
                         "classified_as": diag.id if diag else None}
             ev["traceback_tail"] = err.tail
         else:
