@@ -15,7 +15,6 @@ inside it.
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from typing import Any, Mapping, Optional, Sequence
@@ -58,7 +57,7 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
     OSError when ``cmd`` cannot be started (FileNotFoundError when it does not exist), and
     re-raises KeyboardInterrupt after stopping it.
     """
-    from ..probes.process import _supervisor_code
+    from ..probes.process import supervisor_argv
 
     if capture_output:
         stdout = stderr = subprocess.PIPE
@@ -92,8 +91,7 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
             argv[0] = os.path.abspath(argv[0])
         ctl_r, ctl_w = os.pipe()
         # the supervisor removes ``base`` (with ``d`` inside) when the checker is gone
-        sup = [sys.executable or "python3", "-I", "-S", "-c", _supervisor_code(), str(ctl_r), base,
-               os.path.abspath(cwd) if cwd else os.getcwd()] + argv
+        sup = supervisor_argv(ctl_r, base, os.path.abspath(cwd) if cwd else os.getcwd(), argv)
         popen = subprocess.Popen(sup, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd, env=child_env,
                                  pass_fds=(ctl_r,), start_new_session=True)
         os.close(ctl_r)
@@ -145,7 +143,7 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
                 popen.wait()
         for fh in opened:
             fh.close()
-        for name in ("status", "pid"):
+        for name in ("status", "pid", ".supervise-cmd"):
             try:
                 os.remove(os.path.join(base, name))
             except OSError:
