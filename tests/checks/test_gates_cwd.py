@@ -12,7 +12,7 @@ from helpers import rows
 
 from preflight.result import Status
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.fault("WRONG")

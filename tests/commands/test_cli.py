@@ -12,7 +12,7 @@ import pytest
 
 from envs import find_python
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def pyz_run(pyz, *args, python=sys.executable, env=None):

@@ -14,7 +14,7 @@ import pytest
 from preflight import redact as redact_mod
 from preflight.redact import MASK, add_secret, forget_secrets, is_secret_key, redact, strip_userinfo
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LEAK = pytest.mark.fault("LEAK")
 
 #: (text holding a secret, the secret): every form a secret can take in printed text.

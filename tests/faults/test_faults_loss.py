@@ -16,7 +16,7 @@ from preflight.outputs.install import CREATED, INCOMPLETE, INSTALLED, install
 from preflight.outputs.lock import find_interpreter
 from preflight.outputs.owned import MANIFEST, OutputDir
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOSS = pytest.mark.fault("LOSS")
 STACK = ["--verl", "0.9.1", "--no-backend", "--torch", "2.13.0", "--torch-index", "none", "--python", "3.11",
          "--no-probe"]

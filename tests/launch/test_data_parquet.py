@@ -18,7 +18,7 @@ from preflight.launch.dataset import NoPyarrow, check_files
 
 pytestmark = pytest.mark.realenv
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VERL_CORE = ["verl[verl-core]==0.9.1", "torch==2.13.0"]
 
 # Rows shaped as verl's examples/data_preprocess/gsm8k.py writes them (data_source, chat prompt with the

@@ -29,7 +29,7 @@ from preflight.launch.compose import stored_release, stored_tree
 from preflight.probes.process import load_script, run_script
 from test_launch_compose import verl_hydra_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RELEASE = "0.9.1"
 
 #: Hydra's override grammar at its edges (https://hydra.cc/docs/advanced/override_grammar/basic/).

@@ -15,7 +15,7 @@ from preflight.launch.compose import (ComposeUnsupported, compose, compose_store
                                       redact_config_value, release_doc, stored_release)
 from preflight.launch.overrides import parse_launch, parse_override
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: verl's wheel with the Hydra it pulls in, nothing else (verl_compose never imports verl).
 VERL_HYDRA = ["verl==0.9.1", "hydra-core==1.3.8", "omegaconf==2.3.1", "antlr4-python3-runtime==4.9.3", "PyYAML==6.0.3",
               "packaging==25.0"]

@@ -438,7 +438,7 @@ def test_reward_sources_file_matches_the_wheels():
     import subprocess
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run([sys.executable, os.path.join(root, "tools", "gen_reward_sources.py"), "--check"],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr[-2000:]
@@ -562,7 +562,7 @@ def test_lora_target_modules_from_the_meta_device(tmp_path):
     model, _ = read_model(d)
     names, src = meta_module_names(py, model, timeout=300)
     assert "model.layers.1.self_attn.q_proj" in names and "LlamaForCausalLM built on the meta device" == src
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run([sys.executable, "-m", "preflight", "config", "--python", py, "--verl", "0.9.1", "--json", "-",
                           "--"] + BASE + ["actor_rollout_ref.model.path=%s" % d, "actor_rollout_ref.model.lora_rank=8",
                                           "actor_rollout_ref.model.target_modules=[q_proj,qkv_proj]"],

@@ -18,7 +18,7 @@ import pytest
 
 from preflight.launch.compose import release_doc, run_here, stored_index, stored_tree, _hydra_path
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STORE = os.path.join(ROOT, "matrices", "verl_config")
 
 

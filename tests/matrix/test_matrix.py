@@ -115,7 +115,7 @@ def test_nearest_verl(matrix):
 
 
 def test_malformed_toml_is_one_line_error(tmp_path):
-    src = os.path.join(os.path.dirname(os.path.dirname(__file__)), "matrices")
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "matrices")
     import shutil
 
     d = tmp_path / "m"
@@ -128,7 +128,7 @@ def test_malformed_toml_is_one_line_error(tmp_path):
 
 
 def test_missing_source_rejected(tmp_path):
-    src = os.path.join(os.path.dirname(os.path.dirname(__file__)), "matrices")
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "matrices")
     import shutil
 
     d = tmp_path / "m"
@@ -375,7 +375,7 @@ def test_no_version_literal_in_check_code():
     import ast
     import re
 
-    root = os.path.join(os.path.dirname(os.path.dirname(__file__)), "preflight", "checks")
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "preflight", "checks")
     pat = re.compile(r"(?<![\w%.])\d+\.\d+(\.\d+)?(?!\w)|\bcu1\d\d\b|\bR\d{3}\b|\bsm_\d{2,3}\b")
     for name in ("packages.py", "gpu.py"):
         with open(os.path.join(root, name)) as fh:

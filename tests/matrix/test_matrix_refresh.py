@@ -15,7 +15,7 @@ from preflight.cli import main as cli_main
 from preflight.matrix.refresh import (RefreshError, fetch_metadata, list_versions, parse_report, refresh,
                                       select_versions)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data", "refresh")
 MATRICES = os.path.join(ROOT, "matrices")
 

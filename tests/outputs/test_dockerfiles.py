@@ -12,7 +12,7 @@ import pytest
 from preflight import matrix
 from preflight.outputs.dockerfile import ImageSpec, base_reference, render_dockerfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def hadolint():

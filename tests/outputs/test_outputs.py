@@ -16,7 +16,7 @@ import pytest
 
 from preflight.outputs.lock import parse_lock
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.join(ROOT, ".venv", "bin")
 CPU_STACK = ["--verl", "0.9.1", "--no-backend", "--torch", "2.13.0", "--torch-index", "none", "--python", "3.11",
              "--no-probe"]

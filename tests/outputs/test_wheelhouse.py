@@ -259,7 +259,7 @@ def test_bootstrap_wheelhouse_offline(built, tmp_path, monkeypatch, pyz):
     wh.split(out, parts, 64 * 1024)
     _offline_env(monkeypatch)
     prefix = str(tmp_path / "venv")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     proc = subprocess.run(["sh", os.path.join(root, "bootstrap.sh"), "--pyz", pyz, "--wheelhouse", parts, "--prefix",
                            prefix, "--", "--stage", "python"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, timeout=600)

@@ -24,7 +24,7 @@ from preflight.report.jsonreport import Redacted
 from preflight.report.render import FORMATS, render
 from preflight.result import Result, Status
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HF = "hf_ABCDEFGHIJKLMNOPQRSTUVWXYZ012345"
 WANDB = "0123456789abcdef0123456789abcdef01234567"
 SIZES = [{"size_mib": 1, "time_us": 80.0, "algbw_gbps": 13.1, "busbw_gbps": 19.66, "iters": 50},
@@ -393,7 +393,7 @@ def test_gpu_run_reports():
 
     Default: the reports of the 2 x H200 run of 2026-11-30 (vLLM 0.24.0 from the wheelhouse,
     tests/data/gpu_run_h200x2); PREFLIGHT_GPU_REPORTS points at a fresh run's folder instead."""
-    d = os.environ.get("PREFLIGHT_GPU_REPORTS") or os.path.join(os.path.dirname(__file__), "data", "gpu_run_h200x2")
+    d = os.environ.get("PREFLIGHT_GPU_REPORTS") or os.path.join(os.path.dirname(__file__), "..", "data", "gpu_run_h200x2")
     doc = validate_report(open(os.path.join(d, "report.json")).read())
     assert doc["machine"]["nvml"].get("device_count", 0) >= 1
     fams = {f.name: f for f in text_string_to_metric_families(open(os.path.join(d, "report.prom")).read())}

@@ -10,7 +10,7 @@ import pytest
 from preflight import proofs
 from preflight.resolve import resolve
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.skipif(platform.system() != "Linux" or platform.machine() != "x86_64", reason="needs a glibc x86_64 host")

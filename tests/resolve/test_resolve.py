@@ -10,7 +10,7 @@ import pytest
 from envs import find_python
 from preflight.resolve import ResolveError, resolve
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def opt(res, prefix):

@@ -10,7 +10,7 @@ import pytest
 
 from preflight.resolve import resolve
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if sys.version_info >= (3, 11):
     import tomllib as _toml
 else:  # pragma: no cover
