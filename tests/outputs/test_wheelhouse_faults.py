@@ -303,5 +303,5 @@ def test_a_wheel_that_is_not_a_zip_is_named(tmp_path):
     bad = tmp_path / "x-1.0-py3-none-any.whl"
     bad.write_bytes(b"abc")
     with pytest.raises(UsageError) as e:
-        wh._wheel_requires(str(bad))
+        wh.wheel_requires(str(bad))
     assert str(bad) in str(e.value) and "not a readable wheel" in str(e.value)

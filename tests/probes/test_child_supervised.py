@@ -1,5 +1,5 @@
 """pip and uv started by spec, wheelhouse (and install, matrix refresh) die with the checker
-(preflight/outputs/child.py): a checker killed with SIGKILL while pip runs leaves no process and
+(preflight/probes/child.py): a checker killed with SIGKILL while pip runs leaves no process and
 no temporary directory behind. pip is kept busy by a loopback index that accepts connections and
 never answers."""
 
@@ -14,7 +14,7 @@ import time
 import pytest
 from faultkit import survivors, wait_gone, wait_running
 
-from preflight.outputs import child
+from preflight.probes import child
 
 HANG = pytest.mark.fault("HANG")
 

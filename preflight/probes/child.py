@@ -58,7 +58,7 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
     OSError when ``cmd`` cannot be started (FileNotFoundError when it does not exist), and
     re-raises KeyboardInterrupt after stopping it.
     """
-    from ..probes.process import _supervisor_code
+    from .process import supervisor_code
 
     if capture_output:
         stdout = stderr = subprocess.PIPE
@@ -92,7 +92,7 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
             argv[0] = os.path.abspath(argv[0])
         ctl_r, ctl_w = os.pipe()
         # the supervisor removes ``base`` (with ``d`` inside) when the checker is gone
-        sup = [sys.executable or "python3", "-I", "-S", "-c", _supervisor_code(), str(ctl_r), base,
+        sup = [sys.executable or "python3", "-I", "-S", "-c", supervisor_code(), str(ctl_r), base,
                os.path.abspath(cwd) if cwd else os.getcwd()] + argv
         popen = subprocess.Popen(sup, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd, env=child_env,
                                  pass_fds=(ctl_r,), start_new_session=True)
