@@ -494,20 +494,20 @@ def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
         return None
     if "imports" in sess:
         return sess["imports"]
-    from ..probes.process import _read_events
+    from ..probes.process import read_events
 
     proc = sess["proc"]
     events_path = os.path.join(proc.workdir, "events")
     deadline = sess.get("started", time.monotonic()) + timeout
     evs: List[Dict[str, Any]] = []
     while time.monotonic() < deadline:
-        evs = _read_events(events_path)
+        evs = read_events(events_path)
         kinds = [e.get("event") for e in evs]
         if "waiting" in kinds or "error" in kinds or proc.poll() is not None:
             break
         time.sleep(0.05)
     else:
-        evs = _read_events(events_path)
+        evs = read_events(events_path)
 
     def last(kind):
         return next((e for e in reversed(evs) if e.get("event") == kind), None)

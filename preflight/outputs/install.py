@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
 from ..errors import UsageError
-from . import child
+from ..probes import child
 from ..redact import redact_text
 
 __all__ = ["InstallResult", "install", "check_prefix", "prefix_lock", "INCOMPLETE", "INSTALLED", "CREATED",

@@ -283,7 +283,9 @@ _LIVE: "set" = set()
 _LIVE_LOCK = threading.Lock()
 
 
-def _supervisor_code() -> str:
+def supervisor_code() -> str:
+    """The source of ``probes/_supervise.py`` (read from the package, zipapp included), run by
+    ``python -I -S -c`` as the supervisor of a probe or of pip/uv (:mod:`preflight.probes.child`)."""
     from .. import probes as _pkg
 
     path = os.path.join(os.path.dirname(_pkg.__file__), "_supervise.py")
@@ -325,7 +327,7 @@ def supervisor_argv(ctl_r: int, workdir: str, cwd: str, argv: Sequence[str]) -> 
     that command's directory go in ``workdir/.supervise-cmd`` (NUL-separated, 0600), never on this line.
     Raises OSError when the file cannot be written."""
     _private_file(workdir, ".supervise-cmd", b"\0".join(os.fsencode(a) for a in [cwd or ""] + list(argv)))
-    return [sys.executable or "python3", "-I", "-S", "-c", _supervisor_code(), str(ctl_r), workdir]
+    return [sys.executable or "python3", "-I", "-S", "-c", supervisor_code(), str(ctl_r), workdir]
 
 
 def _start(argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[str],
@@ -416,7 +418,9 @@ def kill_all() -> int:
     return len(live)
 
 
-def _read_events(path: str) -> List[Dict[str, Any]]:
+def read_events(path: str) -> List[Dict[str, Any]]:
+    """The ``@@PREFLIGHT@@`` events a target script wrote to the file ``path`` (at most
+    :data:`EVENTS_MAX_BYTES` read), in order; a missing or unreadable file gives []."""
     events: List[Dict[str, Any]] = []
     try:
         with open(path, "rb") as fh:
@@ -471,7 +475,7 @@ def collect(proc: _Probe, timeout: float, argv_label: List[str], started: Option
             out.timed_out = False  # it ended on its own just as the deadline passed
         elif not out.timed_out:
             out.returncode = proc.popen.returncode  # the supervisor itself failed
-        out.events = _read_events(os.path.join(proc.workdir, "events"))
+        out.events = read_events(os.path.join(proc.workdir, "events"))
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(proc)
