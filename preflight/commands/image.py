@@ -6,6 +6,7 @@ import argparse
 import os
 import shutil
 import subprocess
+import sys
 
 from ..errors import UsageError
 from .spec import add_stack_options, make_spec
@@ -141,8 +142,11 @@ def run(args: argparse.Namespace) -> int:
         say("  docker build%s -t %s %s" % (secret, tag, out))
         return 0
     say("building with %s ..." % name)
-    proc = subprocess.run(cmd + (["--secret", "id=netrc,src=%s" % os.path.expanduser("~/.netrc")] if secret else [])
-                          + ["-t", tag, out])
+    from ..probes import child
+
+    # its output shown live, each line redacted (a RUN step that prints a token shows ***)
+    proc = child.run_live(cmd + (["--secret", "id=netrc,src=%s" % os.path.expanduser("~/.netrc")] if secret else [])
+                          + ["-t", tag, out], sys.stderr)
     if proc.returncode != 0:
         raise UsageError("%s build of %s failed (exit %d); its output is above" % (name, out, proc.returncode))
     return 0
