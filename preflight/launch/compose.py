@@ -39,6 +39,7 @@ from ..errors import UsageError
 from ..paths import file_problem
 from ..matrix import _read, parse_version
 from ..redact import MASK as SECRET_MASK
+from ..shell import override, quote
 from ..redact import add_secret, is_secret_key, redact
 from .overrides import ConfigError, LaunchSpec, Override
 
@@ -267,7 +268,7 @@ def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, 
     target = parent.get("_target_") if isinstance(parent, dict) else None
     fields = (dataclasses_.get(target) or {}).get("fields") if isinstance(target, str) else None
     if fields is not None and parts[-1] in fields:
-        return "not in the YAML, but a field of %s" % target, "add it with +%s" % text.lstrip("+")
+        return "not in the YAML, but a field of %s" % target, "add it with %s" % quote("+" + text.lstrip("+"))
     ren = _renames(config_name)
     rec = ren.get(key)
     pv = parse_version(release) if release else None
@@ -278,23 +279,25 @@ def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, 
             new = ren[new].get("replacement") or ""
         why = "verl %s dropped %s (last in %s)" % (rec["removed_in"], key, rec["last_in"])
         if new and _has(tree, _parts(new)):
-            return why + "; %s took its place" % new, "write %s=%s instead of %s" % (new, value, text)
-        return why, "delete the override %s (verl %s has no such option)" % (text, release or rec["removed_in"])
+            return why + "; %s took its place" % new, "write %s instead of %s" % (override(new, value), quote(text))
+        return why, "delete the override %s (verl %s has no such option)" % (quote(text), release or rec["removed_in"])
     if fields is not None:
         near = difflib.get_close_matches(parts[-1], [f for f in fields if not f.startswith("_")], n=1, cutoff=0.75)
         why = "verl builds %s into %s, which has no field '%s' (a +%s passes Hydra, then verl stops with " \
               "TypeError: unexpected keyword argument)" % (".".join(parts[:-1]), target, parts[-1], key)
         if near:
-            return why, "write %s.%s=%s instead of %s" % (".".join(parts[:-1]), near[0], value, text)
-        return why, "delete the override %s" % text
+            return why, "write %s instead of %s" % (
+                override("%s.%s" % (".".join(parts[:-1]), near[0]), value), quote(text))
+        return why, "delete the override %s" % quote(text)
     if ".megatron." in ".%s." % key and config_name != "ppo_megatron_trainer":
         return "the megatron keys live in ppo_megatron_trainer", \
             "add --config-name=ppo_megatron_trainer (the megatron keys live in that config)"
     cands = difflib.get_close_matches(key, list(flatten(tree)), n=1, cutoff=0.8)
     if cands:
-        return "no such key (did you mean %s?)" % cands[0], "write %s=%s instead of %s" % (cands[0], value, text)
-    return "no such key in the composed config", "add it with +%s if your own code reads it, else delete it" % \
-        text.lstrip("+")
+        return "no such key (did you mean %s?)" % cands[0], "write %s instead of %s" % (
+            override(cands[0], value), quote(text))
+    return "no such key in the composed config", "add it with %s if your own code reads it, else delete it" % \
+        quote("+" + text.lstrip("+"))
 
 
 # ---- provenance -------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import re
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..shell import overrides
 from .model import ModelFacts
 
 __all__ = ["token_budgets", "trust_remote_code", "compute_capability", "lora_modules", "host_memory",
@@ -223,8 +224,8 @@ def compute_capability(x: Any, v: Any, get: Get, gpus: Optional[List[Dict[str, A
         parts.append("FlashAttention 2 (%s)" % ", ".join(flash))
     x.add("compute_capability", "fail", "%s has compute capability %d.%d but the config uses %s, which need >= 8.0" % (
         (name,) + low + (" and ".join(parts),)),
-          "set %s (fp16 and SDPA attention), or run on an Ampere or newer GPU" % " ".join(
-              "%s=%s" % (k, "False" if val is False else val) for k, val in alt.items()),
+          "set %s (fp16 and SDPA attention), or run on an Ampere or newer GPU" % overrides(
+              {k: "False" if val is False else val for k, val in alt.items()}),
           alts=[alt], compute_capability="%d.%d" % low, bf16_keys=bf16, flash_keys=flash)
 
 

@@ -18,6 +18,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ..matrix import MatrixError, _read, parse_version
+from ..shell import override, overrides
 from . import batch as bm
 from .model import ModelFacts
 
@@ -381,7 +382,7 @@ def _fmt(v: Any) -> str:
 
 def override_line(alt: Dict[str, Any]) -> str:
     """Overrides as launch words: ``{"a.b": 8, "c": True}`` -> ``a.b=8 c=True``."""
-    return " ".join("%s=%s" % (k, _fmt(v)) for k, v in alt.items())
+    return overrides({k: _fmt(v) for k, v in alt.items()})
 
 
 def visible_gpus(nvml: Dict[str, Any], env: Dict[str, str]) -> Tuple[Optional[List[Dict[str, Any]]], str]:
@@ -500,7 +501,7 @@ def _dp(v: Values, role: str = "actor") -> Optional[int]:
 def _mandatory(x: _Ctx, missing: Sequence[str]) -> None:
     for key in missing:
         hint = "vllm (or sglang)" if key.endswith("rollout.name") else "a value"
-        x.add("mandatory", "fail", "%s is ??? (mandatory) and not set" % key, "set %s=%s" % (
+        x.add("mandatory", "fail", "%s is ??? (mandatory) and not set" % key, "set %s" % override(
             key, hint.split(" ")[0] if hint != "a value" else "..."), item=key.replace(".", "_"),
             alts=[{key: "vllm"}, {key: "sglang"}] if hint != "a value" else [])
 

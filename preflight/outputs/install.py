@@ -27,6 +27,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from ..errors import UsageError
 from ..probes import child
 from ..redact import redact_text
+from ..shell import command
 
 __all__ = ["InstallResult", "install", "check_prefix", "prefix_lock", "INCOMPLETE", "INSTALLED", "CREATED",
            "LOCKFILE", "lock_digest"]
@@ -173,7 +174,7 @@ def _run(cmd: List[str], log: List[str], say: Callable[[str], None], timeout: fl
         live = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
     if live:
         cmd = [c for c in cmd if c != "--quiet"]
-    shown = redact_text(" ".join(cmd))
+    shown = redact_text(command(cmd))
     log.append(shown)
     say("$ " + shown)
     try:
