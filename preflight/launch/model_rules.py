@@ -233,13 +233,15 @@ def compute_capability(x: Any, v: Any, get: Get, gpus: Optional[List[Dict[str, A
 def safetensors_names(path: str, limit: int = 100 * 1024 * 1024) -> Optional[List[str]]:
     """Tensor names in a ``.safetensors`` file's header (8-byte little-endian length, then a JSON
     object of name -> {dtype, shape, data_offsets}); None when it is not one."""
+    from .model import read_head
+
     try:
-        with open(path, "rb") as fh:
-            n = struct.unpack("<Q", fh.read(8))[0]
-            if n <= 0 or n > limit:
-                return None
-            head = json.loads(fh.read(n).decode("utf-8"))
-    except (OSError, ValueError, struct.error, UnicodeDecodeError):
+        first = read_head(path, 8)  # never blocks: a FIFO or a device is refused, not waited on
+        n = struct.unpack("<Q", first)[0]
+        if n <= 0 or n > limit:
+            return None
+        head = json.loads(read_head(path, 8 + n)[8:].decode("utf-8"))
+    except (OSError, ValueError, struct.error, UnicodeDecodeError, RecursionError):
         return None
     return sorted(k for k in head if k != "__metadata__") if isinstance(head, dict) else None
 

@@ -31,10 +31,11 @@ def tokens(model: ModelFacts) -> Tuple[str, str]:
     """(bos_token, eos_token) from tokenizer_config.json (string or ``{"content": ...}``)."""
     import json
 
+    from .model import UnreadableModelFile, model_file
+
     try:
-        with open(os.path.join(model.directory, "tokenizer_config.json"), encoding="utf-8") as fh:
-            tok = json.load(fh)
-    except (OSError, ValueError):
+        tok = json.loads((model_file(os.path.join(model.directory, "tokenizer_config.json")) or b"{}").decode("utf-8"))
+    except (UnreadableModelFile, ValueError, UnicodeDecodeError, RecursionError):
         return "", ""
 
     def one(v: Any) -> str:
