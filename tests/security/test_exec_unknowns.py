@@ -1,0 +1,62 @@
+"""Unknowns are never a PASS (issue 21, fault_cases_3.md x03): a fact that cannot be read or a
+check that does not finish is WARN, SKIP or FAIL, and a launch whose chat template render timed
+out is not ready."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WRONG = pytest.mark.fault("WRONG")
+VERL_CORE = ["verl[verl-core]==0.9.1", "torch==2.13.0"]
+ROWS = [{"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "What is 2+2?"}], "ability": "math",
+         "reward_model": {"style": "rule", "ground_truth": "4"}, "extra_info": {"split": "train", "index": 0}}] * 3
+NEVER = "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}{{ messages[0]['content'] }}"
+SECOND_ROW = ("{% if messages[0]['content'] == 'slow' %}{% for a in range(100000) %}{% for b in range(100000) %}"
+              "{% endfor %}{% endfor %}{% endif %}{{ messages[0]['content'] }}")
+
+
+@pytest.fixture(scope="module")
+def verl_py():
+    from envs import real_env
+
+    return real_env("verl091-core", VERL_CORE)
+
+
+def _parquet(py, path, rows):
+    code = "import json,sys,pyarrow as pa,pyarrow.parquet as pq; pq.write_table(pa.Table.from_pylist(json.load(sys.stdin)), sys.argv[1])"
+    subprocess.run([py, "-c", code, str(path)], input=json.dumps(rows), universal_newlines=True, check=True)
+    return str(path)
+
+
+def _model(tmp_path, template):
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"model_type": "qwen2", "num_attention_heads": 14,
+                                               "num_key_value_heads": 2, "max_position_embeddings": 32768}))
+    (d / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
+    return d
+
+
+@WRONG
+@pytest.mark.realenv
+@pytest.mark.parametrize("template,rows", [(NEVER, ROWS), (SECOND_ROW, ROWS[:1] + [dict(ROWS[0], prompt=[
+    {"role": "user", "content": "slow"}])])], ids=["first-row", "second-row"])
+def test_x03_a_template_that_never_finishes_is_not_ready(verl_py, tmp_path, template, rows):
+    train = _parquet(verl_py, tmp_path / "train.parquet", rows)
+    d = _model(tmp_path, template)
+    out = tmp_path / "d.json"
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "preflight", "data", "--python", verl_py, "--model", str(d), train,
+                        "--timeout", "8", "--json", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+    assert time.monotonic() - t0 < 60
+    doc = json.loads(out.read_text())
+    row = [r for r in doc["results"] if r["id"].endswith("chat_template")]
+    assert row and row[0]["status"] == "fail", [(r["id"], r["status"], r["message"]) for r in doc["results"]]
+    assert "did not finish rendering row %d" % (0 if template == NEVER else 1) in row[0]["message"]
+    assert p.returncode == 1 and doc["ready"] is False
