@@ -18,7 +18,7 @@ import re
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..shell import overrides
+from ..shell import override, overrides
 from .model import ModelFacts
 
 __all__ = ["token_budgets", "trust_remote_code", "compute_capability", "lora_modules", "host_memory",
@@ -326,7 +326,8 @@ def lora_modules(x: Any, v: Any, get: Get, model: Optional[ModelFacts],
     fix_list = keep or linear_like[:7]
     x.add("lora_modules", "fail", "LoRA target_modules %s match no module of %s (%s has %s)" % (
         ", ".join(missing), model.directory, src, ", ".join(linear_like[:12]) or ", ".join(leaves[:12])),
-          "set %s=[%s], or all-linear" % (key, ",".join(fix_list)) if fix_list else "set %s=all-linear" % key,
+          "set %s, or all-linear" % override(key, "[%s]" % ",".join(fix_list)) if fix_list else
+          "set %s" % override(key, "all-linear"),
           alts=[{key: list(fix_list)}] if fix_list else [{key: "all-linear"}],
           missing=missing, modules_from=src)
 

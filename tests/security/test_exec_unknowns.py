@@ -60,3 +60,52 @@ def test_x03_a_template_that_never_finishes_is_not_ready(verl_py, tmp_path, temp
     assert row and row[0]["status"] == "fail", [(r["id"], r["status"], r["message"]) for r in doc["results"]]
     assert "did not finish rendering row %d" % (0 if template == NEVER else 1) in row[0]["message"]
     assert p.returncode == 1 and doc["ready"] is False
+
+
+def _host(**over):
+    h = {"os": {"system": "Linux", "name": "Ubuntu 24.04", "id": "ubuntu", "version_id": "24.04"}, "kernel": "6.8", "arch": "x86_64", "glibc": "glibc 2.35",
+         "cpu": {"logical": 32, "affinity": 32, "cgroup_quota": None, "usable": 32},
+         "memory": {"total": 256 << 30, "available": 200 << 30, "cgroup_limit": None},
+         "shm": {"path": "/dev/shm", "total": 64 << 30, "free": 64 << 30},
+         "disk": {"path": "/root/.cache/huggingface", "decided_by": "default", "checked": "/", "free": 500 << 30,
+                  "total": 1000 << 30},
+         "limits": {"nofile": {"soft": 1 << 20, "hard": 1 << 20}, "memlock": {"soft": None, "hard": None}},
+         "container": None}
+    h.update(over)
+    return h
+
+
+@WRONG
+@pytest.mark.parametrize("item,over", [
+    ("host.memory", {"memory": {"total": None, "available": None, "cgroup_limit": None}}),  # /proc hidden
+    ("host.memory", {"memory": {}}),
+    ("host.cpu", {"cpu": {"logical": None, "affinity": None, "cgroup_quota": None, "usable": None}}),
+    ("host.glibc", {"glibc": "glibc 2.x"}),
+    ("host.limits", {"limits": {}}),
+], ids=["ram-proc-hidden", "ram-empty", "cpu-unknown", "glibc-unparsed", "limits-unread"])
+def test_a_host_fact_that_cannot_be_read_is_not_a_pass(ctx_factory, item, over):
+    from helpers import rows
+    from preflight.result import Status
+
+    ctx = ctx_factory(host=_host(**over))
+    got = rows(ctx, ["host"])
+    assert got[item].status == Status.WARN, (got[item].status, got[item].message)
+    base = rows(ctx_factory(host=_host()), ["host"])
+    assert base[item].status == Status.PASS, base[item].message  # the same check passes when the fact is read
+
+
+@WRONG
+def test_ram_with_proc_hidden_reads_as_unknown(tmp_path, ctx_factory):
+    """The real reader on a root whose /proc and cgroup files are absent (psutil not importable
+    in the checker), then the check: WARN."""
+    from preflight.probes import host as h
+
+    facts = h.read_host(str(tmp_path), {})
+    if facts["memory"].get("via") == "psutil":
+        pytest.skip("psutil reads the real machine here")
+    assert facts["memory"].get("total") is None
+    from helpers import rows
+    from preflight.result import Status
+
+    got = rows(ctx_factory(host=_host(memory=facts["memory"])), ["host"])
+    assert got["host.memory"].status == Status.WARN
