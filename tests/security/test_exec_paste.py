@@ -130,3 +130,25 @@ def test_i01_image_build_command(tmp_path, value, secret):
     [(cmd, words)] = assert_inert(["build it with: " + build_line(tag, out, secret)], tmp_path)
     netrc = ["--secret", "id=netrc,src=%s/.netrc" % os.environ["HOME"]] if secret else []
     assert words == ["docker", "build"] + netrc + ["-t", tag, out], cmd
+
+
+@INJ
+@pytest.mark.parametrize("name", ["v $(touch MARK)", "v;touch MARK", "v`touch MARK`", "it's \"q\"", "ünï|x"])
+def test_check_fixes_quote_the_interpreter_path(tmp_path, name):
+    """``check --python PATH`` where PATH holds shell syntax: every fix that runs the target
+    (``PATH -m pip install ...``, ``PATH -m compileall ...``) pastes as PATH itself."""
+    d = tmp_path / name / "bin"
+    d.mkdir(parents=True)
+    py = d / "python"
+    os.symlink(sys.executable, str(py))
+    out = tmp_path / "r.json"
+    p = pf("check", "--python", str(py), "--stage", "python,packages", "--json", str(out), "-v")
+    assert out.exists(), p.stdout + p.stderr
+    doc = json.loads(out.read_text())
+    where = tmp_path / "sh"
+    where.mkdir()
+    heads = HEADS + (shell.quote(str(py)) + " ",)
+    got = assert_inert(fixes_of(doc) + p.stdout.splitlines(), where, heads)
+    runs_target = [w for _, w in got if w and w[0] == str(py)]
+    assert runs_target, [c for c, _ in got]  # at least one fix runs the target itself, its path one word
+    assert all(w[1] in ("-m", "-c", "-X") for w in runs_target), runs_target
