@@ -95,36 +95,29 @@ def test_twenty_thousand_long_shard_names_arrive_whole(tmp_path):
     assert [r.get("files") for r in _records(dump)] == [20000]
 
 
-def test_args_reach_the_script_and_leave_no_trace(tmp_path):
+def test_args_reach_the_script_and_leave_no_trace(monkeypatch):
     """The payload is the script's ARGS; its file and variable are gone before the script's own
     code runs, so the processes it starts inherit neither."""
     out = process.run_script(sys.executable, "imports", {"items": [{"id": "j", "module": "json"}]}, timeout=60)
     assert out.ok, out.describe() + out.stderr_tail
     assert any(e.get("id") == "j" for e in out.events), out.events
-    code = "import os\nemit('left', args=os.environ.get('PREFLIGHT_ARGS'), script=os.environ.get('PREFLIGHT_SCRIPT'))\n"
-    got = _run_inline(tmp_path, code, {"k": SECRET})
-    assert got.last("left") == {"event": "left", "args": None, "script": None}
-
-
-def _run_inline(tmp_path, body, args):
-    """A throw-away target script (the prelude plus ``body``) through the real launcher."""
-    name = "zz_inline_%d" % os.getpid()
-    path = os.path.join(ROOT, "preflight", "target", name + ".py")
-    with open(path, "w") as fh:
-        fh.write(body)
-    try:
-        return process.run_script(sys.executable, name, args, timeout=30)
-    finally:
-        os.remove(path)
+    with open(os.path.join(ROOT, "preflight", "target", "_prelude.py")) as fh:
+        prelude = fh.read()
+    body = ("import os\nemit('left', args=os.environ.get('PREFLIGHT_ARGS'), script=os.environ.get('PREFLIGHT_SCRIPT'), "
+            "k=ARGS['k'], n=len(ARGS['files']))\n")
+    monkeypatch.setattr(process, "load_script", lambda name: prelude + "\n" + body)  # the real prelude and launcher
+    got = process.run_script(sys.executable, "inline", {"k": SECRET, "files": ["x" * 300] * 1000}, timeout=30)
+    assert got.last("left") == {"event": "left", "args": None, "script": None, "k": SECRET, "n": 1000}, got.stderr_tail
 
 
 class ProcScan(threading.Thread):
     """Reads every /proc/PID/cmdline every few milliseconds until stopped; ``hits`` are the
     command lines holding ``needle``, ``seen`` how many distinct processes were read."""
 
-    def __init__(self, needle):
+    def __init__(self, needle, own=None):
         super().__init__(daemon=True)
         self.needle = needle.encode()
+        self.own = own  # the user's own command line (the checker's: it may name the inputs), not counted
         self.hits, self.seen, self.halt = [], set(), threading.Event()
         self.start()
 
@@ -139,7 +132,7 @@ class ProcScan(threading.Thread):
                 except OSError:
                     continue
                 self.seen.add(pid)
-                if self.needle in cmd:
+                if self.needle in cmd and not (self.own and self.own in cmd):
                     self.hits.append(cmd.replace(b"\0", b" ")[:300])
             time.sleep(0.005)
 
@@ -201,3 +194,28 @@ def test_x01_reward_kwargs_from_the_environment(verl_py, tmp_path):
     assert not any(SECRET in r["self"] or SECRET in r["parent"] for r in recs), recs
     assert hits == [], hits
     assert SECRET not in p.stdout
+
+
+@LEAK
+@pytest.mark.realenv
+def test_data_command_with_secrets_in_every_input(verl_py, tmp_path):
+    """``data --model DIR --custom-reward`` with the secret in the model's path, its chat
+    template, the dataset's file name and the reward's path: no command line holds it."""
+    d = tmp_path / ("model-" + SECRET)
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"model_type": "qwen2", "num_attention_heads": 2}))
+    (d / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{# %s #}{{ messages[0]['content'] }}" % SECRET}))
+    train = _parquet(verl_py, tmp_path / ("train-%s.parquet" % SECRET))
+    rw = tmp_path / ("rw_%s.py" % SECRET.replace("-", "_"))
+    rw.write_text(REWARD)
+    dump = tmp_path / "rw.dump"
+    scan = ProcScan(SECRET.replace("-", "_")[3:], own=b"-m\0preflight\0data\0")  # the part every input holds
+    try:
+        p = subprocess.run([sys.executable, "-m", "preflight", "data", "--python", verl_py, "--model", str(d),
+                            "--custom-reward", str(rw), train], cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=300,
+                           env=dict(os.environ, PF_REWARD_DUMP=str(dump), COLUMNS="300"))
+    finally:
+        hits = scan.stop()
+    assert dump.exists() and "chat_template" in p.stdout, p.stdout[-3000:]
+    assert hits == [], hits

@@ -152,3 +152,28 @@ def test_check_fixes_quote_the_interpreter_path(tmp_path, name):
     runs_target = [w for _, w in got if w and w[0] == str(py)]
     assert runs_target, [c for c, _ in got]  # at least one fix runs the target itself, its path one word
     assert all(w[1] in ("-m", "-c", "-X") for w in runs_target), runs_target
+
+
+@INJ
+def test_every_signature_fix_quotes_its_values(tmp_path):
+    """diagnose.classify fills each signature's fix with values read from the target (a torch
+    version from metadata, a dist name): with hostile values, every command in every fix of
+    matrices/signatures.toml pastes inert, the value one word."""
+    import copy
+
+    from preflight import diagnose, matrix
+
+    mx = matrix.load()
+    sigs = mx.curated.get("signatures", {}).get("signature", [])
+    assert len(sigs) > 10
+    bad = "2.11.0$(touch MARK);`touch MARK`"
+    seen = 0
+    for sig in sigs:
+        one = copy.copy(mx)
+        one.curated = dict(mx.curated, signatures={"signature": [dict(sig, pattern=r"(?P<name>x)?")]})
+        d = diagnose.classify(one, "any text", dist="d $(touch MARK)", torch=bad, python="/p $(touch MARK)/python")
+        got = assert_inert([d.fix], tmp_path)
+        seen += len(got)
+        for cmd, words in got:  # a value that reaches a command is one whole word of it
+            assert all(w in (bad, "d $(touch MARK)") or "MARK" not in w for w in words), (sig["id"], cmd, words)
+    assert seen, "no signature fix holds a command"
