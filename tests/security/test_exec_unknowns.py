@@ -109,3 +109,53 @@ def test_ram_with_proc_hidden_reads_as_unknown(tmp_path, ctx_factory):
 
     got = rows(ctx_factory(host=_host(memory=facts["memory"])), ["host"])
     assert got["host.memory"].status == Status.WARN
+
+
+def _gpu_rows(ctx_factory, snap):
+    from helpers import rows as _rows
+    from preflight.probes.process import ProbeOutput
+
+    tc = ProbeOutput(argv=["fake"], returncode=0, events=[{
+        "event": "torch_cuda", "torch": "2.11.0+cu130", "cuda": "13.0", "available": True, "device_count": 2,
+        "arch_list": ["sm_90"], "devices": [], "kernel_ok": True, "cuda_visible_devices": None, "nccl": "2.28.9",
+        "cudnn": 91900}])
+    ctx = ctx_factory(dists=[("torch", "2.11.0")], nvml=snap, torch_cuda=tc,
+                      imports={"torch": {"state": "ok", "facts": {"version": "2.11.0", "cuda": None}}})
+    return _rows(ctx, ["gpu"])
+
+
+@WRONG
+@pytest.mark.parametrize("case", ["no-pairs", "p2p-unread-no-nvlink"])
+def test_peer_access_that_cannot_be_read_is_not_a_pass(ctx_factory, case):
+    """Two GPUs whose P2P NVML did not report: WARN, not "one GPU: no peer links" or "P2P works"."""
+    from fake_nvml import FakeNvml, h200s
+    from preflight.probes.nvml import collect
+    from preflight.result import Status
+
+    snap = collect(FakeNvml(h200s(2)))
+    assert _gpu_rows(ctx_factory, snap)["gpu.topology"].status == Status.PASS  # read: passes
+    if case == "no-pairs":
+        snap["pairs"] = []
+    else:
+        for p in snap["pairs"]:
+            p.update(p2p_read=None, nvlink=None)
+        for d in snap["devices"]:
+            d["nvlinks_active"] = 0
+    r = _gpu_rows(ctx_factory, snap)["gpu.topology"]
+    assert r.status == Status.WARN, (r.status, r.message)
+
+
+def test_h200_over_nvswitch_without_p2p_status_still_passes(ctx_factory):
+    """The real H200 node (tests/data/gpu_run_h200x2) reports no P2P status; NVSwitch answers."""
+    from fake_nvml import FakeNvml, h200s
+    from preflight.probes.nvml import collect
+    from preflight.result import Status
+
+    snap = collect(FakeNvml(h200s(2)))
+    for p in snap["pairs"]:
+        p.update(p2p_read=None, nvlink="switch")  # as the real node reported it
+    real = json.load(open(os.path.join(ROOT, "tests", "data", "gpu_run_h200x2", "report.json")))
+    assert any(p.get("p2p_read") is None for r in real["results"] if r["id"] == "gpu.topology"
+               for p in r["evidence"]["pairs"])
+    r = _gpu_rows(ctx_factory, snap)["gpu.topology"]
+    assert r.status == Status.PASS and "NVSwitch" in r.message, r.message
