@@ -219,3 +219,48 @@ def test_data_command_with_secrets_in_every_input(verl_py, tmp_path):
         hits = scan.stop()
     assert dump.exists() and "chat_template" in p.stdout, p.stdout[-3000:]
     assert hits == [], hits
+
+
+def _calls(tree, names):
+    import ast
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in names:
+                yield node
+
+
+def test_no_child_is_started_with_serialised_data_on_its_command_line():
+    """Structure: across preflight/, no process start (Popen, subprocess.run, child.run,
+    run_live, run_argv, _run_child, execvp) is given a command line holding ``json.dumps(...)``
+    (how arguments travelled before), and ``run_argv`` (the one start that takes a free argv) is
+    called only for the checker's own NVML probe, whose argv is fixed."""
+    import ast
+
+    starters = {"Popen", "run", "run_live", "run_argv", "_run_child", "execvp", "check_output", "call"}
+    offenders, argv_users = [], set()
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "preflight")):
+        for fn in files:
+            if not fn.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, fn)
+            with open(path, encoding="utf-8") as fh:
+                tree = ast.parse(fh.read())
+            rel = os.path.relpath(path, ROOT)
+            for call in _calls(tree, starters):
+                if isinstance(call.func, ast.Attribute) and call.func.attr == "run_argv" or \
+                        isinstance(call.func, ast.Name) and call.func.id == "run_argv":
+                    argv_users.add(rel)
+                for arg in call.args[:1]:
+                    for inner in _calls(arg, {"dumps"}):
+                        offenders.append("%s:%d" % (rel, inner.lineno))
+            for lst in ast.walk(tree):  # a command line built apart: [python, "-c", code, json.dumps(args)]
+                if isinstance(lst, ast.List) and any(isinstance(e, ast.Constant) and e.value == "-c"
+                                                     for e in lst.elts):
+                    for e in lst.elts:
+                        for inner in _calls(e, {"dumps"}):
+                            offenders.append("%s:%d" % (rel, inner.lineno))
+    assert offenders == [], offenders
+    assert argv_users == {os.path.join("preflight", "probes", "nvml.py")}, argv_users
