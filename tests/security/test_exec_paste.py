@@ -50,6 +50,8 @@ def _end(text, i):
                 i += 1
             elif c == '"':
                 q = None
+        elif c == "'" and 0 < i < len(text) - 1 and text[i - 1].isalpha() and text[i + 1].isalpha():
+            return text.rfind(" ", 0, i) + 1  # prose ("verl's"): the command ended before this word
         elif c in "'\"":
             q = c
         elif c == "\\":
@@ -177,3 +179,25 @@ def test_every_signature_fix_quotes_its_values(tmp_path):
         for cmd, words in got:  # a value that reaches a command is one whole word of it
             assert all(w in (bad, "d $(touch MARK)") or "MARK" not in w for w in words), (sig["id"], cmd, words)
     assert seen, "no signature fix holds a command"
+
+
+@INJ
+@pytest.mark.parametrize("version", ["0.9.1'$(touch MARK)'", "2.11.0;touch MARK", "1.0`touch MARK`"])
+def test_check_fixes_with_hostile_package_metadata(tmp_path, version):
+    """A target whose installed verl, torch and vllm carry versions holding shell syntax (a
+    package someone else built): every command in every fix and message of the packages and
+    imports stages pastes inert."""
+    from faultkit import fake_dist, target
+
+    files = {}
+    for name in ("verl", "torch", "vllm", "tensordict"):
+        files.update(fake_dist(name, version, "__version__ = %r\n" % version))
+    py, _ = target(tmp_path, files)
+    out = tmp_path / "r.json"
+    p = pf("check", "--python", py, "--stage", "python,packages,imports", "--json", str(out), "-v", timeout=600)
+    assert out.exists(), p.stdout[-2000:] + p.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    where = tmp_path / "sh"
+    where.mkdir()
+    got = assert_inert(fixes_of(doc) + p.stdout.splitlines(), where, HEADS + (shell.quote(py) + " ",))
+    assert got
