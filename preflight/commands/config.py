@@ -73,9 +73,8 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise UsageError("--timeout must be > 0")
     mx = matrix_mod.load()
-    if args.verl and mx.verl(args.verl) is None:
-        raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (
-            args.verl, mx.version, ", ".join(mx.verl_versions())))
+    if args.verl:
+        mx.require_verl(args.verl)
     words = list(args.launch or [])
     if words and words[0] == "--":
         words = words[1:]

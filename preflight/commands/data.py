@@ -72,9 +72,8 @@ def run(args: argparse.Namespace) -> int:
     if args.examples < 0 or args.timeout <= 0:
         raise UsageError("--examples must be >= 0 and --timeout > 0")
     mx = matrix_mod.load()
-    if args.verl and mx.verl(args.verl) is None:
-        raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (
-            args.verl, mx.version, ", ".join(mx.verl_versions())))
+    if args.verl:
+        mx.require_verl(args.verl)
     ctx = Context(Options(python=python, verl=args.verl, timeout=args.timeout), mx)
     t0 = time.time()
     release, how = ctx.verl_release()

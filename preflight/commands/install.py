@@ -8,7 +8,7 @@ reports and the next install resumes."""
 import argparse
 import os
 
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 from ..errors import UsageError
 from .argtypes import Parser, refuse_empty
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
                 "required%s (nothing was changed)" % (prefix, python, n, lock_path,
                                                      ", then check it" if not args.no_check else ""))
             return 0
-        creds = []
+        creds: List[str] = []
     else:
         spec_dir = prefix.rstrip("/") + ".spec"
         done = satisfied_lock(args, prefix, spec_dir)

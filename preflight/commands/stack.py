@@ -127,8 +127,7 @@ def resolve_stack(args: argparse.Namespace) -> Tuple[Any, Any, List[str], Any]:
 
     mx = matrix_mod.load()
     verl = args.verl or mx.verl_versions()[-1]
-    if mx.verl(verl) is None:
-        raise UsageError("--verl %s: not a verl release in the matrix (known: %s)" % (verl, ", ".join(mx.verl_versions())))
+    mx.require_verl(verl)
     if args.torch and mx.torch_series(args.torch) is None:
         raise UsageError("--torch %s: not a torch release in the matrix" % args.torch)
     no_backend = args.backend == "none"

@@ -39,7 +39,8 @@ from ..errors import UsageError
 from ..paths import file_problem
 from ..matrix import parse_version, read_file as _read
 from ..redact import MASK as SECRET_MASK
-from ..redact import add_secret, is_secret_key, redact
+from ..redact import add_secret, is_secret_key, plainly_secret, redact
+from .interpolation import references
 from .overrides import ConfigError, LaunchSpec, Override
 
 __all__ = ["Composed", "ComposeUnsupported", "compose", "compose_stored", "stored_index", "stored_release",
@@ -298,24 +299,6 @@ def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, 
 
 
 # ---- provenance -------------------------------------------------------------------------------
-_REF = re.compile(r"\$\{\s*(?:oc\.select\s*:\s*)?(\.*[A-Za-z_][\w\-]*(?:\.[\w\-]+|\[\d+\])*)\s*[,}]")
-
-
-def references(text: Any, path: str) -> List[str]:
-    """Absolute keys a raw value interpolates (``${a.b}``, ``${.x}``, ``${oc.select:k,...}``), for
-    provenance display only (OmegaConf resolves the values)."""
-    if not isinstance(text, str) or "${" not in text:
-        return []
-    parent = _parts(path)[:-1]
-    out: List[str] = []
-    for k in _REF.findall(text):
-        dots = len(k) - len(k.lstrip("."))
-        full = (parent[:len(parent) - (dots - 1)] + _parts(k[dots:])) if dots else _parts(k)
-        if full and ".".join(full) not in out and not k.startswith(("oc.", "oc_")):
-            out.append(".".join(full))
-    return out
-
-
 def provenance(defaults: Dict[str, Any], after_file: Dict[str, Any], final: Dict[str, Any],
                overrides: Sequence[Override]) -> Dict[str, Dict[str, Any]]:
     """Where each leaf of ``final`` came from.
@@ -357,18 +340,6 @@ def effective_source(prov: Dict[str, Dict[str, Any]], path: str, _depth: int = 0
 
 
 # ---- secrets -------------------------------------------------------------------------------------
-#: Name parts that say "secret" whatever the key; a key that merely ends in ``key`` (data.prompt_key)
-#: or holds ``token`` inside (ppo_max_token_len_per_gpu) does not.
-_PLAIN_SECRET_PARTS = {"secret", "password", "passwd", "pwd", "passphrase", "credential", "credentials", "auth",
-                       "cookie", "apikey"}
-
-
-def _plainly_secret(name: str) -> bool:
-    parts = [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
-    return bool(_PLAIN_SECRET_PARTS.intersection(parts)) or parts[-1:] == ["token"] or \
-        parts[-2:] in (["api", "key"], ["access", "key"], ["secret", "key"], ["private", "key"])
-
-
 def redact_config_value(key: str, value: Any, schema: Any) -> Any:
     """The value of config ``key`` as it may be printed or written.
 
@@ -383,7 +354,7 @@ def redact_config_value(key: str, value: Any, schema: Any) -> Any:
         return value
     parts = _parts(key)
     if key in schema:
-        if parts and _plainly_secret(parts[-1]) and isinstance(value, str):
+        if parts and plainly_secret(parts[-1]) and isinstance(value, str):
             add_secret(value)  # hidden wherever it appears again (a value derived from it)
             return SECRET_MASK
     elif any(is_secret_key(p) for p in parts if not p.isdigit()):

@@ -20,6 +20,7 @@ from packaging.version import Version
 from ..hw import visible_devices
 from ..matrix import MatrixError, parse_version, read_file as _read
 from . import batch as bm
+from .interpolation import reference_of
 from .model import ModelFacts
 
 try:  # Python >= 3.11
@@ -970,7 +971,6 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
 
 
 _ENV_INTERP = re.compile(r"\$\{oc\.env:([^,}]+)")
-_REF_INTERP = re.compile(r"^\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}$")
 
 
 def _unresolved(key: str, why: str, raw: Optional[Callable[[str, Any], Any]]) -> Tuple[str, str]:
@@ -987,12 +987,10 @@ def _unresolved(key: str, why: str, raw: Optional[Callable[[str, Any], Any]]) ->
     chain = [key]
     k = key
     while raw is not None:
-        r = raw(k, None)
-        m = _REF_INTERP.match(r.strip()) if isinstance(r, str) else None
-        if m is None:
+        t = reference_of(raw(k, None), k)
+        if t is None:
             break
-        t = m.group(1)
-        k = k.rsplit(".", 1)[0] + t if t.startswith(".") else t
+        k = t
         chain.append(k)
         if k in chain[:-1]:
             return ("%s = %s: the interpolation is a cycle (%s) (OmegaConf: %s)" % (key, text, " -> ".join(chain), why),

@@ -130,7 +130,7 @@ class LiveProgress:
 
     def __init__(self, console: Optional[Console]) -> None:
         self.console = console
-        self.status = None
+        self.status: Any = None
         self.done = 0
 
     def __enter__(self) -> "LiveProgress":

@@ -101,11 +101,8 @@ def show(mx: Matrix, verl: Optional[str] = None, console: Optional[Console] = No
     unknown release."""
     console = console or Console(highlight=False)
     versions = [verl] if verl else mx.verl_versions()
-    if verl and mx.verl(verl) is None:
-        from ..errors import UsageError
-
-        raise UsageError("--verl %s: not a verl release in the matrix (known: %s); pass one of them" % (
-            verl, ", ".join(mx.verl_versions())))
+    if verl:
+        mx.require_verl(verl)
     console.print(Text.assemble(("verl releases", "bold"), "  matrix %s  (%d of %d)" % (
         mx.version, len(versions), len(mx.verl_versions()))))
     for v in versions:

@@ -5,7 +5,7 @@ import json
 import os
 import re
 import tempfile
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ... import __version__
 from ...errors import UsageError
@@ -149,7 +149,9 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
                 built[e.key] = os.path.join(bdir, sorted(fresh)[-1])
     # hash-check, then place (only over files an earlier build wrote), index
     simple = os.path.join(out_dir, "simple")
-    rows, bad, srcs = [], [], {}
+    rows: List[Dict[str, Any]] = []
+    bad: List[str] = []
+    srcs: Dict[str, str] = {}
     listing = os.listdir(files_dir)
     for e in keep:
         src = built.get(e.key) or _downloaded(files_dir, listing, e, chosen[e.key]["file"])
