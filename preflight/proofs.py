@@ -20,7 +20,6 @@ are not part of a proof: the recorder could not reach them, and the proof says s
 
 import hashlib
 import json
-import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 

@@ -63,7 +63,7 @@ def load_stage(s: Stage) -> List[Check]:
     return list(REGISTRY.get(s.name, []))
 
 
-def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None) -> List[Result]:
+def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None) -> List[Result]:  # noqa: C901  TODO(issue 22): split
     """Run ``stages`` (names, any order; run in pipeline order) and return every row.
 
     Results are also stored in ``ctx.results`` by id, where later gates look them up. A check that

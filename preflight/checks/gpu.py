@@ -6,8 +6,7 @@ launches one kernel). Driver minimums, arch lists and GPU names come from the ma
 """
 
 import os
-import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from ..diagnose import classify
 from ..hw import arch_covers, cuda_from_int, driver_supports_gpu, driver_tuple  # noqa: F401 (re-exported)

@@ -250,7 +250,7 @@ def _failure_hint(backend: str, python: str, steps: Dict[int, Any], crashed: Lis
 
 
 @check("nccl.allreduce")
-def allreduce(ctx: Context) -> CheckResult:
+def allreduce(ctx: Context) -> CheckResult:  # noqa: C901  TODO(issue 22): split
     """One rank per GPU: init_process_group and an all_reduce sweep with a sum check, busbw against the links."""
     backend = ctx.options.nccl.backend or "nccl"
     world, why = _world(ctx)

@@ -7,7 +7,6 @@ extra (``vllm`` or ``sglang``). Versions and builds come from the matrix; no ver
 lives here.
 """
 
-import csv
 import shlex
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -133,7 +132,7 @@ def backend_pins(ctx: Context, package: str) -> Dict[str, Requirement]:
     """extra name -> verl's requirement on ``package`` in each rollout-backend extra."""
     row = ctx.verl_row() or {}
     out = {}
-    for backend, extra in (row.get("backend_extras") or {}).items():
+    for extra in (row.get("backend_extras") or {}).values():
         if not extra:
             continue
         for r in pins_for(ctx, package, [extra]):

@@ -174,7 +174,7 @@ def _timing_text(ev: Dict[str, Any]) -> str:
         "repeated in %.2f s: " % again if again is not None else "", rate)
 
 
-def interpret(ctx: Context, engine: str, dist, out: ProbeOutput, log_text: str = "", timeout: float = 0.0) -> Outcome:
+def interpret(ctx: Context, engine: str, dist, out: ProbeOutput, log_text: str = "", timeout: float = 0.0) -> Outcome:  # noqa: C901  TODO(issue 22): split
     """Turn one generation probe into the row's Outcome.
 
     Args:
@@ -210,10 +210,9 @@ def interpret(ctx: Context, engine: str, dist, out: ProbeOutput, log_text: str =
         ev["attention_backend"] = ", ".join(att.get("backends") or []) or None
         ev["attention_backend_source"] = att.get("source")
     if not ev.get("attention_backend"):
-        m = None
-        for m in re.finditer(r"Using (\w+) attention backend|Using (?:AttentionBackendEnum\.)?(\w+) backend\.",
-                             log_text or ""):
-            pass
+        found = list(re.finditer(r"Using (\w+) attention backend|Using (?:AttentionBackendEnum\.)?(\w+) backend\.",
+                                 log_text or ""))
+        m = found[-1] if found else None  # the last one the engine logged
         if m:
             ev["attention_backend"] = m.group(1) or m.group(2)
             ev["attention_backend_source"] = "engine log"

@@ -8,7 +8,7 @@ redaction pass is at that boundary, not here.
 
 import json
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from . import Report
 

@@ -11,7 +11,6 @@ one atomic writer (:func:`preflight.atomic.write_atomic`), to a file.
 import dataclasses
 import io
 import os
-import re
 import sys
 from typing import Any, Callable, Dict, Optional, TextIO
 
