@@ -11,7 +11,7 @@ import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from .checks.base import REGISTRY, Check, Deferred, Outcome
+from .checks.base import REGISTRY, Check, Deferred, to_result
 from .context import Context
 from .result import Result, Status
 from .stages import STAGES, Stage, stage as stage_of
@@ -39,17 +39,6 @@ def _skip_row(ctx: Context, c: Check, blocked: Sequence[str]) -> Result:
     return Result(c.id, c.stage, Status.SKIP, "skipped: %s %s" % (blocked[0], verb), caused_by=list(blocked))
 
 
-def _to_result(c: Check, o: Outcome, duration: float) -> Result:
-    rid = c.id if not o.item else "%s.%s" % (c.id, o.item)
-    fix = o.fix
-    status = o.status
-    if status in (Status.WARN, Status.FAIL) and not fix:  # a check bug, not the user's problem
-        fix = "(no fix recorded: please report this as a bug in verl-preflight)"
-    return Result(id=rid, stage=c.stage, status=status, message=o.message,
-                  evidence=o.evidence, fix=fix or None,
-                  caused_by=list(o.caused_by), duration_s=duration)
-
-
 def _outcomes(c: Check, fn: Callable[[], Any], t0: float, may_defer: bool) -> Union[List[Result], Deferred]:
     """Call ``fn`` (the check, or a Deferred's finish) and turn what it returns into rows, timed
     from ``t0``; a Deferred is handed back as it is where ``may_defer``."""
@@ -65,7 +54,7 @@ def _outcomes(c: Check, fn: Callable[[], Any], t0: float, may_defer: bool) -> Un
         return out
     dt = time.monotonic() - t0
     outs = [] if out is None else (out if isinstance(out, list) else [out])
-    return [_to_result(c, o, dt) for o in outs]
+    return [to_result(c.id, o, dt) for o in outs]
 
 
 def load_stage(s: Stage) -> List[Check]:

@@ -13,9 +13,10 @@ runs, and asks for the answer when something is gated on it, or at the end of th
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-from ..result import Status
+from ..result import Result, Status
 
-__all__ = ["Outcome", "Deferred", "Check", "check", "REGISTRY", "passed", "warned", "failed", "skipped", "errored"]
+__all__ = ["Outcome", "Deferred", "Check", "check", "REGISTRY", "passed", "warned", "failed", "skipped", "errored",
+           "to_result"]
 
 
 @dataclass
@@ -89,6 +90,19 @@ class Check:
     def stage(self) -> str:
         """The stage name (the id's first part)."""
         return self.id.split(".", 1)[0]
+
+
+def to_result(check_id: str, o: Outcome, duration: float) -> Result:
+    """The report row of outcome ``o`` of check ``check_id`` (``<stage>.<name>``): id ``check_id``
+    or ``check_id.item``, the stage from the id, ``duration`` in seconds. A WARN or FAIL without a
+    fix gets one saying it is a checker bug (every WARN and FAIL names a fix)."""
+    rid = check_id if not o.item else "%s.%s" % (check_id, o.item)
+    fix = o.fix
+    status = o.status
+    if status in (Status.WARN, Status.FAIL) and not fix:  # a check bug, not the user's problem
+        fix = "(no fix recorded: please report this as a bug in verl-preflight)"
+    return Result(id=rid, stage=check_id.split(".", 1)[0], status=status, message=o.message,
+                  evidence=o.evidence, fix=fix or None, caused_by=list(o.caused_by), duration_s=duration)
 
 
 #: stage name -> checks in registration (= run) order.

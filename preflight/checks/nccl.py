@@ -16,6 +16,7 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..hw import visible_devices
 from ..probes.process import collect, spawn_script
 from .base import check, failed, passed, skipped, warned
 
@@ -94,30 +95,12 @@ def busbw(nbytes: int, seconds: float, world: int) -> Tuple[float, float]:
     return alg, alg * 2.0 * (world - 1) / world if world > 1 else 0.0
 
 
-def visible_devices(snap: Dict[str, Any], cvd: Optional[str]) -> List[Dict[str, Any]]:
-    """NVML devices in the order CUDA numbers them under ``CUDA_VISIBLE_DEVICES`` (indices or
-    ``GPU-`` UUIDs, prefixes allowed); every readable device when it is unset."""
-    devs = [d for d in snap.get("devices", []) if not d.get("error")]
-    if cvd is None:
-        return devs
-    out = []
-    for entry in [e.strip() for e in cvd.split(",") if e.strip()]:
-        if entry.isdigit():
-            match = [d for d in devs if d.get("index") == int(entry)]
-        else:
-            match = [d for d in devs if str(d.get("uuid") or "").startswith(entry)]
-        if not match:
-            break  # CUDA stops at the first entry it cannot resolve
-        out.append(match[0])
-    return out
-
-
 def expected_peak(mx, snap: Dict[str, Any], world: int) -> Tuple[Optional[float], str]:
     """Peak per-direction bandwidth in GB/s between the first ``world`` GPUs, from NVML topology
     (NVLink count x per-link speed of the GPU's NVLink generation, else PCIe generation x width),
     and how it was derived. (None, reason) when it cannot be told."""
     data = mx.curated.get("nccl", {})
-    devs = visible_devices(snap, os.environ.get("CUDA_VISIBLE_DEVICES"))[:world]
+    devs = visible_devices(snap.get("devices", []), os.environ.get("CUDA_VISIBLE_DEVICES"))[:world]
     if len(devs) < 2:
         return None, "fewer than 2 GPUs"
     links = [d.get("nvlinks_active") or 0 for d in devs]

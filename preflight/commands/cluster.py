@@ -85,7 +85,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="the zipapp sent to the nodes (default: the one running this)")
     p.add_argument("-v", "--verbose", action="store_true", help="show evidence under every row")
     p.add_argument("overrides", nargs="*", metavar="-- OVERRIDES", help="the launch's overrides, after --")
-    from ..report.render import add_output_options
+    from .output import add_output_options
 
     add_output_options(p, "the cluster report")
 
@@ -172,14 +172,14 @@ def run(args: argparse.Namespace) -> int:
     from .. import cluster as cl
     from .. import matrix as matrix_mod
     from ..probes.process import load_script, run_script
-    from ..report.render import check_outputs, console_stream, emit
+    from .output import check_outputs, console_stream, emit
     from ..stages import STAGE_NAMES
-    from .check import _resolve_python
+    from .stack import resolve_python
 
     check_outputs(args)
     if args.launch and args.overrides:
         raise UsageError("give the launch either as --launch \"...\" or after --, not both")
-    python = _resolve_python(args.python)
+    python = resolve_python(args.python)
     mx = matrix_mod.load()
     if args.verl and mx.verl(args.verl) is None:
         raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (

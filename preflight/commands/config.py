@@ -7,7 +7,6 @@ failures, each with the smallest fix.
 """
 
 import argparse
-import os
 import time
 
 from ..errors import UsageError
@@ -41,7 +40,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="a saved config (YAML or JSON) applied over the defaults, before the overrides")
     p.add_argument("--print", dest="print_all", action="store_true", help="print every config value, not only "
                    "the ones that matter")
-    from ..report.render import add_output_options
+    from .output import add_output_options
 
     add_output_options(p, "the findings")
     p.add_argument("--timeout", type=positive_seconds, default=120.0, metavar="SECONDS",
@@ -57,15 +56,15 @@ def run(args: argparse.Namespace) -> int:
     from .. import matrix as matrix_mod
     from ..checks.config import evaluation, launch_facts
     from ..context import Context, LaunchOptions, Options
-    from ..launch import render
+    from ..report import launch as render
     from ..redact import redact
     from ..report import Report, jsonreport
-    from ..report.render import check_outputs, emit
+    from .output import check_outputs, emit
     from ..runner import run as run_stages
-    from .check import _resolve_python
+    from .stack import resolve_python
 
     check_outputs(args)
-    python = _resolve_python(args.python)
+    python = resolve_python(args.python)
     from ..paths import file_problem
 
     why = file_problem(args.file) if args.file else None

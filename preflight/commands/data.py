@@ -46,7 +46,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="actor_rollout_ref.model.path (a local directory or a cached Hugging Face repo): the first "
                    "rows are rendered through its chat template")
     p.add_argument("--examples", type=non_negative_int, default=3, metavar="N", help="bad rows to show per column (default 3)")
-    from ..report.render import add_output_options
+    from .output import add_output_options
 
     add_output_options(p, "the findings")
     p.add_argument("--timeout", type=positive_seconds, default=300.0, metavar="SECONDS", help="limit for reading (default 300)")
@@ -58,17 +58,16 @@ def run(args: argparse.Namespace) -> int:
 
     from .. import matrix as matrix_mod
     from ..checks.config import outcome_of
-    from ..checks.base import Check
+    from ..checks.base import to_result
     from ..context import Context, Options
-    from ..launch import render
+    from ..report import launch as render
     from ..launch.dataset import NoPyarrow, check_files
     from ..report import Report
-    from ..report.render import check_outputs, emit
-    from ..runner import _to_result
-    from .check import _resolve_python
+    from .output import check_outputs, emit
+    from .stack import resolve_python
 
     check_outputs(args)
-    python = _resolve_python(args.python)
+    python = resolve_python(args.python)
     files, dirs = expand_files(args.files)
     if args.examples < 0 or args.timeout <= 0:
         raise UsageError("--examples must be >= 0 and --timeout > 0")
@@ -87,10 +86,8 @@ def run(args: argparse.Namespace) -> int:
                          "depends on pyarrow)" % (python, exc))
     except RuntimeError as exc:
         raise UsageError(str(exc))
-    chk = Check("data.files", lambda c: None)
-    results = [_to_result(chk, outcome_of(f, f.item), time.time() - t0) for f in found]
-    results += [_to_result(Check("data.smoke", lambda c: None), o, time.time() - t0)
-                for o in _smoke(args, python, files, found, release)]
+    results = [to_result("data.files", outcome_of(f, f.item), time.time() - t0) for f in found]
+    results += [to_result("data.smoke", o, time.time() - t0) for o in _smoke(args, python, files, found, release)]
     tinfo = ctx.target() or {}
 
     def view(rep: Report, console, verbose: bool) -> None:

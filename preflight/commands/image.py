@@ -8,7 +8,7 @@ import shutil
 import subprocess
 
 from ..errors import UsageError
-from .spec import add_stack_options, make_spec
+from .stack import add_stack_options, make_spec
 from ..report.render import print_safe
 
 NAME = "image"
@@ -63,7 +63,7 @@ def prefer_base_python(args: argparse.Namespace, say) -> None:
     import copy
 
     from ..outputs.dockerfile import base_image_for
-    from .spec import resolve_stack
+    from .stack import resolve_stack
 
     mx, res, _, _ = resolve_stack(args)
     if not res.ok:
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(out, "-o")
     prefer_base_python(args, say)
     if args.dry_run:
-        from .spec import dry_run
+        from .stack import dry_run
 
         return dry_run(args, "lock it and write a Dockerfile, the locks and the checker into %s%s" % (
             out, ", then build it" if args.build else ""))

@@ -8,8 +8,11 @@ reports and the next install resumes."""
 import argparse
 import os
 
+from typing import Optional, Sequence
+
 from ..errors import UsageError
-from .spec import add_stack_options, make_spec
+from .argtypes import Parser, refuse_empty
+from .stack import add_stack_options, make_spec
 
 NAME = "install"
 HELP = "create a venv with the resolved, locked stack and check it"
@@ -63,7 +66,7 @@ def satisfied_lock(args: argparse.Namespace, prefix: str, spec_dir: str):
     from ..outputs.install import INCOMPLETE, INSTALLED, lock_digest
     from ..outputs.spec import top_level
     from ..redact import strip_userinfo
-    from .spec import resolve_stack
+    from .stack import resolve_stack
 
     lock = os.path.join(spec_dir, "requirements.lock")
     marker = os.path.join(prefix, INSTALLED)
@@ -129,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                 len(left), os.path.join(wh_dir, "wheelhouse.json"), ", ".join(
                     "%s==%s" % (o["name"], o["version"]) for o in left)))
     if args.dry_run and not args.lock:
-        from .spec import dry_run
+        from .stack import dry_run
 
         return dry_run(args, "lock it into %s.spec, create the venv %s and install the lock with hashes "
                                   "required, then check it" % (prefix.rstrip("/"), prefix))
@@ -182,9 +185,23 @@ def run(args: argparse.Namespace) -> int:
                                  result.tool, result.python))
     if args.no_check:
         return 0
-    from ..cli import main as cli_main
+    return run_checks(result.python, args.check_args, args.backend)
 
-    extra = [a for a in (args.check_args or []) if a != "--"]
-    if args.backend == "none" and "--backend" not in extra:
+
+def run_checks(python: str, check_args: Optional[Sequence[str]], backend: Optional[str]) -> int:
+    """Run ``preflight check`` against the installed ``python`` with the options given after
+    ``--`` (``check_args``; ``--backend none`` added when the install had no backend) through
+    the check command's own parser and run (the runner), not the whole command line; returns
+    its exit code. Raises UsageError for a bad check option."""
+    from . import check
+
+    extra = [a for a in (check_args or []) if a != "--"]
+    if backend == "none" and "--backend" not in extra:
         extra = ["--backend", "none"] + extra
-    return cli_main(["check", "--python", result.python] + extra)
+    argv = ["--python", python] + extra
+    parser = Parser(prog="preflight check", description=check.HELP, epilog=check.EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.register(parser)
+    parsed = parser.parse_args(argv)
+    refuse_empty(parser, parsed, argv)
+    return check.run(parsed)

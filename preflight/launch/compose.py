@@ -37,7 +37,7 @@ from packaging.version import Version
 
 from ..errors import UsageError
 from ..paths import file_problem
-from ..matrix import _read, parse_version
+from ..matrix import parse_version, read_file as _read
 from ..redact import MASK as SECRET_MASK
 from ..redact import add_secret, is_secret_key, redact
 from .overrides import ConfigError, LaunchSpec, Override

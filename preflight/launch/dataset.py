@@ -183,7 +183,7 @@ def default_sources(release: Optional[str]) -> Dict[str, Any]:
 
     from packaging.version import Version
 
-    from ..matrix import _read, parse_version
+    from ..matrix import parse_version, read_file as _read
 
     raw = _read("verl_reward_sources.json", None)
     table = json.loads(raw.decode("utf-8"))["versions"] if raw else {}

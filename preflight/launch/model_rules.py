@@ -18,6 +18,7 @@ import re
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..hw import visible_entries
 from .model import ModelFacts
 
 __all__ = ["token_budgets", "trust_remote_code", "compute_capability", "lora_modules", "host_memory",
@@ -386,13 +387,7 @@ def count_visible(cvd: str) -> int:
     """GPUs a CUDA_VISIBLE_DEVICES value names, counted the way CUDA reads it without knowing
     the devices: entries up to the first invalid one (``-1`` or a non-index/UUID), duplicates
     once."""
-    seen: List[str] = []
-    for tok in [t.strip() for t in cvd.split(",")]:
-        if not tok or tok.startswith("-") or not (tok.isdigit() or tok.startswith(("GPU-", "MIG-"))):
-            break
-        if tok not in seen:
-            seen.append(tok)
-    return len(seen)
+    return len(visible_entries(cvd))
 
 
 def launch_gpus(x: Any, v: Any, launch_env: Dict[str, str]) -> bool:

@@ -29,7 +29,7 @@ try:  # Python >= 3.11
 except ImportError:  # pragma: no cover - exercised on 3.8-3.10
     import tomli as _toml  # type: ignore[no-redef]
 
-__all__ = ["Matrix", "MatrixError", "AnySpec", "load", "parse_version"]
+__all__ = ["Matrix", "MatrixError", "AnySpec", "load", "parse_version", "read_file"]
 
 CURATED = ("meta", "host", "gpus", "cuda", "torch", "verl", "known_bad", "modules", "signatures", "env", "nccl", "vllm",
            "sglang", "flash_attn", "images", "wheels", "base_images", "bounds")
@@ -78,7 +78,7 @@ def _default_dirs() -> List[str]:
     return [os.path.join(pkg, "_matrices"), os.path.join(os.path.dirname(pkg), "matrices")]
 
 
-def _read(rel: str, directory: Optional[str]) -> Optional[bytes]:
+def read_file(rel: str, directory: Optional[str]) -> Optional[bytes]:
     """Bytes of ``rel`` under the matrix directory: a given directory, the copy inside the
     zipapp (``preflight/_matrices``), or the source checkout's ``matrices/``."""
     if directory:
@@ -445,7 +445,7 @@ def load(directory: Optional[str] = None) -> Matrix:
         return _CACHE[key]
     curated: Dict[str, Dict[str, Any]] = {}
     for stem in CURATED:
-        raw = _read(stem + ".toml", directory)
+        raw = read_file(stem + ".toml", directory)
         if raw is None:
             raise MatrixError("matrix file %s.toml not found (in %s); rebuild the zipapp or restore "
                               "matrices/ from the repository" % (stem, directory or "the package"))
@@ -456,7 +456,7 @@ def load(directory: Optional[str] = None) -> Matrix:
                               "from the repository" % (stem, exc))
     metadata: Dict[str, Dict[str, Dict[str, Any]]] = {}
     for pkg in GENERATED:
-        raw = _read(os.path.join("metadata", pkg + ".json"), directory)
+        raw = read_file(os.path.join("metadata", pkg + ".json"), directory)
         if raw is None:
             metadata[pkg] = {}
             continue

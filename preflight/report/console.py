@@ -20,7 +20,7 @@ from rich.text import Text
 from ..result import Result, Status
 from ..stages import stage
 from . import Report
-from .render import escape_controls
+from .text import escape_controls
 
 __all__ = ["render", "next_steps", "LiveProgress", "STYLE", "SafeConsole"]
 

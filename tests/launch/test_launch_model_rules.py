@@ -510,7 +510,7 @@ def test_values_table_after_a_failed_composition_shows_defaults():
     as an override."""
     from rich.console import Console
 
-    from preflight.launch.render import values_table
+    from preflight.report.launch import values_table
 
     c = compose_stored(parse_launch(["python3", "-m", "verl.trainer.main_ppo", "data.train_batch_size=32",
                                      "actor_rollout_ref.actor.fsdp_config.grad_offload=False",

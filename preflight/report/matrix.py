@@ -5,11 +5,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from ..report.console import SafeConsole as Console
+from .console import SafeConsole as Console
 from rich.table import Table
 from rich.text import Text
 
-from . import Matrix, requirements_for_extras
+from ..matrix import Matrix, requirements_for_extras
 
 __all__ = ["show", "release_block", "extra_pins"]
 
