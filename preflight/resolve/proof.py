@@ -19,7 +19,7 @@ def backend_owns(run: Run, bv: str, no_wheel: List[str]) -> bool:
     comes from verl, a bound or elsewhere (then the Python or platform is the obstacle)."""
     if not no_wheel:
         return True  # a conflict without a named package: another release may resolve
-    reqs = {canonicalize_name(r.name) for r in requirements_of(run.mx, run.backend, bv, [], run.minors[-1]) if r.specifier}
+    reqs = {canonicalize_name(r.name) for r in requirements_of(run.mx, run.backend, bv, [], run.minors[-1], run.arch) if r.specifier}
     return all(canonicalize_name(re.split(r"[<>=!~ \[]", n)[0]) in reqs for n in no_wheel)
 
 
@@ -29,7 +29,7 @@ def prove(run: Run, res: Resolution) -> None:
     a violated rule is a problem; a missing proof is a warning (the stack is unproven)."""
     from .. import proofs
 
-    p = proofs.lookup(res.requirements, res.python or "", res.extra_index_urls)
+    p = proofs.lookup(res.requirements, res.python or "", res.extra_index_urls, arch=run.arch)
     res.proof = {k: v for k, v in p.items() if k != "installed"}
     if p["status"] == "failed":
         builds = p.get("no_wheel") or p.get("source_builds") or []
