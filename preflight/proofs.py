@@ -98,8 +98,8 @@ def load_index(directory: Optional[str] = None) -> Dict[str, Any]:
 
 def torch_index_reason(extra_index_urls: Sequence[str]) -> str:
     """Why a set needing ``extra_index_urls`` (download.pytorch.org for a ``+cu126`` torch) is unproven."""
-    return ("unproven here (needs the PyTorch index: %s): a +cuXYZ torch has a local version that only "
-            "download.pytorch.org serves, and the recorder reaches PyPI only" % ", ".join(extra_index_urls))
+    return ("needs the PyTorch index (%s), not reachable here: a +cuXYZ torch has a local version only "
+            "download.pytorch.org serves, and proofs are made against PyPI" % ", ".join(extra_index_urls))
 
 
 def lookup(requirements: Sequence[str], python: str, extra_index_urls: Sequence[str] = (),

@@ -15,7 +15,6 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..hw import driver_tuple
 from ..matrix import Matrix
 from .cuda import driver_text, torch_variants
 from .model import Resolution
@@ -79,7 +78,8 @@ def resolve_core(run: Run, default: Resolution, arch_note: List[str]) -> Resolut
                 why.append("no CUDA variant of torch %s runs here (%s)" % (t, ", ".join(
                     "%s: %s" % (v["variant"], "+".join(v["fails"])) for v in torch_variants(run, t, None))))
                 continue
-            best = variants[0]
+            same = [v for v in variants if t == default.torch and v["variant"] == default.variant]
+            best = (same or variants)[0]  # the default stack's build when it runs here: one torch for both
             _fill_core(run, res, t, py, best)
             if t != default.torch and default.torch:
                 res.notes.append("torch %s, not the %s stack's %s: %s" % (
@@ -103,8 +103,6 @@ def _fill_core(run: Run, res: Resolution, t: str, py: str, best: Dict[str, Any])
     cite({"citations": res.citations}, "torch", t, "verl core / default stack torch", "metadata/torch.json", "V")
     cite({"citations": res.citations}, "torch variant", best["variant"], "torch.toml variants.%s" % best["variant"],
          best["row"].get("source", ""), best["row"].get("confidence", "V"))
-    if run.driver and drv["native"] and driver_tuple(run.driver) < driver_tuple(res.min_driver or "0.0"):
-        res.warnings.append("driver %s is below CUDA %s's native minimum %s" % (run.driver, best["cuda"], drv["native"]))
     res.requirements = core_lines(run, res)
     res.extra_index_urls = [] if best["pypi"] else [best["index"]]
 

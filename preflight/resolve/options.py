@@ -111,8 +111,10 @@ def caveat(r: Resolution) -> str:
         bits.append("through minor-version compatibility")
     if r.confidence != "V":
         bits.append("rests on %s rows" % WORD[r.confidence])
-    if r.proof and r.proof.get("status") != "proven":
-        bits.append("not proven to install: %s" % r.proof.get("status"))
+    if r.verdict == "unproven":
+        why = str((r.proof or {}).get("reason") or "")
+        bits.append("unproven%s" % (" here: needs the PyTorch index" if "PyTorch index" in why else
+                                    ": no recorded proof of its install line"))
     return " (%s)" % ", ".join(bits) if bits else ""
 
 
