@@ -163,7 +163,7 @@ def evaluation(ctx: Any) -> Dict[str, Any]:
 
 def outcome_of(f: Finding, item: Optional[str] = None) -> Outcome:
     """A rule finding as a check outcome (item: ``item``, else the finding's id)."""
-    from ..launch.rules import override_line
+    from ..launch.overrides import override_line
 
     ev = dict(f.evidence)
     ev.update({"verl_check": f.check, "verl_where": f.where, "verl_stops": f.stops, "silent": f.silent})
@@ -366,7 +366,7 @@ def megatron_check(ctx: Any) -> Outcome:
     """strategy=megatron (actor or critic): megatron-core is installed in the target, at least the
     release's documented version, and the modules verl's Megatron workers import load
     (failure_cases #14, #15). FSDP launches are never asked for Megatron."""
-    from ..launch.megatron import megatron_outcome
+    from .megatron import megatron_outcome
 
     why = not_ppo_reason(ctx, short=True)
     if why:
