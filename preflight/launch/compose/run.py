@@ -24,7 +24,8 @@ def _args(spec: LaunchSpec, file: Optional[str], config_dir: Optional[str]) -> D
             "file": os.path.abspath(file) if file else None, "overrides": spec.override_texts, "resolve": True}
 
 
-def _config_dir(spec: LaunchSpec) -> Optional[str]:
+def config_dir(spec: LaunchSpec) -> Optional[str]:
+    """The launch's --config-path as an absolute directory (relative to its script), or None."""
     if not spec.config_path:
         return None
     cp = os.path.expanduser(spec.config_path)
@@ -118,7 +119,7 @@ def compose_stored(spec: LaunchSpec, file: Optional[str] = None, release: Option
         _check_user_file(file)
     pick, notes = stored_release(release, name)
     tree = stored_tree(pick)
-    args = _args(spec, file, _config_dir(spec))
+    args = _args(spec, file, config_dir(spec))
     if args["config_dir"] and not os.path.isabs(args["config_dir"]):
         args["config_dir"] = os.path.join(os.path.dirname(tree), args["config_dir"])
     args.update({"stored_dir": tree, "stored_version": pick, "sys_path": hydra_path()})
@@ -206,7 +207,7 @@ def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: 
     if file:
         _check_user_file(file)
     env = dict(spec.env)
-    out = run_script(python, "verl_compose", _args(spec, file, _config_dir(spec)), timeout=timeout, env=env)
+    out = run_script(python, "verl_compose", _args(spec, file, config_dir(spec)), timeout=timeout, env=env)
     notes = list(spec.notes)
     if spec.entry and ep is None:
         notes.append("entry point %s is not one of verl's: composed with %s, the config of "
