@@ -4,6 +4,10 @@
 # are built once into ~/.cache/verl-preflight/test-envs and reused.
 # Extra arguments go to pytest, e.g. ./test.sh -m "not realenv" for a quick run; ruff and mypy run first
 # when there are none (LINT=1 or LINT=0 to choose).
+# The whole suite (no arguments: what .ci/run runs) is spread over one pytest-xdist worker per core
+# (--dist loadgroup: the tests sharing a module fixture stay on one worker, tests/conftest.py);
+# with arguments it runs in one process unless TEST_WORKERS says otherwise (TEST_WORKERS=2, =auto).
+# The 25 slowest tests are listed at the end.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY="${PYTHON:-python3}"
@@ -22,7 +26,10 @@ if [ "${LINT:-$([ "$#" -eq 0 ] && echo 1 || echo 0)}" = 1 ]; then
   .venv/bin/mypy || { echo "test.sh: mypy found problems (see above)" >&2; exit 1; }
 fi
 set +e
-.venv/bin/python -m pytest -q -rs "$@"
+workers="${TEST_WORKERS:-$([ "$#" -eq 0 ] && echo auto || echo 0)}"
+par=()
+[ "$workers" = 0 ] || par=(-n "$workers" --dist loadgroup)
+.venv/bin/python -m pytest -q -rs --durations=25 ${par[@]+"${par[@]}"} "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -8,7 +8,8 @@ trainer.nnodes), ``given`` (compose even with no overrides: verl's defaults).
 
 Rows: ``config.compose`` (the effective config), ``config.batch`` (the batch pipeline),
 ``config.rules.<rule>[.<role>]`` (verl's rules and the known silent failures, see
-:mod:`preflight.launch.rules`) and ``config.data.<file>.<column>`` (the datasets in
+:mod:`preflight.launch.rules`), ``config.verl.*`` (verl's own start-up run dry in the target, when
+it has verl: :mod:`preflight.checks.verl_startup`) and ``config.data.<file>.<column>`` (the datasets in
 data.train_files / data.val_files that exist on this machine).
 """
 
@@ -163,7 +164,7 @@ def evaluation(ctx: Context) -> Dict[str, Any]:
 
 def outcome_of(f: Finding, item: Optional[str] = None) -> Outcome:
     """A rule finding as a check outcome (item: ``item``, else the finding's id)."""
-    from ..launch.rules import override_line
+    from ..launch.overrides import override_line
 
     ev = dict(f.evidence)
     ev.update({"verl_check": f.check, "verl_where": f.where, "verl_stops": f.stops, "silent": f.silent})
@@ -256,7 +257,22 @@ def rules_check(ctx: Context) -> List[Outcome]:
     if why:
         return [skipped(why)]
     ev = evaluation(ctx)
+    from .verl_startup import recheck_fix
+
+    recheck_fix(ctx, launch_facts(ctx), ev["findings"])  # a fix verl's own start-up rejects is never printed
     return [outcome_of(f) for f in ev["findings"] if f.rule != "config_values"]
+
+
+@check("config.verl", needs=("config.compose",))
+def verl_check(ctx: Context) -> List[Outcome]:
+    """verl's own start-up, dry in the target (:mod:`preflight.checks.verl_startup`): its verdict,
+    what it did silently, the reward function on a few rows, and where the rules disagree."""
+    from .verl_startup import startup_rows
+
+    why = not_ppo_reason(ctx, short=True)
+    if why:
+        return [skipped(why, item="startup")]
+    return startup_rows(ctx, launch_facts(ctx), evaluation(ctx)["findings"])
 
 
 def _data_files(value: Any) -> List[str]:
@@ -366,7 +382,7 @@ def megatron_check(ctx: Context) -> Outcome:
     """strategy=megatron (actor or critic): megatron-core is installed in the target, at least the
     release's documented version, and the modules verl's Megatron workers import load
     (failure_cases #14, #15). FSDP launches are never asked for Megatron."""
-    from ..launch.megatron import megatron_outcome
+    from .megatron import megatron_outcome
 
     why = not_ppo_reason(ctx, short=True)
     if why:

@@ -60,6 +60,9 @@ def add_stack_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", metavar="X.Y", default=None, help="CPython minor of the environment, e.g. 3.12")
     p.add_argument("--backend-build", metavar="cuXYZ", default=None,
                    help="a published CUDA build of the backend instead of its PyPI wheel, e.g. cu129")
+    p.add_argument("--arch", choices=("x86_64", "aarch64"), default=None,
+                   help="machine architecture (Linux) of the environment (default: this machine's, or the one a "
+                        "given --gpu implies)")
     p.add_argument("--no-probe", action="store_true", help="do not read this machine's GPUs (NVML)")
     p.add_argument("--torch", metavar="VERSION", default=None,
                    help="pin torch to this release instead of the resolved one (torchvision/torchaudio follow)")
@@ -102,6 +105,17 @@ def machine_facts(args: argparse.Namespace) -> Tuple[Dict[str, Any], List[str]]:
                                                 if len(names) > 1 else ""))
         else:
             how.append("GPU unknown: compute capability not checked")
+    arch = getattr(args, "arch", None)
+    if arch is None and not args.no_probe and args.gpu is None and args.cc is None:
+        import platform
+
+        arch = {"arm64": "aarch64", "amd64": "x86_64"}.get(platform.machine().lower(), platform.machine().lower())
+        if arch in ("x86_64", "aarch64"):
+            how.append("architecture %s (this machine, platform.machine())" % arch)
+        else:
+            how.append("architecture %s (this machine) is not x86_64 or aarch64: resolved for x86_64" % arch)
+            arch = None
+    kw["arch"] = arch
     if args.python is None:
         kw["prefer_python"] = "%d.%d" % sys.version_info[:2]
         how.append("Python %s preferred (the interpreter running this; pass --python to require one)"
@@ -116,9 +130,14 @@ def resolve_args(mx, verl: str, args: argparse.Namespace):
 
     kw, how = machine_facts(args)
     try:
-        return resolve(mx, verl, backend=args.backend, backend_build=getattr(args, "backend_build", None), **kw), how
+        res = resolve(mx, verl, backend=args.backend, backend_build=getattr(args, "backend_build", None), **kw)
     except ResolveError as exc:
         raise UsageError(str(exc))
+    if getattr(args, "prove", False):
+        from ..resolve.proof import prove_now
+
+        how.append(prove_now(mx, res, float(getattr(args, "prove_timeout", 180.0))))
+    return res, how
 
 
 def resolve_stack(args: argparse.Namespace) -> Tuple[Any, Any, List[str], Any]:
@@ -132,12 +151,7 @@ def resolve_stack(args: argparse.Namespace) -> Tuple[Any, Any, List[str], Any]:
     if args.torch and mx.torch_series(args.torch) is None:
         raise UsageError("--torch %s: not a torch release in the matrix" % args.torch)
     no_backend = args.backend == "none"
-    if no_backend:  # resolved as the default backend's stack; only verl's core extra is installed
-        import copy
-
-        args = copy.copy(args)
-        args.backend = None
-    res, how = resolve_args(mx, verl, args)
+    res, how = resolve_args(mx, verl, args)  # --backend none: verl's core, its torch and the bounds
     opts = SpecOptions(torch=args.torch, torch_index=args.torch_index, no_backend=no_backend)
     return mx, res, how, opts
 
@@ -178,6 +192,30 @@ def dry_run(args: argparse.Namespace, what: str) -> int:
     return 0
 
 
+def prove_spec(spec, res) -> str:
+    """Record in ``spec.stack["proof"]`` how the spec's install line was proven live, and return
+    the line to print. On x86_64 the lock is that proof (pip or uv resolved exactly these
+    top-level lines for the target Python just now); on aarch64 the lock's wheels are x86_64
+    ones, so pip's resolver runs again for aarch64 (preflight.proofs.prove_live, bounded).
+    Raises UsageError when pip's resolver refuses the line."""
+    from ..proofs import prove_live
+
+    if getattr(res, "arch", "x86_64") == "x86_64":
+        p = {"status": "proven", "live": True, "resolver": spec.lock.mode, "python": res.python, "arch": "x86_64",
+             "packages": len(spec.lock.packages)}
+    else:
+        p = prove_live(spec.requirements, res.python or "", res.arch, spec.stack.get("extra_index_urls") or [],
+                       timeout=180.0)
+        p = {k: v for k, v in p.items() if k not in ("report", "installed", "output_tail")}
+    spec.stack["proof"] = p
+    if p["status"] == "proven":
+        return "proof: works: %s resolved the install line for CPython %s on Linux %s" % (
+            p.get("resolver"), res.python, p["arch"])
+    if p["status"] == "failed":
+        raise UsageError("the install line does not install on Linux %s: %s" % (res.arch, (p.get("error") or "")[-300:]))
+    return "proof: unproven on Linux %s: %s" % (res.arch, p.get("reason"))
+
+
 def make_spec(args: argparse.Namespace, out_dir: str, say, option: str = "-o",
               more_files: Tuple[str, ...] = ()) -> Tuple[Any, Any, Any, List[str]]:
     """Resolve, lock and write the spec into ``out_dir``; returns (matrix, resolution, spec, paths).
@@ -202,6 +240,7 @@ def make_spec(args: argparse.Namespace, out_dir: str, say, option: str = "-o",
         "no rollout backend" if opts.no_backend else "%s %s" % (res.backend, res.backend_version))))
     say("locking the complete set with %s (metadata only) ..." % ("uv" if find_uv() else "pip"))
     spec = build_spec(mx, res, opts)
+    say(prove_spec(spec, res))
     if spec.index_credentials:
         say("note: the user name and password of %s are used for this run only; requirements.lock and "
             "environment.json name the index without them: %s" % (

@@ -16,6 +16,7 @@ changed key follow it, as OmegaConf would resolve them):
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .interpolation import reference_of
+from .overrides import format_value, or_list, override_line
 
 __all__ = ["overlay", "verify", "group", "fix_line"]
 
@@ -83,10 +84,8 @@ def _works(run: Runner, get: Get, raw: Optional[Get], f: Any, alt: Dict[str, Any
 
 
 def _text(f: Any, alts: List[Dict[str, Any]]) -> Optional[str]:
-    from .rules import _fmt, _or, override_line
-
     if f.fix_key and all(list(a) == [f.fix_key] for a in alts):
-        return "set %s to %s%s" % (f.fix_key, _or([_fmt(a[f.fix_key]) for a in alts]), f.fix_tail)
+        return "set %s to %s%s" % (f.fix_key, or_list([format_value(a[f.fix_key]) for a in alts]), f.fix_tail)
     return "set " + " or ".join(override_line(a) for a in alts)
 
 

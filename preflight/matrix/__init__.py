@@ -31,7 +31,7 @@ try:  # Python >= 3.11
 except ImportError:  # pragma: no cover - exercised on 3.8-3.10
     import tomli as _toml  # type: ignore[no-redef]
 
-__all__ = ["Matrix", "MatrixError", "UnknownRelease", "AnySpec", "load", "parse_version", "read_file"]
+__all__ = ["Matrix", "MatrixError", "UnknownRelease", "AnySpec", "load", "parse_version", "read_file", "read_data"]
 
 CURATED = ("meta", "host", "gpus", "cuda", "torch", "verl", "known_bad", "modules", "signatures", "env", "nccl", "vllm",
            "sglang", "flash_attn", "images", "wheels", "base_images", "bounds")
@@ -107,6 +107,14 @@ def read_file(rel: str, directory: Optional[str]) -> Optional[bytes]:
             except OSError:
                 continue
     return None
+
+
+def read_data(rel: str, directory: Optional[str] = None) -> Optional[bytes]:
+    """Bytes of the matrix data file ``rel`` (a ``/``-separated path under ``matrices/``, e.g.
+    ``verl_rules.toml`` or ``verl_config/0.9.1.json``), from ``directory`` when given, else the
+    zipapp's copy or the checkout's; None when the file is absent. Raises OSError only for a
+    ``directory`` file that exists but cannot be read."""
+    return read_file(os.path.join(*rel.split("/")), directory)
 
 
 class Matrix:
