@@ -4,9 +4,10 @@
 # are built once into ~/.cache/verl-preflight/test-envs and reused.
 # Extra arguments go to pytest, e.g. ./test.sh -m "not realenv" for a quick run; ruff and mypy run first
 # when there are none (LINT=1 or LINT=0 to choose).
-# The whole suite (no arguments: what .ci/run runs) is spread over one pytest-xdist worker per core
-# (--dist loadgroup: the tests sharing a module fixture stay on one worker, tests/conftest.py);
-# with arguments it runs in one process unless TEST_WORKERS says otherwise (TEST_WORKERS=2, =auto).
+# The whole suite (no arguments: what .ci/run runs) is spread over pytest-xdist workers, two per core
+# (at most 8): most tests wait on a subprocess, a deadline or pip, and a second worker per core fills
+# that time (--dist loadgroup: the tests sharing a module fixture stay on one worker, tests/conftest.py).
+# With arguments it runs in one process unless TEST_WORKERS says otherwise (TEST_WORKERS=2, =auto).
 # The 25 slowest tests are listed at the end.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -26,7 +27,8 @@ if [ "${LINT:-$([ "$#" -eq 0 ] && echo 1 || echo 0)}" = 1 ]; then
   .venv/bin/mypy || { echo "test.sh: mypy found problems (see above)" >&2; exit 1; }
 fi
 set +e
-workers="${TEST_WORKERS:-$([ "$#" -eq 0 ] && echo auto || echo 0)}"
+all=$(( $(nproc) * 2 > 8 ? 8 : $(nproc) * 2 ))
+workers="${TEST_WORKERS:-$([ "$#" -eq 0 ] && echo "$all" || echo 0)}"
 par=()
 [ "$workers" = 0 ] || par=(-n "$workers" --dist loadgroup)
 .venv/bin/python -m pytest -q -rs --durations=25 ${par[@]+"${par[@]}"} "$@"
