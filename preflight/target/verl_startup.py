@@ -54,6 +54,7 @@ def _frame_info(tb, verl_root):
     frames = traceback.extract_tb(tb)
     site = os.path.dirname(verl_root)
     out = []
+    frames = [f for f in frames if f.filename != "<string>"]  # this script's own frames
     for fr in frames[-8:]:
         fn = fr.filename
         rel = os.path.relpath(fn, site) if fn.startswith(site + os.sep) else fn
@@ -69,7 +70,11 @@ def _frame_info(tb, verl_root):
 def _error(exc, verl_root, step=None):
     frames, vf = _frame_info(exc.__traceback__, verl_root)
     last = frames[-1] if frames else {}
-    return {"step": step or _STEP["name"], "kind": type(exc).__name__, "message": str(exc).strip()[:3000],
+    msg = str(exc).strip()
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and str(cause).strip() and str(cause).strip() not in msg:
+        msg += " (caused by %s: %s)" % (type(cause).__name__, str(cause).strip().splitlines()[0][:500])
+    return {"step": step or _STEP["name"], "kind": type(exc).__name__, "message": msg[:3000],
             "file": last.get("file"), "line": last.get("line"), "function": last.get("function"),
             "frames": frames, "verl_frame": vf}
 

@@ -167,7 +167,8 @@ def _hint(err: Dict[str, Any], spec: LaunchSpec, release: Optional[str], tree: D
         key = m.group(1)
         text = next((o.text for o in spec.overrides if o.key == key), key)
         why, fix = key_fix(key, release, name, tree, fields, text)
-        first, kind = "%s (%s)" % (first, why), "override_missing"
+        first = "%s (%s)" % (first, why)
+        kind = "key_not_in_release" if "(it came in verl " in why else "override_missing"
     elif "Could not append to config. An item is already at" in msg:
         fix, kind = "drop the '+' (an existing key is set with key=value) or use '++'", "append_existing"
     elif "Could not delete from config" in msg:
