@@ -420,9 +420,28 @@ def main():
         _STEP["name"] = "TaskRunner.run"
         runner.run(config)
     mod.run_ppo = dry_run_ppo
+    batch = ARGS.get("batch")
+    if batch is None:
+        _one(fn, cfg_dir, ARGS.get("overrides") or [], state, verl_root, buf, real_out, real_err)
+        return
+    for i, ovs in enumerate(batch):  # several launches, verl imported once: events follow their "case"
+        emit("case", i=i)
+        buf.seek(0)
+        buf.truncate()
+        try:
+            _one(fn, cfg_dir, ovs, state, verl_root, buf, real_out, real_err)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # the dry run itself failed on this case: named, the next one runs
+            emit("error", **_error(exc, verl_root, "preflight dry run"))
+
+
+def _one(fn, cfg_dir, overrides, state, verl_root, buf, real_out, real_err):
+    """One launch through verl's main (events as documented above)."""
+    state["runner"] = None
     try:
         cfg = _compose(cfg_dir, ARGS.get("config_dir"), ARGS.get("config_name") or "ppo_trainer",
-                       ARGS.get("overrides") or [])
+                       overrides)
     except Exception as exc:
         emit("error", **_error(exc, verl_root, "compose"))
         return
@@ -465,6 +484,7 @@ def main():
         _reward(trainer, cfg, verl_root, int(ARGS.get("score_rows", 4)))
     finally:
         sys.stdout, sys.stderr = real_out, real_err
+
 
 
 if __name__ == "__main__":
