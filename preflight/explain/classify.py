@@ -126,6 +126,8 @@ def _facts(row: Dict[str, Any], matrix: Any, groups: Dict[str, str]) -> List[str
     return out
 
 
+#: a text this short with no exception line is a pasted message: each of its lines is classified
+_PASTE_LINES = 50
 _DRIVER_CODE = re.compile(r"too old \(found version (\d{4,6})\)")
 
 
@@ -148,6 +150,21 @@ def explain_text(text: str, matrix: Any) -> Explanation:
                       "level": e.level})
         if w is None and c is not None:
             classified.append((e, c[0], c[1]))
+    if not classified and len(text.splitlines()) <= _PASTE_LINES:
+        # a pasted message without its traceback: every line may carry the error text
+        for idx, line in enumerate(text.splitlines()):
+            if not line.strip():
+                continue
+            e = Event("line", line.strip(), lineno=idx + 1)
+            if _wrapper(e, wrappers):
+                continue
+            c = _classify(e, rows, matrix)
+            if c is not None:
+                classified.append((e, c[0], c[1]))
+                chain.append({"line": e.lineno, "text": e.headline[:300], "wrapper": None, "id": c[0]["id"],
+                              "level": e.level})
+                events.append(e)
+                break
     pick = next((x for x in classified if x[0].level != "warning"), None) or (classified[0] if classified else None)
     if pick is None:
         real = [e for e, link in zip(events, chain) if not link["wrapper"] and e.kind == "exception"]
