@@ -402,7 +402,8 @@ def facts_check(ctx: Any) -> List[Outcome]:
     paths = _data_files(comp.get("data.train_files")) + _data_files(comp.get("data.val_files"))
     local = sorted({os.path.expanduser(p) for p in paths if os.path.isfile(os.path.expanduser(p))})
     found = gather(ctx.options.python, comp.get, rules_release(ctx, comp), dict(comp.env), wrapper,
-                   evaluation(ctx).get("model"), local, timeout=min(ctx.options.timeout, 120))
+                   evaluation(ctx).get("model"), local, timeout=min(ctx.options.timeout, 120),
+                   verl_target=comp.method == "hydra")
     out = [outcome_of(f) for f in found]
     if wrapper.kind:
         out.insert(0, passed("launcher %s: read %s; ignored %s%s" % (

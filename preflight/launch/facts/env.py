@@ -73,8 +73,9 @@ def _backend(env: Dict[str, str], facts: Dict[str, Any], get: Any) -> List[Findi
     if v.get("reads_attention_env") is False:
         return [Finding("env", "warn", "VLLM_ATTENTION_BACKEND=%s is not read by the installed vLLM %s (its envs.py "
                         "does not list it): the setting does nothing" % (value, v["version"]),
-                        "drop VLLM_ATTENTION_BACKEND and choose the backend through the engine's attention_config "
-                        "(actor_rollout_ref.rollout.engine_kwargs.vllm.attention_backend=NAME)",
+                        "drop VLLM_ATTENTION_BACKEND and give the engine argument instead: "
+                        "+actor_rollout_ref.rollout.engine_kwargs.vllm.attention_backend=NAME (one of %s)" % ", ".join(
+                            (v.get("backends") or [])[:12] or ["the installed vLLM's names"]),
                         item="vllm_attention_backend", evidence=ev)]
     names = v.get("backends") or []
     if not names:
