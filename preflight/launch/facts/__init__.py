@@ -44,7 +44,8 @@ def load_facts() -> Dict[str, Any]:
 
 
 def gather(python: str, get: Any, release: Optional[str], launch_env: Dict[str, str], wrapper: Any,
-           model: Any, data_files: List[str], timeout: float = 60.0, verl_target: bool = True) -> List[Any]:
+           model: Any, data_files: List[str], timeout: float = 60.0, verl_target: bool = True,
+           overridden: Any = ()) -> List[Any]:
     """Every fact of this launch as Findings (pass, warn, fail or skip rows).
 
     ``get(key, default)`` reads the composed config; ``launch_env`` holds the VAR=value words of
@@ -52,7 +53,8 @@ def gather(python: str, get: Any, release: Optional[str], launch_env: Dict[str, 
     :class:`preflight.launch.model.ModelFacts` (or None); ``data_files`` the local dataset files.
     The target ``python`` is run once (``preflight/target/launch_facts.py``) with ``timeout``;
     ``verl_target`` False (the target has no verl: the launch was composed from stored defaults)
-    leaves out the rows that judge the target's packages (a logger package not installed).
+    leaves out the rows that judge the target's packages (a logger package not installed);
+    ``overridden``: the keys the launch sets (a logger the launch names is held to a FAIL).
     """
     from . import datafacts, env, launcher, loggers, parallel, probe, raytmp
 
@@ -62,7 +64,8 @@ def gather(python: str, get: Any, release: Optional[str], launch_env: Dict[str, 
     out: List[Any] = launcher.check(wrapper, facts)
     out += env.check(get, job_env, wrapper, facts)
     out += raytmp.check(get, job_env, wrapper, facts)
-    out += loggers.check(get, names, job_env, wrapper, facts if verl_target else {}, release)
-    out += parallel.check(get, model, release, wrapper)
+    out += loggers.check(get, names, job_env, wrapper, facts if verl_target else {}, release,
+                         explicit="trainer.logger" in set(overridden))
+    out += parallel.check(get, model, release, wrapper, facts, bool(data_files))
     out += datafacts.check(get, facts, data_files, model)
     return out

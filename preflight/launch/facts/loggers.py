@@ -165,8 +165,10 @@ def _tensorboard(env: Dict[str, str], get: Any, cwd: str) -> Finding:
 
 
 def check(get: Any, names: List[str], env: Dict[str, str], wrapper: Any, facts: Dict[str, Any],
-          release: Optional[str]) -> List[Finding]:
-    """One ``logger.<name>`` row per back-end of trainer.logger (console and file need nothing)."""
+          release: Optional[str], explicit: bool = True) -> List[Finding]:
+    """One ``logger.<name>`` row per back-end of trainer.logger (console and file need nothing).
+    ``explicit`` False (trainer.logger is the config's default, not set by the launch): a missing
+    credential is a WARN, since the job's own environment may carry it."""
     installed = (facts.get("loggers") or {}).get("installed") or {}
     cwd = (wrapper.working_dir if wrapper is not None and wrapper.working_dir else None) or os.getcwd()
     out: List[Finding] = []
@@ -182,10 +184,12 @@ def check(get: Any, names: List[str], env: Dict[str, str], wrapper: Any, facts: 
                                "trainer.logger" % (_PACKAGE[n], n), item=n, evidence={"package": _PACKAGE[n]},
                                stops="ModuleNotFoundError in Tracking.__init__ when the trainer starts"))
             continue
-        if n == "wandb":
-            out.append(_wandb(env, wrapper))
-        elif n == "swanlab":
-            out.append(_swanlab(env, wrapper))
+        if n in ("wandb", "swanlab"):
+            f = _wandb(env, wrapper) if n == "wandb" else _swanlab(env, wrapper)
+            if f.status == "fail" and not explicit:
+                f.status = "warn"
+                f.message += " (trainer.logger is the config's default here)"
+            out.append(f)
         elif n == "mlflow":
             out.append(_mlflow(env, release, cwd))
         elif n == "tensorboard":

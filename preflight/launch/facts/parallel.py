@@ -143,9 +143,81 @@ def _features(get: Any, release: Optional[str]) -> List[Finding]:
     return out
 
 
-def check(get: Any, model: Any, release: Optional[str], wrapper: Any) -> List[Finding]:
+def _rollout_release_rows(get: Any, release: Optional[str], facts: Dict[str, Any]) -> List[Finding]:
+    """Per-release rollout and reward facts: lora_rank passed to vLLM as is (0.6.0), chunked
+    prefill vs max_num_batched_tokens (< 0.7), the prime reward manager with a custom reward (< 0.6)."""
+    from . import load_facts
+
+    out: List[Finding] = []
+    vllm = str(get("actor_rollout_ref.rollout.name", "") or "") == "vllm"
+    rank = _i(get("actor_rollout_ref.model.lora_rank", 0)) or 0
+    if vllm and rank > 0:
+        v = facts.get("vllm") or {}
+        ranks, src = (v["lora_ranks"], "the installed vLLM %s (%s)" % (v.get("version"), v.get("lora_ranks_source"))) \
+            if v.get("lora_ranks") else (load_facts()["vllm"]["lora_ranks"], load_facts()["vllm"]["lora_ranks_source"])
+        f = _feature("lora_rank_passed_through", release)
+        up = [r for r in ranks if r >= rank]
+        if rank > max(ranks):
+            out.append(Finding("feature", "fail", "actor_rollout_ref.model.lora_rank=%d is above the largest "
+                               "max_lora_rank vLLM accepts (%d; %s)" % (rank, max(ranks), src),
+                               "set actor_rollout_ref.model.lora_rank <= %d" % max(ranks), item="lora_rank",
+                               evidence={"ranks": ranks, "source": src}))
+        elif f is not None and rank not in ranks:
+            out.append(Finding("feature", "fail", "verl %s passes lora_rank %d to vLLM as max_lora_rank, and vLLM "
+                               "accepts only %s (%s)" % (release, rank, ", ".join(str(r) for r in ranks), src),
+                               "set actor_rollout_ref.model.lora_rank=%d (or use verl >= 0.6.1, which rounds it up)" % (
+                                   up[0] if up else max(ranks)), item="lora_rank",
+                               evidence={"ranks": ranks, "source": src, "verl_source": f["source"]},
+                               stops="vLLM's LoRAConfig refuses max_lora_rank when the rollout engine starts"))
+    f = _feature("chunked_prefill_raise", release)
+    mode = str(get("actor_rollout_ref.rollout.mode", "sync") or "sync")
+    if vllm and f is not None and mode != "async" and str(get("actor_rollout_ref.rollout.enable_chunked_prefill",
+                                                              True)).lower() == "true":
+        p, r = _i(get("data.max_prompt_length", None)), _i(get("data.max_response_length", None))
+        mml = _i(get("actor_rollout_ref.rollout.max_model_len", None)) or ((p or 0) + (r or 0) if p and r else None)
+        mbt = _i(get("actor_rollout_ref.rollout.max_num_batched_tokens", 8192)) or 8192
+        if mml and mbt < mml:
+            out.append(Finding("feature", "fail", "max_model_len %d (%s) > actor_rollout_ref.rollout.max_num_batched_"
+                               "tokens %d with chunked prefill on: verl %s's vLLM rollout raises at start" % (
+                                   mml, "prompt %s + response %s" % (p, r) if not get(
+                                       "actor_rollout_ref.rollout.max_model_len", None) else "rollout.max_model_len",
+                                   mbt, release),
+                               "set actor_rollout_ref.rollout.max_num_batched_tokens=%d (or more)" % mml,
+                               item="max_num_batched_tokens", evidence={"source": f["source"]},
+                               stops="ValueError 'Enable chunked prefill, max_num_batched_tokens is smaller than "
+                                     "max_model_len' when the rollout is built, after Ray started"))
+    f = _feature("prime_custom_reward_pickle", release)
+    manager = str(get("reward_model.reward_manager", "") or get("reward.reward_manager.name", "") or "")
+    custom = get("custom_reward_function.path", None) or get("reward.custom_reward_function.path", None)
+    if f is not None and manager == "prime" and custom:
+        out.append(Finding("feature", "fail", "reward_model.reward_manager=prime with the custom reward file %s: verl "
+                           "%s loads the file so that its function cannot be pickled by name, and the prime manager's "
+                           "process pool pickles it ('Can't pickle ...: it's not the same object as custom_module...')"
+                           % (custom, release), "use reward_model.reward_manager=naive, or verl >= 0.6.0",
+                           item="prime_custom_reward", evidence={"source": f["source"]},
+                           stops="every training reward fails (or scores 0) while validation works"))
+    return out
+
+
+def _chat_template(get: Any, model: Any, has_data: bool) -> List[Finding]:
+    if model is None or model.chat_template or has_data:
+        return []  # with local data files the data rows render the template on real rows
+    custom = get("actor_rollout_ref.model.custom_chat_template", None) or get("data.custom_chat_template", None)
+    if custom:
+        return []
+    return [Finding("model", "fail", "the tokenizer at %s has no chat_template (a base checkpoint?), and verl's "
+                    "RLHFDataset applies the chat template to every prompt" % model.directory,
+                    "use an instruct/chat model, or set actor_rollout_ref.model.custom_chat_template='<jinja>' "
+                    "(verl >= 0.9)", item="chat_template",
+                    stops="ValueError 'Cannot use chat template functions because tokenizer.chat_template is not "
+                          "set' in the dataset (0.9.1 with filter_overlong_prompts: every prompt is filtered out)")]
+
+
+def check(get: Any, model: Any, release: Optional[str], wrapper: Any, facts: Optional[Dict[str, Any]] = None,
+          has_data: bool = False) -> List[Finding]:
     """The megatron layer rows, the per-release feature rows, and torchrun around main_ppo."""
-    out = _layers(get, model) + _features(get, release)
+    out = _layers(get, model) + _features(get, release) + _rollout_release_rows(get, release, facts or {}) + \
+        _chat_template(get, model, has_data)
     if wrapper is not None and wrapper.kind and "torchrun" in wrapper.kind and (wrapper.nproc_per_node or 1) > 1:
         out.append(Finding("launcher", "fail", "torchrun --nproc_per_node=%d starts %d copies of verl's PPO driver, "
                            "each of which starts or joins Ray and its own trainer" % (
