@@ -333,3 +333,81 @@ def test_reward_dispatch_of_the_installed_verl(verl_py, tmp_path):
     rc, rows = config(BASE + ["data.train_files=%s" % data, "data.val_files=%s" % data], python=verl_py, verl=None)
     r = facts(rows)["reward.imports"]
     assert r["status"] == "fail" and "my_lab/puzzles" in r["message"] and "gsm8k" not in r["message"]
+
+
+# ---- per-release rollout and reward facts (handed cases 48, 49, 50, 52) ------------------------------
+def test_lora_rank_passed_to_vllm_on_060():
+    args = BASE + ["actor_rollout_ref.model.lora_rank=1", "actor_rollout_ref.model.lora_alpha=2",
+                   "actor_rollout_ref.model.target_modules=all-linear"]
+    rc, rows = config(args, verl="0.6.0")
+    r = facts(rows)["feature.lora_rank"]
+    assert r["status"] == "fail" and "lora_rank=8" in r["fix"]
+    rc, rows = config([a.replace("lora_rank=1", "lora_rank=8") for a in args], verl="0.6.0")
+    assert "feature.lora_rank" not in facts(rows)
+    rc, rows = config(args, verl="0.6.1")
+    assert "feature.lora_rank" not in facts(rows)
+    rc, rows = config([a.replace("lora_rank=1", "lora_rank=1024") for a in args], verl="0.9.1")
+    assert facts(rows)["feature.lora_rank"]["status"] == "fail"
+
+
+def test_chunked_prefill_budget_per_release():
+    args = BASE + ["data.max_prompt_length=2048", "data.max_response_length=8192"]
+    rc, rows = config(args, verl="0.5.0")
+    r = facts(rows)["feature.max_num_batched_tokens"]
+    assert r["status"] == "fail" and "max_num_batched_tokens=10240" in r["fix"]
+    rc, rows = config(args, verl="0.9.1")
+    assert "feature.max_num_batched_tokens" not in facts(rows)
+    rc, rows = config(args + ["actor_rollout_ref.rollout.max_num_batched_tokens=10240"], verl="0.5.0")
+    assert "feature.max_num_batched_tokens" not in facts(rows)
+
+
+def test_prime_manager_with_a_custom_reward_before_060(tmp_path):
+    f = tmp_path / "rw.py"
+    f.write_text("def char_count_reward_function(data_source, solution_str, ground_truth, extra_info=None):\n"
+                 "    return 0.0\n")
+    args = BASE + ["reward_model.reward_manager=prime", "custom_reward_function.path=%s" % f,
+                   "custom_reward_function.name=char_count_reward_function"]
+    rc, rows = config(args, verl="0.5.0")
+    r = facts(rows)["feature.prime_custom_reward"]
+    assert r["status"] == "fail" and "naive" in r["fix"]
+    rc, rows = config(args, verl="0.6.0")
+    assert "feature.prime_custom_reward" not in facts(rows)
+
+
+def test_base_model_without_chat_template(tmp_path):
+    d = tmp_path / "base"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                               "hidden_size": 2048, "num_hidden_layers": 24,
+                                               "num_attention_heads": 16, "num_key_value_heads": 16,
+                                               "max_position_embeddings": 16384, "vocab_size": 32256}))
+    (d / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "LlamaTokenizerFast"}))
+    rc, rows = config(BASE + ["actor_rollout_ref.model.path=%s" % d])
+    r = facts(rows)["model.chat_template"]
+    assert rc == 1 and r["status"] == "fail" and "custom_chat_template" in r["fix"]
+
+
+@pytest.mark.realenv
+def test_model_type_unknown_to_the_installed_transformers(tmp_path):
+    """transformers' own AutoConfig refuses a model_type its mapping lacks; the row FAILs on it and
+    stays quiet for one it knows."""
+    py = real_env("torch-transformers", ["torch==2.13.0", "transformers==5.9.0"])
+    d = tmp_path / "m"
+    d.mkdir()
+    cfg = {"architectures": ["Qwen9ForCausalLM"], "model_type": "qwen9_9", "hidden_size": 1024,
+           "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 4,
+           "max_position_embeddings": 32768, "vocab_size": 151936}
+    (d / "config.json").write_text(json.dumps(cfg))
+    truth = subprocess.run([py, "-c", "import sys, transformers\ntransformers.AutoConfig.from_pretrained(sys.argv[1])",
+                            str(d)], capture_output=True, text=True, timeout=300)
+    assert "does not recognize this architecture" in truth.stderr
+    from preflight import matrix as matrix_mod
+    from preflight.explain import explain_text
+
+    assert explain_text(truth.stderr, matrix_mod.load()).id == "model-type-unknown"
+    rc, rows = config(BASE + ["actor_rollout_ref.model.path=%s" % d], python=py)
+    assert facts(rows)["model.model_type"]["status"] == "fail"
+    cfg.update(model_type="qwen3", architectures=["Qwen3ForCausalLM"])
+    (d / "config.json").write_text(json.dumps(cfg))
+    rc, rows = config(BASE + ["actor_rollout_ref.model.path=%s" % d], python=py)
+    assert "model.model_type" not in facts(rows)

@@ -1,11 +1,12 @@
 # Reads the installed packages' own tables for the facts outside a launch's Hydra config.
 # Standard library only; nothing here starts Ray, a GPU or a network connection.
-# ARGS: {"vllm": bool, "ray": bool, "loggers": [names], "data": {"files", "source_key"} or null,
+# ARGS: {"model_types": [...], "vllm": bool, "ray": bool, "loggers": [names], "data": {"files", "source_key"} or null,
 #        "reward": bool (call verl's default_compute_score for each data_source), "reward_budget_s": float, "prompts": {"files": [...], "prompt_key": str, "model": dir,
 #        "trust_remote_code": bool, "max_rows": int, "limit": int} or null}
 # Events: "vllm" {version, backends: [...], backend_source, reads_attention_env: bool|None,
 #          env_names: [...], cumem_refuses_expandable: bool|None};
 #         "ray" {version, upload_limit, upload_limit_source, socket_maxlen, socket_source};
+#         "transformers" {version, known: {model_type: bool}} (its CONFIG_MAPPING_NAMES);
 #         "loggers" {installed: {name: bool}}; "data" {sources: {value: rows}} or {error}; "reward" {source: {ok, error_type, error, module}};
 #         "prompts" {rows, longest, over: count, over_rows: [...], limit, error?}
 import os
@@ -267,7 +268,19 @@ def data_sources(d):
     return sorted(seen)
 
 
+def transformers_facts(types):
+    try:
+        from transformers.models.auto import configuration_auto as ca
+    except Exception as exc:
+        emit("transformers", version=_version("transformers"), error="%s: %s" % (type(exc).__name__, str(exc)[:300]))
+        return
+    names = getattr(ca, "CONFIG_MAPPING_NAMES", {})
+    emit("transformers", version=_version("transformers"), known={t: t in names for t in types})
+
+
 def main():
+    if ARGS.get("model_types"):
+        transformers_facts(ARGS["model_types"])
     if ARGS.get("vllm"):
         vllm_facts()
     if ARGS.get("ray"):

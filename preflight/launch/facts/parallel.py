@@ -213,11 +213,30 @@ def _chat_template(get: Any, model: Any, has_data: bool) -> List[Finding]:
                           "set' in the dataset (0.9.1 with filter_overlong_prompts: every prompt is filtered out)")]
 
 
+def _model_type(get: Any, model: Any, facts: Dict[str, Any]) -> List[Finding]:
+    t = facts.get("transformers") or {}
+    known = t.get("known") or {}
+    if model is None or not known:
+        return []
+    if model.auto_map and str(get("actor_rollout_ref.model.trust_remote_code", False)).lower() == "true":
+        return []  # the model brings its own classes
+    bad = [k for k, ok in sorted(known.items()) if not ok]
+    if not bad:
+        return []
+    return [Finding("model", "fail", "model_type %s of %s is unknown to transformers %s in the target (not in its "
+                    "CONFIG_MAPPING_NAMES): loading the model fails ('does not recognize this architecture')" % (
+                        ", ".join(bad), model.directory, t.get("version")),
+                    "install a stack whose transformers knows %s and whose vLLM accepts that transformers ('preflight "
+                    "resolve' with a newer verl); upgrading transformers alone can break vLLM's pin" % ", ".join(bad),
+                    item="model_type", evidence={"unknown": bad, "transformers": t.get("version")},
+                    stops="ValueError from transformers' AutoConfig when the actor model is built, in the Ray worker")]
+
+
 def check(get: Any, model: Any, release: Optional[str], wrapper: Any, facts: Optional[Dict[str, Any]] = None,
           has_data: bool = False) -> List[Finding]:
     """The megatron layer rows, the per-release feature rows, and torchrun around main_ppo."""
     out = _layers(get, model) + _features(get, release) + _rollout_release_rows(get, release, facts or {}) + \
-        _chat_template(get, model, has_data)
+        _chat_template(get, model, has_data) + _model_type(get, model, facts or {})
     if wrapper is not None and wrapper.kind and "torchrun" in wrapper.kind and (wrapper.nproc_per_node or 1) > 1:
         out.append(Finding("launcher", "fail", "torchrun --nproc_per_node=%d starts %d copies of verl's PPO driver, "
                            "each of which starts or joins Ray and its own trainer" % (

@@ -27,7 +27,8 @@ def read(python: str, get: Any, loggers: List[str], data_files: List[str], model
         if not prompts["files"]:
             prompts = None
     custom = get("reward.custom_reward_function.path", None) or get("custom_reward_function.path", None)
-    args = {"vllm": True, "ray": True, "loggers": loggers,
+    types = [t for t in ((model.model_type, model.text_model_type) if model is not None else ()) if t]
+    args = {"model_types": sorted(set(types)), "vllm": True, "ray": True, "loggers": loggers,
             "data": {"files": [os.path.abspath(f) for f in data_files if f.endswith(".parquet")],
                      "source_key": str(get("data.reward_fn_key", "data_source") or "data_source")}
             if data_files else None,
