@@ -26,7 +26,7 @@ from ..launch.rules import Finding, entry_point, evaluate, mandatory_keys, rules
 from ..matrix import parse_version
 from .base import Context, Outcome, check, errored, failed, passed, skipped, warned
 
-__all__ = ["launch_facts", "evaluation", "outcome_of", "rules_release", "not_ppo_reason"]
+__all__ = ["launch_facts", "launch_wrapper", "evaluation", "outcome_of", "rules_release", "not_ppo_reason"]
 
 NO_LAUNCH = ("no launch command or config given: pass --launch \"python3 -m verl.trainer.main_ppo ...\" or "
              "--config FILE (or run 'preflight config -- <overrides>')")
@@ -48,7 +48,7 @@ def launch_facts(ctx: Context) -> Optional[Dict[str, Any]]:
 
     def build() -> Dict[str, Any]:
         try:
-            spec = parse_launch(launch or [])
+            spec = parse_launch(launch_wrapper(ctx)[0] if launch else [])
             if lo.gpus is not None:
                 spec.overrides.append(parse_override("trainer.n_gpus_per_node=%d" % lo.gpus, "--gpus"))
             if lo.nnodes is not None:
@@ -76,6 +76,14 @@ def launch_facts(ctx: Context) -> Optional[Dict[str, Any]]:
             return {"spec": spec, "entry": ep, "usage": exc}
         return {"spec": spec, "entry": ep, "composed": comp}
     return ctx.memo("launch", build)
+
+
+def launch_wrapper(ctx: Any) -> Any:
+    """(inner launch words, :class:`preflight.launch.facts.wrapper.Wrapper`) of this run's launch
+    (memoised): ``ray job submit``, ``torchrun`` or a shell script around verl's entry point."""
+    from ..launch.facts.wrapper import unwrap
+
+    return ctx.memo("launch_wrapper", lambda: unwrap(ctx.options.launch.words or []))
 
 
 def _not_verl_launch(spec: Any, words: Any) -> Optional[str]:
@@ -392,3 +400,30 @@ def megatron_check(ctx: Context) -> Outcome:
     if comp is None or comp.error is not None:
         return skipped("the launch did not compose")
     return megatron_outcome(ctx, comp, rules_release(ctx, comp))
+
+
+@check("config.facts", needs=("config.compose",))
+def facts_check(ctx: Any) -> List[Outcome]:
+    """Facts outside the Hydra config (:mod:`preflight.launch.facts`): the launcher around the entry
+    point, the variables the job inherits, Ray's temp dir, the loggers' credentials, reward scorer
+    imports, prompt lengths in tokens, Megatron layers vs pipeline sizes, features per release."""
+    from ..launch.facts import gather
+
+    why = not_ppo_reason(ctx, short=True)
+    facts = launch_facts(ctx) or {}
+    comp = facts.get("composed")
+    if why or comp is None or comp.error is not None:
+        return [skipped(why or "the launch did not compose")]
+    wrapper = launch_wrapper(ctx)[1]
+    paths = _data_files(comp.get("data.train_files")) + _data_files(comp.get("data.val_files"))
+    local = sorted({os.path.expanduser(p) for p in paths if os.path.isfile(os.path.expanduser(p))})
+    found = gather(ctx.options.python, comp.get, rules_release(ctx, comp), dict(comp.env), wrapper,
+                   evaluation(ctx).get("model"), local, timeout=min(ctx.options.timeout, 120),
+                   verl_target=comp.method == "hydra", overridden=[o.key for o in facts["spec"].overrides])
+    out = [outcome_of(f) for f in found]
+    if wrapper.kind:
+        out.insert(0, passed("launcher %s: read %s; ignored %s%s" % (
+            wrapper.kind, ", ".join("%s %s" % rv for rv in wrapper.read) or "nothing",
+            ", ".join(wrapper.ignored) or "nothing", "; " + "; ".join(wrapper.notes) if wrapper.notes else ""),
+            wrapper.to_dict(), item="launcher"))
+    return out
