@@ -2,10 +2,9 @@
 each choice with the matrix row it comes from; or why none does and the nearest fixes."""
 
 import argparse
-import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List
 
-from ..errors import UsageError
+from .stack import resolve_args
 
 NAME = "resolve"
 HELP = "choose the stack (Python, torch + CUDA variant, vLLM/SGLang, flash-attn) for a verl release"
@@ -36,83 +35,19 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", metavar="X.Y", default=None, help="CPython minor the stack must use, e.g. 3.12")
     p.add_argument("--backend-build", metavar="cuXYZ", default=None,
                    help="use this published CUDA build of the backend instead of its PyPI wheel, e.g. cu129")
+    p.add_argument("--arch", choices=("x86_64", "aarch64"), default=None,
+                   help="machine architecture (Linux) the stack is for (default: this machine's, or the one a "
+                        "given --gpu implies: GH200/GB200 sit on Grace, aarch64)")
+    p.add_argument("--prove", action="store_true",
+                   help="prove the chosen stack's install line now with pip's resolver against PyPI (network, "
+                        "bounded by --prove-timeout) instead of the recorded proofs")
+    p.add_argument("--prove-timeout", metavar="S", type=float, default=180.0,
+                   help="deadline of the live proof in seconds (default 180)")
     p.add_argument("--no-probe", action="store_true",
                    help="do not read this machine (NVML); unknown facts are not checked")
-    from ..report.render import add_output_options
+    from .output import add_output_options
 
     add_output_options(p, "the resolution")
-
-
-def machine_facts(args: argparse.Namespace) -> Tuple[Dict[str, Any], List[str]]:
-    """Inputs for :func:`preflight.resolve.resolve` from the arguments, filled from this machine
-    (NVML, the running interpreter) where not given; returns (kwargs, how each was obtained)."""
-    kw: Dict[str, Any] = {"driver": args.driver, "gpu": args.gpu, "cc": args.cc, "python": args.python}
-    how: List[str] = []
-    need_nvml = not args.no_probe and (args.driver is None or (args.gpu is None and args.cc is None))
-    snap: Dict[str, Any] = {}
-    if need_nvml:
-        from ..probes.nvml import snapshot
-
-        snap = snapshot()
-    err = (snap.get("error") or {}) if need_nvml else {}
-    if args.driver is None:
-        if snap.get("driver"):
-            kw["driver"] = str(snap["driver"])
-            how.append("driver %s from NVML" % kw["driver"])
-        else:
-            how.append("driver unknown (%s): not checked" % ("--no-probe" if args.no_probe else
-                                                             "NVML: %s" % (err.get("kind") or "no driver")))
-    if args.gpu is None and args.cc is None:
-        devs = [d for d in snap.get("devices") or [] if d.get("capability")]
-        if devs:
-            low = min(devs, key=lambda d: tuple(int(x) for x in d["capability"].split(".")))
-            kw["cc"] = low["capability"]
-            names = sorted({"%s (%s)" % (d.get("name"), d["capability"]) for d in devs})
-            how.append("GPU %s from NVML%s" % (", ".join(names), "; resolving for the oldest, %s" % low["capability"]
-                                                if len(names) > 1 else ""))
-        else:
-            how.append("GPU unknown: compute capability not checked")
-    if args.python is None:
-        kw["prefer_python"] = "%d.%d" % sys.version_info[:2]
-        how.append("Python %s preferred (the interpreter running this; pass --python to require one)"
-                   % kw["prefer_python"])
-    return kw, how
-
-
-def resolve_args(mx, verl: str, args: argparse.Namespace):
-    """(Resolution, how the machine facts were obtained) for the machine options in ``args``;
-    a ResolveError (bad --driver, unknown GPU...) becomes a UsageError."""
-    from ..resolve import ResolveError, resolve
-
-    kw, how = machine_facts(args)
-    try:
-        return resolve(mx, verl, backend=args.backend, backend_build=getattr(args, "backend_build", None), **kw), how
-    except ResolveError as exc:
-        raise UsageError(str(exc))
-
-
-def without_backend(mx, res):
-    """``res`` (resolved for the default backend) as a stack with no rollout engine, the same
-    top-level pins as ``spec --backend none``: verl's core extra and the paired torch; the
-    backend's (and flash-attn's) pins, citations, notes and warnings are left out. Problems are
-    kept (the torch choice still rests on the default backend's pin)."""
-    import dataclasses
-
-    b = res.backend
-    row = mx.verl(res.verl) or {}
-    core = row.get("core_extra")
-    reqs = ["verl[%s]==%s" % (core, res.verl) if core else "verl==%s" % res.verl]
-    reqs += [r for r in res.requirements if r.startswith("torch==")]
-
-    def other(text: str) -> bool:
-        low = str(text).lower()
-        return b not in low and not low.startswith("flash-attn")
-
-    extra = {"proof": {}} if any(f.name == "proof" for f in dataclasses.fields(res)) else {}
-    return dataclasses.replace(  # the recorded install proof was for the set with the backend
-        res, **extra, backend="none", backend_version=None, backend_cuda=None, flash_attn={}, requirements=reqs,
-        citations=[c for c in res.citations if other(c.get("choice", ""))],
-        notes=[n for n in res.notes if other(n)], warnings=[w for w in res.warnings if other(w)])
 
 
 def rows_of(res) -> List[Any]:
@@ -137,10 +72,35 @@ def rows_of(res) -> List[Any]:
                            fix=fix or "no stack in the matrix fits; see 'preflight matrix show' for the supported "
                                       "combinations"))
     for i, w in enumerate(res.warnings, 1):
+        if w.startswith("unproven:"):
+            continue  # the proof row below says it
         rows.append(Result("resolve.warning-%d" % i, "resolve", Status.WARN, w,
                            fix="check the cited matrix rows' sources before relying on it ('preflight resolve "
                                "--format json' lists them)"))
+    rows.append(proof_row(res))
     return rows
+
+
+def proof_row(res) -> Any:
+    """The report row of the answer's proof (``resolve.proof``): PASS "works" when pip's resolver
+    proved the install line, WARN "unproven" when no proof exists, FAIL "does not install" when pip
+    refused it; every format (console, JSON, markdown, JUnit...) carries it."""
+    from ..result import Result, Status
+
+    p = res.proof or {}
+    verdict = res.verdict
+    if verdict == "works":
+        return Result("resolve.proof", "resolve", Status.PASS, "works: %s resolved the install line for CPython %s on "
+                      "Linux %s (%s, %s)" % (p.get("resolver"), p.get("python"), p.get("arch") or res.arch,
+                                            p.get("date"), p.get("file") or "live"), evidence=dict(p))
+    if verdict == "does not install":
+        return Result("resolve.proof", "resolve", Status.FAIL, "does not install: %s" % (p.get("error") or "")[-400:],
+                      evidence=dict(p), fix="; or ".join(res.options) or "choose another release or Python")
+    if verdict == "unproven":
+        return Result("resolve.proof", "resolve", Status.WARN, "unproven: %s" % p.get("reason", "no proof"),
+                      evidence=dict(p), fix="prove it now with 'preflight resolve --prove' (network, PyPI), or "
+                                            "record it with tools/record_proofs.py")
+    return Result("resolve.proof", "resolve", Status.SKIP, "no stack, so no install line to prove", evidence=dict(p))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,22 +110,14 @@ def run(args: argparse.Namespace) -> int:
     from .. import __version__
     from .. import matrix as matrix_mod
     from ..report import Report
-    from ..report.render import check_outputs, emit
+    from .output import check_outputs, emit
     from ..report.resolve_view import view
 
     check_outputs(args)
     mx = matrix_mod.load()
     verl = args.verl or mx.verl_versions()[-1]
     t0 = time.time()
-    if args.backend == "none":
-        import copy
-
-        args = copy.copy(args)
-        args.backend = None
-        res, how = resolve_args(mx, verl, args)
-        res = without_backend(mx, res)
-    else:
-        res, how = resolve_args(mx, verl, args)
+    res, how = resolve_args(mx, verl, args)
 
     report = Report(results=rows_of(res), stages=["resolve"], verl={"version": res.verl, "chosen_by": "--verl" if
                                                                    args.verl else "newest in the matrix"},

@@ -64,10 +64,15 @@ def render(res, console, how: Optional[List[str]] = None, matrix_version: str = 
 
     bname = {"vllm": "vLLM", "sglang": "SGLang"}.get(res.backend, "no rollout engine")
     console.print(Text.assemble(("verl-preflight resolve", "bold"), "  matrix %s" % matrix_version))
-    console.print("verl %s with %s" % (res.verl, bname))
+    console.print("verl %s with %s, Linux %s" % (res.verl, bname, getattr(res, "arch", "x86_64")))
     _bullets(console, how or [], "dim", " ")
     console.print()
-    console.print(Text("A stack works" if res.ok else "No stack works", style="bold green" if res.ok else "bold red"),
+    verdict = res.verdict
+    head = {"works": ("A stack works (its install line is proven)", "bold green"),
+            "unproven": ("A stack fits the matrix, but its install line is unproven", "bold yellow"),
+            "does not install": ("No stack works: the chosen install line does not install", "bold red")}.get(
+        verdict, ("No stack works", "bold red"))
+    console.print(Text(head[0], style=head[1]),
                   Text("  (rests on %s rows)" % {"S": "secondary", "U": "unverified"}[res.confidence], style="yellow")
                   if res.confidence != "V" else "")
     grid = Table.grid(padding=(0, 1))
@@ -96,7 +101,7 @@ def render(res, console, how: Optional[List[str]] = None, matrix_version: str = 
         grid.add_row("bound", Text("%s%s (%s; %s)" % (b["package"], b["spec"], b["id"], b["source"]), style="dim"))
     proof = getattr(res, "proof", {}) or {}
     if proof:
-        text = {"proven": "installs: %s resolved it for CPython %s, %s, on %s (%s)" % (
+        text = {"proven": "works: %s resolved it for CPython %s, %s, on %s (%s)" % (
             proof.get("resolver"), proof.get("python"), proof.get("platform_tags"), proof.get("date"), proof.get("file")),
             "failed": "does not install: %s (%s)" % (proof.get("error"), proof.get("file"))}.get(
             proof.get("status"), "%s: %s" % (proof.get("status"), proof.get("reason")))

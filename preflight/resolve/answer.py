@@ -7,6 +7,7 @@ from packaging.version import Version
 
 from ..matrix import Matrix
 from .candidates import backend_candidates, backend_spec, known_bad_rows, pick_python, pythons
+from .core import resolve_core
 from .evaluate import evaluate
 from .model import Resolution, ResolveError, parse_cc, parse_driver, parse_python
 from .options import add_options, attach_images
@@ -19,13 +20,14 @@ from .stack import fill
 def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Optional[str] = None,
             cc: Optional[str] = None, gpu: Optional[str] = None, python: Optional[str] = None,
             prefer_python: Optional[str] = None, _options: bool = True,
-            backend_build: Optional[str] = None) -> Resolution:
+            backend_build: Optional[str] = None, arch: Optional[str] = None) -> Resolution:
     """The stack that runs verl ``verl`` with ``backend`` on the described machine.
 
     Args:
         mx: the loaded matrix.
         verl: a verl release in the matrix ("0.9.1").
-        backend: "vllm" or "sglang"; default vLLM when the release has it.
+        backend: "vllm", "sglang" or "none" (verl's core without a rollout engine, see
+            :mod:`preflight.resolve.core`); default vLLM when the release has it.
         driver: NVIDIA driver version ("580.65.06"); None = unknown (not checked; the
             Resolution's ``min_driver`` says what the stack needs).
         cc: compute capability ("9.0"); gpu: a GPU name ("H100"), used when ``cc`` is None.
@@ -34,6 +36,8 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
         prefer_python: a minor to prefer when it fits (the calling interpreter's), not required.
         backend_build: another published build of the backend to use instead of its PyPI wheel
             (a vllm.toml ``other`` variant, e.g. "cu129"); None = the PyPI wheel.
+        arch: the machine's architecture, "x86_64" or "aarch64" (Linux); None = the one the GPU
+            implies (gpus.toml ``host_arch``: GH200, GB200 sit on Grace, aarch64), else x86_64.
     Returns:
         A :class:`Resolution`; ``ok`` False with ``problems`` and ``options`` when no stack works.
     Raises:
@@ -41,8 +45,7 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
             backend name.
     """
     if mx.verl(verl) is None:
-        raise ResolveError("--verl %s: not a verl release in the matrix (known: %s); pass one of them"
-                           % (verl, ", ".join(mx.verl_versions())))
+        raise ResolveError(mx.unknown_verl(verl))
     row = mx.verl(verl)
     gpu_row = None
     if gpu:
@@ -59,22 +62,44 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
     driver = parse_driver(driver) if driver else None
     python = parse_python(python) if python else None
     prefer = parse_python(prefer_python) if prefer_python else None
+    arch_note: List[str] = []
+    implied = str((gpu_row or {}).get("host_arch") or "")
+    if arch is None:
+        arch = implied or "x86_64"
+        if implied:
+            arch_note.append("%s sits on an Arm host (gpus.toml host_arch): resolved for Linux %s" % (gpu, arch))
+    arch = {"arm64": "aarch64", "amd64": "x86_64"}.get(str(arch).lower(), str(arch).lower())
+    if arch not in ("x86_64", "aarch64"):
+        raise ResolveError("--arch %s: not a supported machine architecture; choose x86_64 or aarch64" % arch)
+    if implied and arch != implied:
+        arch_note.append("%s GPUs sit on %s hosts, but --arch %s was given" % (gpu, implied, arch))
     extras_map = row.get("backend_extras") or {}
+    if backend == "none":
+        default = resolve(mx, verl, None, driver, cc, gpu, python, prefer_python, _options=False, arch=arch)
+        run = Run(mx, verl, default.backend, driver, cc, gpu, python, prefer, None, arch)
+        res = resolve_core(run, default, arch_note)
+        if res.requirements:
+            prove(run, res)
+        res.ok = not res.problems
+        res.confidence = max([c["confidence"] for c in res.citations] or ["V"], key=lambda c: RANK.get(c, 2))
+        return res
     if backend is None:
         backend = "vllm" if "vllm" in extras_map else sorted(extras_map)[0]
     if backend not in ("vllm", "sglang"):
-        raise ResolveError("--backend %s: not a rollout backend; choose vllm or sglang" % backend)
+        raise ResolveError("--backend %s: not a rollout backend; choose vllm, sglang or none" % backend)
     if backend_build is not None and not re.match(r"^cu\d{3}$", str(backend_build)):
         raise ResolveError("--backend-build %s: not a CUDA build name; pass e.g. cu129" % backend_build)
     failed: Dict[str, str] = {}  # backend release -> why its recorded platform resolve failed
     while True:
-        res = Resolution(verl=verl, backend=backend, driver=driver, cc=cc, gpu=gpu, python_requested=python)
+        res = Resolution(verl=verl, backend=backend, driver=driver, cc=cc, gpu=gpu, python_requested=python,
+                         arch=arch)
+        res.notes += arch_note
         cite({"citations": res.citations}, "verl", verl, "metadata/verl.json verl==%s" % verl,
               (row.get("_meta") or {}).get("source") or row["source"], "V")
         if gpu_row is not None:
             cite({"citations": res.citations}, "compute capability", cc, "gpus.toml %s" % gpu,
                   "developer.nvidia.com/cuda-gpus", "V")
-        run = Run(mx, verl, backend, driver, cc, gpu, python, prefer, backend_build)
+        run = Run(mx, verl, backend, driver, cc, gpu, python, prefer, backend_build, arch)
         run.failed_proofs = failed
         if backend not in extras_map:
             res.problems.append("verl %s has no %s rollout (its backends: %s)" % (
@@ -151,7 +176,7 @@ def choose_stack(run: Run, res: Resolution) -> set:
     kinds: set = set()
     if chosen is None and first_fail is None and run.python and py_blocked:
         # the asked-for Python is the obstacle: show what a fitting Python gets, and say why not
-        alt = Run(mx, run.verl, run.backend, run.driver, run.cc, run.gpu, None, None)
+        alt = Run(mx, run.verl, run.backend, run.driver, run.cc, run.gpu, None, None, run.build, run.arch)
         fits: List[str] = []
         for bv in cands:
             pys, _ = pythons(alt, bv, extras)

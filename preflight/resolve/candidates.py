@@ -13,7 +13,7 @@ from .run import Run, bname, conf_flag
 
 
 def verl_reqs(run: Run, py: str) -> List[Requirement]:
-    return requirements_of(run.mx, "verl", run.verl, [run.extra] if run.extra else [], py)
+    return requirements_of(run.mx, "verl", run.verl, [run.extra] if run.extra else [], py, run.arch)
 
 
 def backend_spec(run: Run) -> Tuple[Optional[SpecifierSet], Optional[AnySpec], List[str]]:
@@ -59,7 +59,7 @@ def known_bad_rows(run: Run, version: str) -> List[Dict[str, Any]]:
 
 def torch_pin(run: Run, bv: str, extras: List[str], py: str) -> Tuple[Optional[str], Optional[str], List[str]]:
     """(torch version, where it comes from, conflicts) for backend ``bv`` on Python ``py``."""
-    b_reqs = requirements_of(run.mx, run.backend, bv, extras, py)
+    b_reqs = requirements_of(run.mx, run.backend, bv, extras, py, run.arch)
     v_reqs = verl_reqs(run, py)
     bt, vt = exact_pin(b_reqs, "torch"), exact_pin(v_reqs, "torch")
     if bt and vt and Version(bt) != Version(vt):

@@ -29,6 +29,15 @@ def driver_status(mx: Matrix, driver: Optional[str], cuda: str) -> Dict[str, Any
     return out
 
 
+def pypi_build(series: Dict[str, Any], arch: str) -> Optional[str]:
+    """The variant of torch's plain PyPI Linux wheel of ``series`` (a torch.toml release row) on
+    ``arch``: ``pypi`` on x86_64, ``pypi_aarch64`` on aarch64 ("cpu" through 2.10; None when the
+    aarch64 wheel's build is not recorded)."""
+    if arch == "x86_64":
+        return series.get("pypi")
+    return series.get("pypi_%s" % arch)
+
+
 def torch_variants(run: Run, t: str, b_major: Optional[int]) -> List[Dict[str, Any]]:
     """Every CUDA variant of torch ``t``, evaluated against the backend's CUDA major, the GPU and the
     driver; best first."""
@@ -41,7 +50,7 @@ def torch_variants(run: Run, t: str, b_major: Optional[int]) -> List[Dict[str, A
         if not cuda:
             continue
         arch, ptx = mx.torch_arch(t, name) or ([], False)
-        ev = {"variant": name, "cuda": cuda, "index": vrow.get("index"), "pypi": name == series.get("pypi"),
+        ev = {"variant": name, "cuda": cuda, "index": vrow.get("index"), "pypi": name == pypi_build(series, run.arch),
               "row": vrow, "arch": arch, "fails": [], "drv": driver_status(mx, run.driver, cuda)}
         if b_major is not None and int(cuda.split(".")[0]) != b_major:
             ev["fails"].append("major")

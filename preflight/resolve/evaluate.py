@@ -35,7 +35,7 @@ def evaluate(run: Run, bv: str, extras: List[str], py: str,
     ev: Dict[str, Any] = {"bv": bv, "python": py, "problems": [], "warnings": [], "citations": [], "kinds": set(),
                           "fail": False}
     v_reqs = verl_reqs(run, py)
-    b_reqs = requirements_of(mx, run.backend, bv, extras, py)
+    b_reqs = requirements_of(mx, run.backend, bv, extras, py, run.arch)
     ev["b_reqs"], ev["v_reqs"] = b_reqs, v_reqs
     t, t_from, conflicts = torch_pin(run, bv, extras, py)
     for c in conflicts:

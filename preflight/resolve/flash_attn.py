@@ -49,20 +49,22 @@ def choose_flash_attn(run: Run, ev: Dict[str, Any]) -> Dict[str, Any]:
                 continue
             if run.cc and not arch_covers(run.cc, sm_list(r["arch"], False))[0]:
                 continue
+            if run.arch not in (r.get("platforms") or ["x86_64"]):
+                continue
             wheel = fa["wheel"].format(version=ver, cuda=name, torch=mm, abi="TRUE" if abi else "FALSE",
-                                       py=ev["python"].replace(".", ""))
+                                       py=ev["python"].replace(".", ""), arch=run.arch)
             return {"version": ver, "status": "wheel", "wheel": wheel,
                     "url": fa["url"].format(version=ver, wheel=wheel),
-                    "reason": "prebuilt for torch %s, CUDA %s, Python %s, cxx11abi %s" % (
-                        mm, cu_major, ev["python"], abi),
+                    "reason": "prebuilt for torch %s, CUDA %s, Python %s, cxx11abi %s, Linux %s" % (
+                        mm, cu_major, ev["python"], abi, run.arch),
                     "source": r["source"] + "; " + abi_info[1]["source"],
                     "confidence": max(r["confidence"], abi_info[1]["confidence"], key=lambda c: RANK[c])}
     # a source build of verl's pin, else of the newest release whose wheels are known
     known = [v for v in versions if any(str(r["version"]) == v and r["torch"] for r in releases)]
     ver = pin or (known or versions)[0]
     return {"version": ver, "status": "source build", "wheel": None, "url": None,
-            "reason": "no prebuilt flash-attn %s wheel is recorded for torch %s + CUDA %s + Python %s + cxx11abi %s%s: "
+            "reason": "no prebuilt flash-attn %s wheel is recorded for torch %s + CUDA %s + Python %s + cxx11abi %s on Linux %s%s: "
                       "pip builds it from source (needs nvcc for CUDA %s, hours; pip install flash-attn==%s "
-                      "--no-build-isolation)" % (ver, mm, cu_major, ev["python"], abi,
+                      "--no-build-isolation)" % (ver, mm, cu_major, ev["python"], abi, run.arch,
                                                  " on compute capability %s" % run.cc if run.cc else "", cu_major, ver),
             "source": fa["source"], "confidence": "V"}

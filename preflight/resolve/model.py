@@ -48,6 +48,7 @@ class Resolution:
             "proven" | "failed" | "unproven" | "not recorded", "resolver", "python", "platform_tags",
             "glibc", "date", "file", "reason"}.
         commands: for each entry of ``options``, the exact ``preflight resolve`` command that selects it.
+        arch: the machine architecture the stack is for ("x86_64" or "aarch64"; Linux).
     """
 
     verl: str
@@ -87,6 +88,7 @@ class Resolution:
     backend_build: Optional[str] = None
     proof: Dict[str, Any] = field(default_factory=dict)
     commands: List[str] = field(default_factory=list)
+    arch: str = "x86_64"
 
     @property
     def vllm(self) -> Optional[str]:
@@ -98,10 +100,22 @@ class Resolution:
         """The SGLang version when the backend is SGLang."""
         return self.backend_version if self.backend == "sglang" else None
 
+    @property
+    def verdict(self) -> str:
+        """One word for the answer: "works" (a stack fits and pip's resolver proved its install
+        line), "unproven" (it fits by the matrix, but no proof of its install line exists),
+        "does not install" (pip's resolver refused the install line) or "no stack"."""
+        status = (self.proof or {}).get("status")
+        if status == "failed":
+            return "does not install"
+        if not self.ok:
+            return "no stack"
+        return "works" if status == "proven" else "unproven"
+
     def to_dict(self) -> Dict[str, Any]:
-        """JSON-ready dict of every field (plus ``vllm``/``sglang``)."""
+        """JSON-ready dict of every field (plus ``vllm``/``sglang`` and ``verdict``)."""
         d = asdict(self)
-        d["vllm"], d["sglang"] = self.vllm, self.sglang
+        d["vllm"], d["sglang"], d["verdict"] = self.vllm, self.sglang, self.verdict
         return d
 
 

@@ -1,6 +1,5 @@
 """The nearest options when no stack works (or one works only with caveats), each with the command that selects it."""
 
-import re
 from typing import Any, Callable, List, Tuple
 
 from ..hw import driver_tuple
@@ -66,7 +65,7 @@ def add_options(run: Run, res: Resolution, kinds: set, resolve: Callable[..., Re
         for m in reversed(run.minors):
             if m == res.python:
                 continue
-            r = resolve(mx, run.verl, run.backend, run.driver, run.cc, None, m, None, _options=False,
+            r = resolve(mx, run.verl, run.backend, run.driver, run.cc, None, m, None, _options=False, arch=run.arch,
                         backend_build=run.build)
             if r.ok and r.proof.get("status") == "proven":
                 opt(opts, "use Python %s, for which pip resolves the set with wheels: %s" % (m, summary(r)),
@@ -74,7 +73,7 @@ def add_options(run: Run, res: Resolution, kinds: set, resolve: Callable[..., Re
                 break
     if not (res.ok and not (kinds & {"compat"})):
         if run.driver and kinds & {"driver", "compat", "gpu-driver"}:
-            r = resolve(mx, run.verl, run.backend, None, run.cc, None, run.python, run.prefer, _options=False,
+            r = resolve(mx, run.verl, run.backend, None, run.cc, None, run.python, run.prefer, _options=False, arch=run.arch,
                         backend_build=run.build)
             if r.ok and r.min_driver and driver_tuple(r.min_driver) > driver_tuple(run.driver):
                 branch = mx.driver_branch(r.min_driver) or {}
@@ -97,7 +96,7 @@ def add_options(run: Run, res: Resolution, kinds: set, resolve: Callable[..., Re
             for other in sorted((run.row.get("backend_extras") or {})):
                 if other == run.backend:
                     continue
-                r = resolve(mx, run.verl, other, run.driver, run.cc, None, run.python, run.prefer, _options=False)
+                r = resolve(mx, run.verl, other, run.driver, run.cc, None, run.python, run.prefer, _options=False, arch=run.arch)
                 if r.ok:
                     opt(opts, "use --backend %s: %s%s" % (other, summary(r), caveat(r)),
                          resolve_command(run, backend=other, build=None))
@@ -111,8 +110,10 @@ def caveat(r: Resolution) -> str:
         bits.append("through minor-version compatibility")
     if r.confidence != "V":
         bits.append("rests on %s rows" % WORD[r.confidence])
-    if r.proof and r.proof.get("status") != "proven":
-        bits.append("not proven to install: %s" % r.proof.get("status"))
+    if r.verdict == "unproven":
+        why = str((r.proof or {}).get("reason") or "")
+        bits.append("unproven%s" % (" here: needs the PyTorch index" if "PyTorch index" in why else
+                                    ": no recorded proof of its install line"))
     return " (%s)" % ", ".join(bits) if bits else ""
 
 
@@ -136,7 +137,9 @@ def other_builds(run: Run, res: Resolution) -> List[Tuple[str, str]]:
         out.append(("use %s %s's %s build (%s) with torch %s from the %s index (%s)%s" % (
             bname(run), res.backend_version, other["variant"], where, ev["torch"], ev["variant"]["variant"],
             ev["variant"]["index"],
-            "; the driver runs it through minor-version compatibility" if ev["warnings"] else ""), str(other["variant"])))
+            "; the driver runs it through minor-version compatibility" if ev["warnings"] else "") +
+            "; unproven here: needs the PyTorch index and %s, not reachable from the prover" % where.split(";")[0],
+            str(other["variant"])))
     return out
 
 
@@ -152,7 +155,7 @@ def other_releases(run: Run, res: Resolution, resolve: Callable[..., Resolution]
         v = known[i]
         if run.backend not in (mx.verl(v) or {}).get("backend_extras", {}):
             continue
-        r = resolve(mx, v, run.backend, run.driver, run.cc, None, run.python, run.prefer, _options=False)
+        r = resolve(mx, v, run.backend, run.driver, run.cc, None, run.python, run.prefer, _options=False, arch=run.arch)
         if not r.ok:
             continue
         cav = caveat(r)

@@ -16,30 +16,33 @@ _ENV = {"implementation_name": "cpython", "os_name": "posix", "platform_machine"
         "platform_release": "", "platform_version": ""}
 
 
-_REQ_CACHE: Dict[Tuple[int, str, str, Tuple[str, ...], str], List[Requirement]] = {}
+_REQ_CACHE: Dict[Tuple[int, str, str, Tuple[str, ...], str, str], List[Requirement]] = {}
 
 
-def marker_env(py: str, extra: str = "") -> Dict[str, str]:
-    env = dict(_ENV)
+def marker_env(py: str, extra: str = "", arch: str = "x86_64") -> Dict[str, str]:
+    """PEP 508 marker variables of CPython ``py`` on Linux ``arch`` (x86_64, aarch64), with ``extra``."""
+    env = dict(_ENV, platform_machine=arch)
     env.update(python_version=py, python_full_version=py + ".0", implementation_version=py + ".0", extra=extra)
     return env
 
 
-def applies(req: Requirement, extras: Iterable[str], py: str) -> bool:
+def applies(req: Requirement, extras: Iterable[str], py: str, arch: str = "x86_64") -> bool:
+    """Whether ``req``'s marker holds on CPython ``py``, Linux ``arch``, for one of ``extras``."""
     if req.marker is None:
         return True
     try:
         if "extra" not in str(req.marker):
-            return req.marker.evaluate(marker_env(py))
-        return any(req.marker.evaluate(marker_env(py, e)) for e in extras)
+            return req.marker.evaluate(marker_env(py, "", arch))
+        return any(req.marker.evaluate(marker_env(py, e, arch)) for e in extras)
     except (InvalidMarker, ValueError, TypeError):
         return False
 
 
-def requirements_of(mx: Matrix, pkg: str, version: str, extras: Sequence[str], py: str) -> List[Requirement]:
+def requirements_of(mx: Matrix, pkg: str, version: str, extras: Sequence[str], py: str,
+                    arch: str = "x86_64") -> List[Requirement]:
     """Requirements of ``pkg==version`` with ``extras`` (self-referencing extras expanded) that
-    apply on CPython ``py``, Linux x86_64. [] when the release has no recorded metadata."""
-    key = (id(mx), canonicalize_name(pkg), version, tuple(sorted(extras)), py)
+    apply on CPython ``py``, Linux ``arch``. [] when the release has no recorded metadata."""
+    key = (id(mx), canonicalize_name(pkg), version, tuple(sorted(extras)), py, arch)
     if key in _REQ_CACHE:
         return _REQ_CACHE[key]
     row = mx.meta(pkg, version) or {}
@@ -54,12 +57,12 @@ def requirements_of(mx: Matrix, pkg: str, version: str, extras: Sequence[str], p
     while True:
         more = set()
         for r in parsed:
-            if canonicalize_name(r.name) == me and applies(r, wanted, py):
+            if canonicalize_name(r.name) == me and applies(r, wanted, py, arch):
                 more |= {canonicalize_name(x) for x in r.extras}
         if more <= wanted:
             break
         wanted |= more
-    out = [r for r in parsed if canonicalize_name(r.name) != me and applies(r, wanted, py)]
+    out = [r for r in parsed if canonicalize_name(r.name) != me and applies(r, wanted, py, arch)]
     _REQ_CACHE[key] = out
     return out
 

@@ -17,8 +17,9 @@ class Run:
     """State of one resolution: the inputs, the verl row, and the chosen/observed facts."""
 
     def __init__(self, mx: Matrix, verl: str, backend: str, driver: Optional[str], cc: Optional[str],
-                 gpu: Optional[str], python: Optional[str], prefer: Optional[str], build: Optional[str] = None):
-        self.mx, self.verl, self.backend, self.build = mx, verl, backend, build
+                 gpu: Optional[str], python: Optional[str], prefer: Optional[str], build: Optional[str] = None,
+                 arch: str = "x86_64"):
+        self.mx, self.verl, self.backend, self.build, self.arch = mx, verl, backend, build, arch
         self.driver, self.cc, self.gpu, self.python, self.prefer = driver, cc, gpu, python, prefer
         self.row = mx.verl(verl) or {}
         self.meta = self.row.get("_meta") or {}

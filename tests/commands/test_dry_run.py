@@ -50,7 +50,7 @@ def test_satisfied_prefix_answers_without_pip(tmp_path):
     import json
 
     from preflight import matrix
-    from preflight.commands import install, spec
+    from preflight.commands import install, stack
     from preflight.outputs.install import INSTALLED, lock_digest
     from preflight.outputs.spec import SpecOptions, top_level
     from preflight.resolve import resolve
@@ -67,7 +67,7 @@ def test_satisfied_prefix_answers_without_pip(tmp_path):
     (prefix / INSTALLED).write_text(json.dumps({"lock_sha256": lock_digest(lock)}))
     (prefix / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.12.3\n")
     p = argparse.ArgumentParser()
-    spec.add_stack_options(p)
+    stack.add_stack_options(p)
     args = p.parse_args(MACHINE)
     assert install.satisfied_lock(args, str(prefix), str(spec_dir)) == str(spec_dir / "requirements.lock")
     other = p.parse_args(MACHINE[:-2] + ["--python", "3.11"])  # another stack: resolve and lock again

@@ -1,7 +1,7 @@
 """Launch commands read into overrides, and the effective config composed by Hydra: the
 vendored Hydra over the stored config tree (matrices/verl_config) and the target's own Hydra over
 a real verl install (a cached venv with verl's wheel and hydra-core). The override-by-override
-differential against an independent hydra-core process is tests/test_hydra_differential.py.
+differential against an independent hydra-core process is tests/launch/test_hydra_differential.py.
 """
 
 import json

@@ -366,7 +366,8 @@ def test_fc21_ray_num_cpus_with_affinity_limit():
     assert login["ray_num_cpus"].status == "skip" and login["host_memory"].status == "skip"
     # an older release's config has the top-level key: the rule names that one
     from preflight.launch.model_rules import ray_num_cpus
-    from preflight.launch.rules import _Ctx, load_rules, ruleset
+    from preflight.launch.rules import load_rules, ruleset
+    from preflight.launch.rules.context import _Ctx
 
     x = _Ctx(ruleset("0.4.1")[0], load_rules()["rule"])
     old = {"ray_init": {"num_cpus": None}}
@@ -474,7 +475,7 @@ def megatron_env(tmp_path, core_version=None, layout="core_0.4"):
 def megatron_result(py, release, strategy="megatron"):
     from preflight import matrix as mx
     from preflight.context import Context, Options
-    from preflight.launch.megatron import megatron_outcome
+    from preflight.checks.megatron import megatron_outcome
 
     c = compose(["actor_rollout_ref.actor.strategy=%s" % strategy], config_name="ppo_megatron_trainer"
                 if strategy == "megatron" else None)
@@ -510,7 +511,7 @@ def test_values_table_after_a_failed_composition_shows_defaults():
     as an override."""
     from rich.console import Console
 
-    from preflight.launch.render import values_table
+    from preflight.report.launch import values_table
 
     c = compose_stored(parse_launch(["python3", "-m", "verl.trainer.main_ppo", "data.train_batch_size=32",
                                      "actor_rollout_ref.actor.fsdp_config.grad_offload=False",

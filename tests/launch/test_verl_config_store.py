@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from preflight.launch.compose import release_doc, run_here, stored_index, stored_tree, _hydra_path
+from preflight.launch.compose import release_doc, run_here, stored_index, stored_tree, hydra_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STORE = os.path.join(ROOT, "matrices", "verl_config")
@@ -89,7 +89,7 @@ def test_example_launches_compose_for_their_release(ver):
     tried, stale, failed = 0, [], []
     for name, launches in sorted(groups.items()):
         out = run_here("verl_compose", {"stored_dir": stored_tree(ver), "stored_version": ver, "config_name": name,
-                                        "sys_path": _hydra_path(), "batch": [x["overrides"] for x in launches]})
+                                        "sys_path": hydra_path(), "batch": [x["overrides"] for x in launches]})
         cases = {e["i"]: e for e in out.events if e.get("event") == "case"}
         assert len(cases) == len(launches), out.stderr_tail
         for i, x in enumerate(launches):

@@ -394,7 +394,7 @@ def test_matrix_show_blocks_fit_80_columns(matrix):
     from rich.console import Console
 
     from preflight.errors import UsageError
-    from preflight.matrix.show import extra_pins, show
+    from preflight.report.matrix import extra_pins, show
 
     buf = io.StringIO()
     assert show(matrix, None, Console(file=buf, width=80, color_system=None, highlight=False)) == 0

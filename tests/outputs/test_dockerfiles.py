@@ -73,14 +73,14 @@ def test_top_level_dockerfile_pins_the_matrix_digest():
 def test_image_prefers_the_base_image_python():
     """Without --python, the image's Python is the base image's own when the stack runs on it
     (verl 0.9.1 admits 3.10-3.12; the cu130 base image is Ubuntu 24.04 with 3.12)."""
-    from preflight.commands import image, spec
+    from preflight.commands import image, stack
 
     p = argparse.ArgumentParser()
-    spec.add_stack_options(p)
+    stack.add_stack_options(p)
     args = p.parse_args(["--verl", "0.9.1", "--gpu", "H200", "--driver", "580.95.05"])
     said = []
     image.prefer_base_python(args, said.append)
-    _, res, _, _ = spec.resolve_stack(args)
+    _, res, _, _ = stack.resolve_stack(args)
     row = [r for r in _rows() if r["variant"] == res.variant][0]
     assert res.ok and res.python == row["python"] == "3.12"
 

@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..result import Result, Status
-from .batch import BatchPlan
-from .compose import Composed, flatten
+from ..launch.batch import BatchPlan
+from ..launch.compose import Composed, flatten
 
 __all__ = ["KEY_VALUES", "shown_keys", "values_table", "plan_table", "results_table", "verdict", "header"]
 
@@ -77,7 +77,7 @@ def values_table(c: Composed, full: bool = False) -> Table:
     failed = c.error is not None
     shown_defaults: Dict[str, Any] = {}
     if failed and c.defaults:
-        from .compose import get_path, redact_config_value
+        from ..launch.compose import get_path, redact_config_value
 
         schema = c.schema()
         missing = object()

@@ -12,8 +12,10 @@ from typing import Any, Dict, List, Optional
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from ..launch.rules import load_rules
 from ..matrix import parse_version
-from .rules import load_rules
+from ..probes.imports import run_imports
+from .base import Context, Outcome, failed, passed, skipped
 
 __all__ = ["megatron_row", "megatron_outcome"]
 
@@ -30,11 +32,8 @@ def megatron_row(release: Optional[str]) -> Optional[Dict[str, Any]]:
     return None
 
 
-def megatron_outcome(ctx: Any, comp: Any, release: Optional[str]) -> Any:
+def megatron_outcome(ctx: Context, comp: Any, release: Optional[str]) -> Outcome:
     """The ``config.megatron`` outcome for a composed launch."""
-    from ..checks.base import failed, passed, skipped
-    from ..probes.imports import run_imports
-
     roles = [r for r, k in (("actor", "actor_rollout_ref.actor.strategy"), ("critic", "critic.strategy"))
              if comp.get(k) == "megatron" and (r == "actor" or _critic_used(comp))]
     if not roles:
