@@ -6,7 +6,9 @@ Subcommands live in :mod:`preflight.commands`.
 """
 
 import argparse
+import difflib
 import os
+import pkgutil
 import signal
 import sys
 from typing import Optional, Sequence
@@ -42,7 +44,6 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str], implicit: bool)
     subcommand that refused them (``preflight check: unrecognized arguments: --bogus (see
     'preflight check --help')``), or, when the first word was taken for a command (``check`` was
     ``implicit``), ``unknown command 'chek' (did you mean 'check'?)``."""
-    import difflib
 
     args, extras = parser.parse_known_args(argv)
     if not extras:
@@ -72,7 +73,6 @@ def _normalise(argv: Sequence[str]) -> list:
 
 
 def _print_completion(shell: str) -> int:
-    import pkgutil
 
     name = {"bash": "preflight.bash", "zsh": "_preflight"}[shell]
     try:

@@ -63,7 +63,7 @@ def load_stage(s: Stage) -> List[Check]:
     return list(REGISTRY.get(s.name, []))
 
 
-def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None) -> List[Result]:
+def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None) -> List[Result]:  # noqa: C901  TODO(issue 22): split
     """Run ``stages`` (names, any order; run in pipeline order) and return every row.
 
     Results are also stored in ``ctx.results`` by id, where later gates look them up. A check that
@@ -114,14 +114,15 @@ def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None
         for rid in s.implied(ctx):  # another stage's check this one cannot do without, run once
             if rid not in ctx.results:
                 other = next(c for c in load_stage(stage_of(rid.split(".", 1)[0])) if c.id == rid)
-                group = []
-                groups.append(group)
+                implied: List[Result] = []
+                groups.append(implied)
                 held = _blocked(ctx, other.needs)
                 if held:
-                    add(group, _skip_row(ctx, other, held))
+                    add(implied, _skip_row(ctx, other, held))
                     continue
-                for r in _outcomes(other, lambda o=other: o.func(ctx), time.monotonic(), False):
-                    add(group, r)
+                answered = _outcomes(other, lambda o=other: o.func(ctx), time.monotonic(), False)  # type: ignore[misc]
+                for r in answered if isinstance(answered, list) else []:  # may_defer False: never a Deferred
+                    add(implied, r)
         settle(s.gate(ctx))  # a deferred row this stage is gated on: its wait belongs to its own stage
         timings[s.name] = {"start_s": round(time.monotonic() - t_run, 3)}
         open_rows[s.name] = 0
@@ -137,7 +138,7 @@ def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None
             if progress:
                 progress("start:%s" % c.id, None)
             t0 = time.monotonic()
-            rows = _outcomes(c, lambda c=c: c.func(ctx), t0, True)
+            rows = _outcomes(c, lambda c=c: c.func(ctx), t0, True)  # type: ignore[misc]
             if isinstance(rows, Deferred):
                 pending[c.id] = (c, rows, t0, group)
                 open_rows[c.stage] += 1

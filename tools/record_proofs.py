@@ -136,6 +136,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=None, help="only this proof id")
     ap.add_argument("--list", action="store_true", help="list the sets and their status, record nothing")
     ap.add_argument("--limit", type=int, default=0, help="record at most this many sets")
+    ap.add_argument("--first", default="", help="comma-separated label prefixes to record first "
+                                                "(e.g. 0.5.0/none/py3.12/x86_64)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds for one resolver run")
     a = ap.parse_args(argv)
     mx = load()
@@ -169,6 +171,10 @@ def main(argv=None) -> int:
     rank = {"3.12": 0, "3.13": 1, "3.10": 2, "3.8": 3, "3.11": 4, "3.9": 5, "3.14": 6}  # the audit's Pythons first
     pending = [(pid, v) for pid, v in sorted(todo.items(), key=lambda kv: (rank.get(kv[1][1], 9), kv[1][2] != "aarch64"))
                if a.force or pid not in idx["proofs"] or idx["proofs"][pid].get("status") == "not recorded"]
+    first = [f for f in a.first.split(",") if f]
+    if first:
+        pending.sort(key=lambda kv: min([i for i, f in enumerate(first) if any(lb.startswith(f) for lb in kv[1][3])]
+                                        or [len(first)]))
     if a.limit:
         pending = pending[:a.limit]
     print("%d sets, %d to record" % (len(todo), len(pending)), flush=True)

@@ -6,10 +6,10 @@ Shared by several commands: :mod:`.output` (the output options and :func:`~.outp
 """
 
 from ..report.invocation import COMMAND_NAMES
-from . import check, cluster, config, data, image, install, matrix, resolve, spec, wheelhouse
+from . import check, cluster, config, data, explain, image, install, matrix, rehearse, resolve, spec, wheelhouse
 
 #: Every subcommand module; the first is the default when no command is given.
-COMMANDS = (check, config, data, cluster, resolve, spec, install, image, matrix, wheelhouse)
+COMMANDS = (check, config, data, rehearse, cluster, explain, resolve, spec, install, image, matrix, wheelhouse)
 
 if tuple(m.NAME for m in COMMANDS) != COMMAND_NAMES:  # the report layer spells fixes with these names
     raise ImportError("preflight.commands.COMMANDS (%s) and preflight.report.invocation.COMMAND_NAMES (%s) differ; "

@@ -78,5 +78,5 @@ def refuse_empty(parser: argparse.ArgumentParser, args: argparse.Namespace, argv
                 typed = [o for o in action.option_strings  # the spelling the user typed (config --config)
                          if any(a == o or a.startswith(o + "=") for a in argv)]
                 longs = [o for o in action.option_strings if o.startswith("--")]
-                name = (typed or longs or action.option_strings or [action.metavar or action.dest])[0]
+                name = (typed or longs or action.option_strings or [str(action.metavar or action.dest)])[0]
                 raise UsageError("%s is empty (an unset variable in a script?); give it a value or leave it out" % name)

@@ -5,7 +5,10 @@ import time
 
 from .. import __version__
 from ..errors import UsageError
+from ..paths import check_output_dir, file_problem
+from ..stages import STAGE_NAMES
 from .argtypes import positive_int, positive_seconds
+from .output import add_output_options, check_outputs, console_stream, emit
 from .stack import resolve_python
 
 NAME = "check"
@@ -26,7 +29,6 @@ exit codes: 0 ready (warnings allowed), 1 not ready (a check failed), 2 usage er
 
 
 def _stages_arg(text: str):
-    from ..stages import STAGE_NAMES
 
     names = [s.strip() for s in text.split(",") if s.strip()]
     bad = [n for n in names if n not in STAGE_NAMES]
@@ -49,7 +51,6 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="only these stages (comma-separated, repeatable)")
     p.add_argument("--skip", type=_stages_arg, action="append", default=None, metavar="NAMES",
                    help="leave out these stages")
-    from .output import add_output_options
 
     add_output_options(p)
     p.add_argument("--status-dir", metavar="DIR", default=None,
@@ -73,16 +74,12 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the checks; return the exit code (0 ready, 1 not ready)."""
-    from ..report.console import SafeConsole as Console
-
     from .. import matrix as matrix_mod
     from ..context import Context, LaunchOptions, NcclOptions, Options, VllmOptions
-    from ..paths import check_output_dir
     from ..report import Report
     from ..report.console import LiveProgress
-    from .output import check_outputs, console_stream, emit
+    from ..report.console import SafeConsole as Console
     from ..runner import run
-    from ..stages import STAGE_NAMES
 
     check_outputs(args)
     if args.status_dir:
@@ -94,15 +91,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--config is empty (an unset variable in a script?); pass a saved verl config file or "
                          "leave --config out")
     python = resolve_python(args.python)
-    from ..paths import file_problem
 
     why = file_problem(args.config) if args.config else None
     if why is not None:
         raise UsageError("--config %s: %s; pass a saved verl config (YAML or JSON)" % (args.config, why))
     mx = matrix_mod.load()
-    if args.verl and mx.verl(args.verl) is None:
-        raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (
-            args.verl, mx.version, ", ".join(mx.verl_versions())))
+    if args.verl:
+        mx.require_verl(args.verl)
     selected = [s for group in (args.stage or [list(STAGE_NAMES)]) for s in group]
     skipped = {s for group in (args.skip or []) for s in group}
     stages = [s for s in STAGE_NAMES if s in selected and s not in skipped]

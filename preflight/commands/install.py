@@ -6,13 +6,15 @@ other. An interrupted or failed install leaves the prefix marked incomplete, whi
 reports and the next install resumes."""
 
 import argparse
+import json
 import os
-
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 from ..errors import UsageError
+from ..paths import check_output_dir, file_problem
+from ..redact import redact_text, strip_userinfo
 from .argtypes import Parser, refuse_empty
-from .stack import add_stack_options, make_spec
+from .stack import add_stack_options, make_spec, resolve_stack
 
 NAME = "install"
 HELP = "create a venv with the resolved, locked stack and check it"
@@ -61,12 +63,9 @@ def satisfied_lock(args: argparse.Namespace, prefix: str, spec_dir: str):
     lock was made for the same top-level pins, indexes and Python as the stack resolved now
     (seconds: no pip); else None. The installed marker records the lock's sha256; the lock's header
     its top-level pins; the venv's pyvenv.cfg its Python."""
-    import json
 
     from ..outputs.install import INCOMPLETE, INSTALLED, lock_digest
     from ..outputs.spec import top_level
-    from ..redact import strip_userinfo
-    from .stack import resolve_stack
 
     lock = os.path.join(spec_dir, "requirements.lock")
     marker = os.path.join(prefix, INSTALLED)
@@ -94,21 +93,17 @@ def satisfied_lock(args: argparse.Namespace, prefix: str, spec_dir: str):
 
 def run(args: argparse.Namespace) -> int:
     """Install, then check; see the module docstring for exit codes."""
-    from ..report.console import SafeConsole as Console
-
     from ..outputs.install import install
     from ..outputs.lock import find_interpreter
-    from ..redact import redact_text
+    from ..report.console import SafeConsole as Console
 
     console = Console(highlight=False, stderr=True)
     say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
     prefix = os.path.abspath(os.path.expanduser(args.prefix))
     from ..outputs.install import check_prefix
-    from ..paths import check_output_dir
 
     check_output_dir(prefix, "--prefix")
     check_prefix(prefix)
-    from ..paths import file_problem
 
     why = file_problem(args.lock) if args.lock else None
     if why:
@@ -150,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
                 "required%s (nothing was changed)" % (prefix, python, n, lock_path,
                                                      ", then check it" if not args.no_check else ""))
             return 0
-        creds = []
+        creds: List[str] = []
     else:
         spec_dir = prefix.rstrip("/") + ".spec"
         done = satisfied_lock(args, prefix, spec_dir)

@@ -2,7 +2,7 @@
 each choice with the matrix row it comes from; or why none does and the nearest fixes."""
 
 import argparse
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from .stack import resolve_args
 

@@ -13,6 +13,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UsageError
+from ..redact import redact_text
 from ..report.render import print_safe
 
 __all__ = ["resolve_python", "add_stack_options", "machine_facts", "resolve_args", "resolve_stack", "machine_doc",
@@ -146,8 +147,7 @@ def resolve_stack(args: argparse.Namespace) -> Tuple[Any, Any, List[str], Any]:
 
     mx = matrix_mod.load()
     verl = args.verl or mx.verl_versions()[-1]
-    if mx.verl(verl) is None:
-        raise UsageError("--verl %s: not a verl release in the matrix (known: %s)" % (verl, ", ".join(mx.verl_versions())))
+    mx.require_verl(verl)
     if args.torch and mx.torch_series(args.torch) is None:
         raise UsageError("--torch %s: not a torch release in the matrix" % args.torch)
     no_backend = args.backend == "none"
@@ -222,10 +222,9 @@ def make_spec(args: argparse.Namespace, out_dir: str, say, option: str = "-o",
     Raises UsageError (exit 2) for bad input, a pip failure, or files in ``out_dir`` (the spec's
     and ``more_files``) that the tool did not write (without --force; checked before any work);
     returns res.ok False untouched."""
-    from ..outputs.owned import OutputDir
     from ..outputs.lock import find_uv
+    from ..outputs.owned import OutputDir
     from ..outputs.spec import SPEC_FILES, build_spec, write_spec
-    from ..redact import redact_text
 
     out = OutputDir(out_dir, option, getattr(args, "force", False))
     out.check(SPEC_FILES + tuple(more_files))

@@ -19,6 +19,7 @@ import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..hw import visible_entries
+from .interpolation import reference_of
 from .model import ModelFacts
 
 __all__ = ["token_budgets", "trust_remote_code", "compute_capability", "lora_modules", "host_memory",
@@ -52,19 +53,7 @@ def _has(get: Get, key: str) -> bool:
 def _interp_of(raw: Optional[Get], key: str) -> Optional[str]:
     """The dotted key that ``key``'s unresolved value interpolates (``${a.b}``,
     ``${oc.select:a.b,default}``), or None."""
-    if raw is None:
-        return None
-    r = raw(key, None)
-    if not isinstance(r, str):
-        return None
-    m = re.match(r"^\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}$", r.strip())
-    if not m:
-        return None
-    target = m.group(1)
-    if target.startswith("."):  # relative to the key's parent
-        parent = key.rsplit(".", 1)[0]
-        target = parent + target
-    return target
+    return reference_of(raw(key, None), key) if raw is not None else None
 
 
 # ---- token budgets (case 34) -----------------------------------------------------------------

@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["Startup", "run_startup", "classify", "compare", "silent_rows"]
+__all__ = ["Startup", "run_startup", "run_startup_batch", "parse_events", "classify", "compare", "silent_rows",
+           "where"]
 
 
 @dataclass
@@ -85,8 +86,44 @@ def run_startup(python: str, overrides: Sequence[str], config_name: str = "ppo_t
             "config_dir": config_dir, "overrides": list(overrides), "score_rows": 4, "item_rows": 2,
             "length_rows": 256}
     out = run_script(python, "verl_startup", args, timeout=timeout, env=env)
-    st = Startup(seconds=out.duration_s)
+    st = parse_events(out.events)
+    st.seconds = out.duration_s
+    if out.returncode != 0 or out.timed_out or (not st.ran and st.no_verl is None):
+        st.probe = out.evidence()
+    return st
+
+
+def run_startup_batch(python: str, cases: Sequence[Sequence[str]], config_name: str = "ppo_trainer",
+                      entry: Optional[str] = None, timeout: float = 600.0) -> List[Startup]:
+    """verl's dry start-up of several launches (override lists) in one target process (verl imported
+    once); one :class:`Startup` per case, in order (a case the process never reached has ran=False)."""
+    from ..probes.process import run_script
+
+    args = {"entry": entry or "verl.trainer.main_ppo", "config_name": config_name, "config_dir": None,
+            "overrides": [], "batch": [list(c) for c in cases], "score_rows": 2, "item_rows": 1, "length_rows": 32}
+    out = run_script(python, "verl_startup", args, timeout=timeout)
+    head: List[Dict[str, Any]] = []
+    per: List[List[Dict[str, Any]]] = []
     for e in out.events:
+        if e.get("event") == "case":
+            per.append([])
+        elif per:
+            per[-1].append(e)
+        else:
+            head.append(e)
+    res = []
+    for i in range(len(cases)):
+        st = parse_events(head + per[i]) if i < len(per) else Startup()
+        if i >= len(per):
+            st.probe = out.evidence()
+        res.append(st)
+    return res
+
+
+def parse_events(events: Sequence[Dict[str, Any]]) -> Startup:
+    """A :class:`Startup` from the target script's events (see preflight/target/verl_startup.py)."""
+    st = Startup()
+    for e in events:
         kind = e.get("event")
         if kind == "no_verl":
             st.no_verl = e.get("reason")
@@ -109,8 +146,6 @@ def run_startup(python: str, overrides: Sequence[str], config_name: str = "ppo_t
             st.lengths = {k: v for k, v in e.items() if k != "event"}
         elif kind == "reward":
             st.reward = {k: v for k, v in e.items() if k != "event"}
-    if out.returncode != 0 or out.timed_out or (not st.ran and st.no_verl is None):
-        st.probe = out.evidence()
     return st
 
 

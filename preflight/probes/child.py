@@ -40,7 +40,7 @@ def _fd_of(target: Any, name: str, opened: list) -> Any:
     return target.fileno()
 
 
-def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Optional[float] = None,
+def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Optional[float] = None,  # noqa: C901
         env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None, universal_newlines: bool = False,
         text: Optional[bool] = None, capture_output: bool = False,
         workdir: Optional[str] = None) -> "subprocess.CompletedProcess[Any]":

@@ -17,7 +17,7 @@ __all__ = ["COMMAND_NAMES", "invocation", "localise_commands"]
 
 #: The subcommands, in help order (the first is the default); ``preflight.commands.COMMANDS``
 #: holds their modules in this order.
-COMMAND_NAMES = ("check", "config", "data", "cluster", "resolve", "spec", "install", "image", "matrix", "wheelhouse")
+COMMAND_NAMES = ("check", "config", "data", "rehearse", "cluster", "explain", "resolve", "spec", "install", "image", "matrix", "wheelhouse")
 
 
 def invocation() -> str:

@@ -7,8 +7,9 @@ redaction pass is at that boundary, not here.
 """
 
 import json
+import pkgutil
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from . import Report
 
@@ -81,7 +82,6 @@ def dumps(report: Report) -> str:
 
 def load_schema() -> Dict[str, Any]:
     """The published JSON Schema of the report (read from the package, zip-safe)."""
-    import pkgutil
 
     data = pkgutil.get_data("preflight", SCHEMA_RESOURCE)
     if data is None:  # pragma: no cover - a broken install

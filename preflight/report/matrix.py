@@ -1,15 +1,16 @@
 """``preflight matrix show``: the matrix rows of verl releases, one block per release, with their
 sources; readable at 80 columns (long values wrap inside their column)."""
 
+import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from .console import SafeConsole as Console
 from rich.table import Table
 from rich.text import Text
 
 from ..matrix import Matrix, requirements_for_extras
+from .console import SafeConsole as Console
 
 __all__ = ["show", "release_block", "extra_pins"]
 
@@ -33,7 +34,6 @@ def _extras(lines: Sequence[str]) -> List[str]:
 
 
 def _marker_extras(marker: str) -> List[str]:
-    import re
 
     return re.findall(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
 
@@ -101,11 +101,8 @@ def show(mx: Matrix, verl: Optional[str] = None, console: Optional[Console] = No
     unknown release."""
     console = console or Console(highlight=False)
     versions = [verl] if verl else mx.verl_versions()
-    if verl and mx.verl(verl) is None:
-        from ..errors import UsageError
-
-        raise UsageError("--verl %s: not a verl release in the matrix (known: %s); pass one of them" % (
-            verl, ", ".join(mx.verl_versions())))
+    if verl:
+        mx.require_verl(verl)
     console.print(Text.assemble(("verl releases", "bold"), "  matrix %s  (%d of %d)" % (
         mx.version, len(versions), len(mx.verl_versions()))))
     for v in versions:

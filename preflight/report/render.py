@@ -11,11 +11,11 @@ one atomic writer (:func:`preflight.atomic.write_atomic`), to a file.
 import dataclasses
 import io
 import os
-import re
 import sys
 from typing import Any, Callable, Dict, Optional, TextIO
 
-from ..redact import collect, is_secret_key, redact
+from ..atomic import write_atomic
+from ..redact import collect, is_secret_key, redact, redact_text
 from ..result import Result
 from . import Report
 from .invocation import invocation, localise_commands
@@ -78,7 +78,6 @@ def print_safe(text: str, file: Optional[TextIO] = None) -> None:
     """Print one line of a command's own output for people (a summary, a progress note) the way
     every report is printed: redacted (:func:`preflight.redact.redact_text`) and with control
     characters escaped (:func:`escape_controls`). ``file``: default stdout."""
-    from ..redact import redact_text
 
     print(escape_controls(redact_text(text)), file=file if file is not None else sys.stdout, flush=True)
 
@@ -103,7 +102,7 @@ def _console_text(report: Report, verbose: bool) -> str:
 
 
 def _formatters() -> Dict[str, Callable[[Report], str]]:
-    from . import junit, jsonreport, markdown, prometheus
+    from . import jsonreport, junit, markdown, prometheus
 
     return {"json": jsonreport.dumps, "markdown": markdown.render, "junit": junit.render,
             "prometheus": prometheus.render}
@@ -144,7 +143,6 @@ def present(red: Report, fmt: str, output: Optional[str], verbose: bool, option:
     """Present the already redacted ``red`` in ``fmt``: on ``stream`` (default stdout) when
     ``output`` is None or '-' (rich on a terminal, plain text elsewhere), else into the file
     ``output`` through the one atomic writer. Raises OutputError naming ``option``."""
-    from ..atomic import write_atomic
 
     if output in (None, "-"):
         out = stream or sys.stdout

@@ -1,6 +1,5 @@
 """The nearest options when no stack works (or one works only with caveats), each with the command that selects it."""
 
-import re
 from typing import Any, Callable, List, Tuple
 
 from ..hw import driver_tuple
@@ -138,7 +137,9 @@ def other_builds(run: Run, res: Resolution) -> List[Tuple[str, str]]:
         out.append(("use %s %s's %s build (%s) with torch %s from the %s index (%s)%s" % (
             bname(run), res.backend_version, other["variant"], where, ev["torch"], ev["variant"]["variant"],
             ev["variant"]["index"],
-            "; the driver runs it through minor-version compatibility" if ev["warnings"] else ""), str(other["variant"])))
+            "; the driver runs it through minor-version compatibility" if ev["warnings"] else "") +
+            "; unproven here: needs the PyTorch index and %s, not reachable from the prover" % where.split(";")[0],
+            str(other["variant"])))
     return out
 
 

@@ -54,6 +54,7 @@ def _frame_info(tb, verl_root):
     frames = traceback.extract_tb(tb)
     site = os.path.dirname(verl_root)
     out = []
+    frames = [f for f in frames if f.filename != "<string>"]  # this script's own frames
     for fr in frames[-8:]:
         fn = fr.filename
         rel = os.path.relpath(fn, site) if fn.startswith(site + os.sep) else fn
@@ -69,7 +70,11 @@ def _frame_info(tb, verl_root):
 def _error(exc, verl_root, step=None):
     frames, vf = _frame_info(exc.__traceback__, verl_root)
     last = frames[-1] if frames else {}
-    return {"step": step or _STEP["name"], "kind": type(exc).__name__, "message": str(exc).strip()[:3000],
+    msg = str(exc).strip()
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and str(cause).strip() and str(cause).strip() not in msg:
+        msg += " (caused by %s: %s)" % (type(cause).__name__, str(cause).strip().splitlines()[0][:500])
+    return {"step": step or _STEP["name"], "kind": type(exc).__name__, "message": msg[:3000],
             "file": last.get("file"), "line": last.get("line"), "function": last.get("function"),
             "frames": frames, "verl_frame": vf}
 
@@ -409,15 +414,34 @@ def main():
     state = {"runner": None}
 
     def dry_run_ppo(config, task_runner_class=None, *a, **k):
-        cls = task_runner_class if task_runner_class is not None else getattr(mod, "TaskRunner")
+        cls = task_runner_class if task_runner_class is not None else mod.TaskRunner
         runner = _plain_class(cls)()
         state["runner"] = runner
         _STEP["name"] = "TaskRunner.run"
         runner.run(config)
     mod.run_ppo = dry_run_ppo
+    batch = ARGS.get("batch")
+    if batch is None:
+        _one(fn, cfg_dir, ARGS.get("overrides") or [], state, verl_root, buf, real_out, real_err)
+        return
+    for i, ovs in enumerate(batch):  # several launches, verl imported once: events follow their "case"
+        emit("case", i=i)
+        buf.seek(0)
+        buf.truncate()
+        try:
+            _one(fn, cfg_dir, ovs, state, verl_root, buf, real_out, real_err)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # the dry run itself failed on this case: named, the next one runs
+            emit("error", **_error(exc, verl_root, "preflight dry run"))
+
+
+def _one(fn, cfg_dir, overrides, state, verl_root, buf, real_out, real_err):
+    """One launch through verl's main (events as documented above)."""
+    state["runner"] = None
     try:
         cfg = _compose(cfg_dir, ARGS.get("config_dir"), ARGS.get("config_name") or "ppo_trainer",
-                       ARGS.get("overrides") or [])
+                       overrides)
     except Exception as exc:
         emit("error", **_error(exc, verl_root, "compose"))
         return
@@ -460,6 +484,7 @@ def main():
         _reward(trainer, cfg, verl_root, int(ARGS.get("score_rows", 4)))
     finally:
         sys.stdout, sys.stderr = real_out, real_err
+
 
 
 if __name__ == "__main__":

@@ -85,8 +85,49 @@ def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, 
     if ".megatron." in ".%s." % key and config_name != "ppo_megatron_trainer":
         return "the megatron keys live in ppo_megatron_trainer", \
             "add --config-name=ppo_megatron_trainer (the megatron keys live in that config)"
-    cands = difflib.get_close_matches(key, list(flatten(tree)), n=1, cutoff=0.8)
+    added = first_release_with(key, config_name, release)
+    if added is not None:
+        return "verl %s has no %s (it came in verl %s)" % (release, key, added), \
+            "upgrade verl to %s or later for %s, or delete the override %s" % (added, parts[-1], text)
+    cands = near_keys(key, tree)
     if cands:
         return "no such key (did you mean %s?)" % cands[0], "write %s=%s instead of %s" % (cands[0], value, text)
     return "no such key in the composed config", "add it with +%s if your own code reads it, else delete it" % \
         text.lstrip("+")
+
+
+def near_keys(key: str, tree: Dict[str, Any]) -> List[str]:
+    """Keys of ``tree`` that ``key`` is plausibly a misspelling of: the same leaf name under
+    another parent (``actor_rollout_ref.lora_rank`` -> ``actor_rollout_ref.model.lora_rank``), or a
+    leaf name within 0.8 (difflib ratio) of it under the same parent. A key is never matched to
+    an unrelated sibling because the dotted paths look alike (``model.lora_rank`` is no
+    ``model.path``)."""
+    parts = _parts(key)
+    leaf, parent = parts[-1], ".".join(parts[:-1])
+    leaves = list(flatten(tree))
+    same_leaf = [k for k in leaves if k.rsplit(".", 1)[-1] == leaf]
+    if same_leaf:
+        return sorted(same_leaf, key=lambda k: -difflib.SequenceMatcher(None, k, key).ratio())[:1]
+    node = get_path(tree, parent) if parent else tree
+    if isinstance(node, dict):
+        near = difflib.get_close_matches(leaf, [str(k) for k in node], n=1, cutoff=0.8)
+        if near:
+            return ["%s.%s" % (parent, near[0]) if parent else near[0]]
+    return []
+
+
+def first_release_with(key: str, config_name: str, release: Optional[str]) -> Optional[str]:
+    """The oldest stored release after ``release`` whose ``config_name`` defaults hold ``key``
+    (from the stored releases' flattened key lists in ``matrices/verl_config/<v>.json``), or None."""
+    from .defaults import release_keys
+    from .stored import stored_index
+
+    pv = parse_version(release) if release else None
+    if pv is None:
+        return None
+    for v in sorted(stored_index(), key=Version):
+        if Version(v) <= Version(pv.public):
+            continue
+        if key in release_keys(v, config_name):
+            return v
+    return None

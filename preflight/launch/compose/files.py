@@ -29,6 +29,8 @@ def _check_user_file(path: str) -> None:
         try:
             with open(path, encoding="utf-8") as fh:
                 data = json.load(fh)
+        except RecursionError:
+            raise FileUnreadable("config file %s: not valid JSON (nested too deep for a config); fix the file" % path)
         except (OSError, ValueError) as exc:
             raise FileUnreadable("config file %s: not valid JSON (%s); fix the file or pass the YAML" % (path, exc))
         if not isinstance(data, dict):

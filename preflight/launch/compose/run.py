@@ -103,11 +103,27 @@ def _build(out: Any, spec: LaunchSpec, file: Optional[str], method: str, notes: 
     return c
 
 
+#: Overrides composed in this process at most (more, or longer, go to a child under the deadline).
+MAX_INPROCESS_OVERRIDES = 400
+MAX_INPROCESS_BYTES = 64 * 1024
+
+
+def bounded(spec: LaunchSpec) -> bool:
+    """True when composing ``spec``'s overrides is bounded work that may run in this process: no
+    override interpolates (``${...}``: 17 self-doubling references take hours in OmegaConf's
+    resolver, fault case c01), at most :data:`MAX_INPROCESS_OVERRIDES` of them, and at most
+    :data:`MAX_INPROCESS_BYTES` in all. Anything else composes in a child under ``--timeout``."""
+    texts = spec.override_texts
+    return len(texts) <= MAX_INPROCESS_OVERRIDES and sum(len(t) for t in texts) <= MAX_INPROCESS_BYTES and \
+        not any("${" in t for t in texts)
+
+
 def compose_stored(spec: LaunchSpec, file: Optional[str] = None, release: Optional[str] = None,
                    env: Optional[Dict[str, str]] = None, timeout: float = 90.0) -> Composed:
     """Compose with the checker's own (vendored) Hydra over the stored config tree of ``release``
     (the nearest stored one; see :func:`stored_release`): in this process (:func:`run_here`) for
-    overrides alone, in a child of this interpreter under ``timeout`` when a ``file`` is read.
+    plain overrides (:func:`bounded`), in a child of this interpreter under ``timeout`` when a
+    ``file`` is read or an override interpolates (arguments through the probe API, never argv).
 
     ``file``: a saved config (YAML/JSON path) merged over the defaults. ``env``: the environment
     for ``${oc.env:...}`` (default: this process's, plus the launch's assignments). Raises
@@ -127,7 +143,7 @@ def compose_stored(spec: LaunchSpec, file: Optional[str] = None, release: Option
     child_env.update(spec.env)
     memo_key = (pick, name) if not file and not args["config_dir"] else None
     args["skip_defaults"] = memo_key in _DEFAULTS
-    if file:  # a user's file can be large: read it in a child of this interpreter, under the deadline
+    if file or not bounded(spec):  # a file, or overrides that can run away: a child, under the deadline
         from ...probes.process import run_script
 
         out = run_script(sys.executable, "verl_compose", args, timeout=timeout, env=dict(os.environ, **child_env))
@@ -137,7 +153,7 @@ def compose_stored(spec: LaunchSpec, file: Optional[str] = None, release: Option
                                      "(stderr: %s)" % (out.stderr_tail.strip().splitlines() or ["-"])[-1][:200])
         if out.last("env") is None:
             out.events.insert(0, {"event": "env", "verl_version": pick, "config_dir": tree})
-    else:  # overrides only: bounded work, in this process (no process start, Hydra imported once)
+    else:  # plain overrides: bounded work, in this process (no process start, Hydra imported once)
         out = run_here("verl_compose", args, env=child_env)
     if memo_key is not None:
         if args["skip_defaults"]:
@@ -167,7 +183,8 @@ def _hint(err: Dict[str, Any], spec: LaunchSpec, release: Optional[str], tree: D
         key = m.group(1)
         text = next((o.text for o in spec.overrides if o.key == key), key)
         why, fix = key_fix(key, release, name, tree, fields, text)
-        first, kind = "%s (%s)" % (first, why), "override_missing"
+        first = "%s (%s)" % (first, why)
+        kind = "key_not_in_release" if "(it came in verl " in why else "override_missing"
     elif "Could not append to config. An item is already at" in msg:
         fix, kind = "drop the '+' (an existing key is set with key=value) or use '++'", "append_existing"
     elif "Could not delete from config" in msg:

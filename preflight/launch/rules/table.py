@@ -48,11 +48,26 @@ def ruleset(version: Optional[str]) -> Tuple[Dict[str, Any], str]:
     v = Version(pv.base_version)
     for rs in sets:
         if SpecifierSet(rs["versions"]).contains(v, prereleases=True):
+            rs = gated(rs, v)
             note = "rules of verl %s (%s)" % (rs["label"], rs["versions"])
             if v < Version("0.3"):
                 note += "; rules before 0.3 are not recorded, 0.3's are used"
             return rs, note
     return sets[-1], "rules of %s" % sets[-1]["label"]
+
+
+def gated(rs: Dict[str, Any], v: Version) -> Dict[str, Any]:
+    """``rs`` with each flag written as a version specifier (``rollout_sync_rejected = ">=0.7"``:
+    true from that release on, inside a ruleset that spans several) turned into a bool for ``v``."""
+    out = dict(rs)
+    for k, val in rs.items():
+        if k in GATED and isinstance(val, str):
+            out[k] = SpecifierSet(val).contains(v, prereleases=True)
+    return out
+
+
+#: Ruleset flags that may be a version specifier instead of a bool.
+GATED = ("rollout_sync_rejected",)
 
 
 def entry_point(entry: Optional[str]) -> Optional[Dict[str, Any]]:

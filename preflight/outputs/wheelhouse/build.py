@@ -5,7 +5,7 @@ import json
 import os
 import re
 import tempfile
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ... import __version__
 from ...errors import UsageError
@@ -73,27 +73,11 @@ def _downloaded(files_dir: str, listing: Sequence[str], e: LockEntry, chosen: st
     return os.path.join(files_dir, chosen)
 
 
-def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = DEFAULT_PLATFORMS,
-          omit: Sequence[Tuple[str, str]] = (), exclude_installed: Optional[str] = None,
-          pyz: Optional[str] = None, cache: str = CACHE, say: Say = lambda s: None,
-          timeout: float = 3600.0) -> Dict[str, Any]:
-    """Build the wheelhouse of ``lock_path`` for CPython ``python`` (``"3.12"``) on ``platforms``
-    into ``out_dir`` and return its manifest (also written to ``out_dir/wheelhouse.json``).
-
-    Raises UsageError (nothing downloaded) when a pin has no file for the target, when pins
-    have only a source distribution there and this machine cannot build them for it (all of
-    them are named), and (after downloading) when a file's sha256 is not one the lock accepts.
-    """
-    entries = read_lock(lock_path)
-    owned = owned_files(out_dir)
-    pyz = pyz or _find_pyz()
-    refuse_theirs(out_dir, [MANIFEST, SERVED_LOCK, "simple/index.html"] + (["preflight.pyz"] if pyz else []), owned)
-    inst = installed_versions(exclude_installed) if exclude_installed else None
-    keep, left = plan(entries, omit, inst)
-    say("%s: %d pins; %d to carry, %d left out" % (lock_path, len(entries), len(keep), len(left)))
-    os.makedirs(out_dir, exist_ok=True)
-    files_dir = os.path.join(cache, "files")
-    os.makedirs(files_dir, exist_ok=True)
+def _fetch(keep: Sequence[LockEntry], python: str, platforms: Sequence[str], cache: str, files_dir: str,
+           timeout: float, say: Say) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, str]]:
+    """(the file pip picks for each pin on the target, {pin: wheel built here from its source
+    distribution}), with the wheels downloaded into ``files_dir``. Raises UsageError (nothing
+    downloaded) for a pin with no file, or sdist-only pins this machine cannot build for the target."""
     with tempfile.TemporaryDirectory(prefix="preflight-wheelhouse-") as tmp:
         say("asking pip which file each pin takes on CPython %s (%s ...), metadata only" % (python, platforms[0]))
         chosen = choose_files(keep, python, platforms, tmp, timeout)
@@ -147,9 +131,15 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
                 if not fresh:
                     raise UsageError("pip wheel built no wheel for %s==%s" % (e.name, e.version))
                 built[e.key] = os.path.join(bdir, sorted(fresh)[-1])
-    # hash-check, then place (only over files an earlier build wrote), index
-    simple = os.path.join(out_dir, "simple")
-    rows, bad, srcs = [], [], {}
+    return chosen, built
+
+
+def _sources(keep: Sequence[LockEntry], chosen: Dict[str, Dict[str, Any]], built: Dict[str, str],
+             files_dir: str) -> Dict[str, str]:
+    """{pin: the file it is served from}: a built wheel, or the download whose sha256 the lock
+    accepts. Raises UsageError naming the pins whose file is missing or has another hash."""
+    bad: List[str] = []
+    srcs: Dict[str, str] = {}
     listing = os.listdir(files_dir)
     for e in keep:
         src = built.get(e.key) or _downloaded(files_dir, listing, e, chosen[e.key]["file"])
@@ -163,6 +153,35 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
                                                                                  e.name, e.version))
     if bad:
         raise UsageError("the wheelhouse does not match the lock: %s" % "; ".join(bad[:5]))
+    return srcs
+
+
+def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = DEFAULT_PLATFORMS,
+          omit: Sequence[Tuple[str, str]] = (), exclude_installed: Optional[str] = None,
+          pyz: Optional[str] = None, cache: str = CACHE, say: Say = lambda s: None,
+          timeout: float = 3600.0) -> Dict[str, Any]:
+    """Build the wheelhouse of ``lock_path`` for CPython ``python`` (``"3.12"``) on ``platforms``
+    into ``out_dir`` and return its manifest (also written to ``out_dir/wheelhouse.json``).
+
+    Raises UsageError (nothing downloaded) when a pin has no file for the target, when pins
+    have only a source distribution there and this machine cannot build them for it (all of
+    them are named), and (after downloading) when a file's sha256 is not one the lock accepts.
+    """
+    entries = read_lock(lock_path)
+    owned = owned_files(out_dir)
+    pyz = pyz or _find_pyz()
+    refuse_theirs(out_dir, [MANIFEST, SERVED_LOCK, "simple/index.html"] + (["preflight.pyz"] if pyz else []), owned)
+    inst = installed_versions(exclude_installed) if exclude_installed else None
+    keep, left = plan(entries, omit, inst)
+    say("%s: %d pins; %d to carry, %d left out" % (lock_path, len(entries), len(keep), len(left)))
+    os.makedirs(out_dir, exist_ok=True)
+    files_dir = os.path.join(cache, "files")
+    os.makedirs(files_dir, exist_ok=True)
+    chosen, built = _fetch(keep, python, platforms, cache, files_dir, timeout, say)
+    # hash-check, then place (only over files an earlier build wrote), index
+    srcs = _sources(keep, chosen, built, files_dir)
+    simple = os.path.join(out_dir, "simple")
+    rows: List[Dict[str, Any]] = []
     new = {MANIFEST, SERVED_LOCK, "simple/index.html"} | ({"preflight.pyz"} if pyz else set())
     for e in keep:
         new |= {"simple/%s/%s" % (e.key, os.path.basename(srcs[e.key])), "simple/%s/index.html" % e.key}
@@ -191,8 +210,6 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
         place_file(src, os.path.join(d, fname))
         rows.append({"name": e.name, "key": e.key, "version": e.version, "file": "simple/%s/%s" % (e.key, fname),
                      "sha256": digest, "size": os.path.getsize(src), "lock_line": e.line, "source": source})
-    if bad:
-        raise UsageError("the wheelhouse does not match the lock: %s" % "; ".join(bad[:5]))
     for r in rows:
         write_text(os.path.join(simple, r["key"], "index.html"), _index_html(
             "Links for %s" % r["key"], [("%s#sha256=%s" % (os.path.basename(r["file"]), r["sha256"]),

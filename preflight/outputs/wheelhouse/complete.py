@@ -112,7 +112,7 @@ def check_complete(path: str, python: str, say: Say = lambda s: None, timeout: f
     info = out.last("info")
     if not info:
         raise UsageError("--python %s: could not run it (%s)" % (python, out.describe()))
-    installed = {canonicalize_name(r["name"]): str(r.get("version")) for r in info.get("distributions", [])
+    installed: Dict[str, str] = {canonicalize_name(r["name"]): str(r.get("version")) for r in info.get("distributions", [])
                  if r.get("name")}
     target_minor = ".".join(str(x) for x in info["version"][:2])
     missing = missing_requirements(wh, m, info.get("marker_env") or {}, installed)

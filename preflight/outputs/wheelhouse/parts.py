@@ -114,7 +114,7 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
             return len(b)
 
     cut = _Cutter()
-    with tarfile.open(fileobj=cut, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+    with tarfile.open(fileobj=cut, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
         for name in _tar_members(wh_dir):
             path = os.path.join(wh_dir, name)
             info = tar.gettarinfo(path, arcname=name)

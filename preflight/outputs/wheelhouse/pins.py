@@ -105,10 +105,10 @@ def installed_versions(source: str) -> Tuple[Dict[str, str], str]:
     if os.path.isfile(source) and os.access(source, os.X_OK) and not source.endswith((".json", ".txt")):
         from ...probes.process import run_script
 
-        out = run_script(source, "info", timeout=60)
-        info = out.last("info")
+        probe = run_script(source, "info", timeout=60)
+        info = probe.last("info")
         if not info:
-            raise UsageError("--exclude-installed %s: could not run it (%s)" % (source, out.describe()))
+            raise UsageError("--exclude-installed %s: could not run it (%s)" % (source, probe.describe()))
         return ({canonicalize_name(r["name"]): str(r.get("version")) for r in info.get("distributions", [])
                  if r.get("name")}, "installed in %s" % source)
     try:
@@ -123,7 +123,7 @@ def installed_versions(source: str) -> Tuple[Dict[str, str], str]:
                     "listed in %s" % source)
     except ValueError:
         pass
-    out = {}
+    out: Dict[str, str] = {}
     for line in text.splitlines():
         line = line.strip()
         if "==" in line and not line.startswith("#"):

@@ -96,7 +96,7 @@ def choose_files(entries: Sequence[LockEntry], python: str, platforms: Sequence[
         raise UsageError("pip found no file for a pin of the lock on Python %s (%s): %s; nothing was downloaded" % (
             python, ", ".join(platforms[:2]) + (", ..." if len(platforms) > 2 else ""), pip_error(proc)))
     data = load_json(report)
-    out = {}
+    out: Dict[str, Dict[str, Any]] = {}
     for item in data.get("install", []):
         url = (item.get("download_info") or {}).get("url") or ""
         fname = url.rsplit("/", 1)[-1].split("#", 1)[0]
