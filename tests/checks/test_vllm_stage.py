@@ -691,7 +691,11 @@ def test_hang_after_the_import_is_named_and_bounded_once(pyz, tmp_path, monkeypa
     imp, gen = res["imports.vllm"], res["vllm.generate"]
     assert imp["status"] == "pass", imp
     assert gen["status"] == "fail" and "model inspection" in gen["message"], gen
-    assert wall < 8 + 8, wall  # one deadline (plus start-up), not the import's and then the generation's
+    # one deadline (plus the probes' start-up), not the import's and then the generation's; counted from
+    # the run's start, as the report's stage timings are, so a loaded machine's slower interpreter
+    # start-up of the checker itself does not count
+    end = max(t["end_s"] for t in data["stage_timings"].values())
+    assert end < 8 + 8 and end <= wall, (end, wall)
     assert survivors(str(tmp_path)) == []
 
 

@@ -21,7 +21,7 @@ import pytest
 from preflight import proofs
 from preflight.resolve import resolve
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
 
 

@@ -17,7 +17,7 @@ import pytest
 from preflight import matrix as matrix_mod
 from preflight.explain import explain_text, read_log
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REF = os.path.join(os.path.dirname(ROOT), "..", "shared", "reference")
 if not os.path.isdir(REF):
     REF = "/work/shared/reference"
