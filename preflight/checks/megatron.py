@@ -15,7 +15,7 @@ from packaging.version import Version
 from ..launch.rules import load_rules
 from ..matrix import parse_version
 from ..probes.imports import run_imports
-from .base import Outcome, failed, passed, skipped
+from .base import Context, Outcome, failed, passed, skipped
 
 __all__ = ["megatron_row", "megatron_outcome"]
 
@@ -32,7 +32,7 @@ def megatron_row(release: Optional[str]) -> Optional[Dict[str, Any]]:
     return None
 
 
-def megatron_outcome(ctx: Any, comp: Any, release: Optional[str]) -> Outcome:
+def megatron_outcome(ctx: Context, comp: Any, release: Optional[str]) -> Outcome:
     """The ``config.megatron`` outcome for a composed launch."""
     roles = [r for r, k in (("actor", "actor_rollout_ref.actor.strategy"), ("critic", "critic.strategy"))
              if comp.get(k) == "megatron" and (r == "actor" or _critic_used(comp))]

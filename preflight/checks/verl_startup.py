@@ -19,12 +19,12 @@ from typing import Any, Dict, List, Optional
 
 from ..launch.compose.run import config_dir
 from ..launch.startup import Startup, classify, compare, run_startup, silent_rows, where
-from .base import Outcome, failed, passed, skipped, warned
+from .base import Context, Outcome, failed, passed, skipped, warned
 
 __all__ = ["startup_of", "startup_rows", "recheck_fix"]
 
 
-def startup_of(ctx: Any, facts: Optional[Dict[str, Any]], extra: Optional[List[str]] = None) -> Optional[Startup]:
+def startup_of(ctx: Context, facts: Optional[Dict[str, Any]], extra: Optional[List[str]] = None) -> Optional[Startup]:
     """verl's dry start-up of this run's launch (memoised; ``extra`` overrides appended for a fix
     re-check), or None when the target has no verl (the launch was not composed there).
     ``facts``: :func:`preflight.checks.config.launch_facts` of this run."""
@@ -44,7 +44,7 @@ def startup_of(ctx: Any, facts: Optional[Dict[str, Any]], extra: Optional[List[s
     return ctx.memo("verl_startup:" + "\x00".join(extra or []), run)
 
 
-def startup_rows(ctx: Any, facts: Optional[Dict[str, Any]], found: List[Any]) -> List[Outcome]:
+def startup_rows(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]) -> List[Outcome]:
     """The ``config.verl.*`` rows (see the module doc); ``found``: the rules' findings."""
     if ctx.options.launch.config_file:
         return [skipped("a saved config (--config/--file) is judged by the rules; verl's dry start-up takes a "
@@ -117,7 +117,7 @@ def _reward_rows(st: Startup) -> List[Outcome]:
         {"reward": r}, item="reward")]
 
 
-def recheck_fix(ctx: Any, facts: Optional[Dict[str, Any]], found: List[Any]) -> None:
+def recheck_fix(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]) -> None:
     """Re-run the rules' one-line fix (the ``fix_line`` finding) through verl's dry start-up, in
     place, before any row is built: a fix verl rejects loses its overrides and its text (never
     printed); the verdict is kept as ``facts["fix_recheck"]`` (a row of config.verl). No-op

@@ -414,7 +414,7 @@ def main():
     state = {"runner": None}
 
     def dry_run_ppo(config, task_runner_class=None, *a, **k):
-        cls = task_runner_class if task_runner_class is not None else getattr(mod, "TaskRunner")
+        cls = task_runner_class if task_runner_class is not None else mod.TaskRunner
         runner = _plain_class(cls)()
         state["runner"] = runner
         _STEP["name"] = "TaskRunner.run"

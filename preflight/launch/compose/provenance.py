@@ -1,28 +1,10 @@
 """Where each leaf of a composed config came from: the defaults, the user's file or an override."""
 
-import re
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, Sequence
 
+from ..interpolation import references
 from ..overrides import Override
-from .tree import _parts, flatten
-
-_REF = re.compile(r"\$\{\s*(?:oc\.select\s*:\s*)?(\.*[A-Za-z_][\w\-]*(?:\.[\w\-]+|\[\d+\])*)\s*[,}]")
-
-
-def references(text: Any, path: str) -> List[str]:
-    """Absolute keys a raw value interpolates (``${a.b}``, ``${.x}``, ``${oc.select:k,...}``), for
-    provenance display only (OmegaConf resolves the values)."""
-    if not isinstance(text, str) or "${" not in text:
-        return []
-    parent = _parts(path)[:-1]
-    out: List[str] = []
-    for k in _REF.findall(text):
-        dots = len(k) - len(k.lstrip("."))
-        full = (parent[:len(parent) - (dots - 1)] + _parts(k[dots:])) if dots else _parts(k)
-        if full and ".".join(full) not in out and not k.startswith(("oc.", "oc_")):
-            out.append(".".join(full))
-    return out
-
+from .tree import flatten
 
 def provenance(defaults: Dict[str, Any], after_file: Dict[str, Any], final: Dict[str, Any],
                overrides: Sequence[Override]) -> Dict[str, Dict[str, Any]]:

@@ -1,23 +1,10 @@
 """Redaction of config values for printing: secret-looking keys and values masked."""
 
-import re
 from typing import Any
 
 from ...redact import MASK as SECRET_MASK
-from ...redact import add_secret, is_secret_key, redact
+from ...redact import add_secret, is_secret_key, plainly_secret, redact
 from .tree import _parts
-
-#: Name parts that say "secret" whatever the key; a key that merely ends in ``key`` (data.prompt_key)
-#: or holds ``token`` inside (ppo_max_token_len_per_gpu) does not.
-_PLAIN_SECRET_PARTS = {"secret", "password", "passwd", "pwd", "passphrase", "credential", "credentials", "auth",
-                       "cookie", "apikey"}
-
-
-def _plainly_secret(name: str) -> bool:
-    parts = [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
-    return bool(_PLAIN_SECRET_PARTS.intersection(parts)) or parts[-1:] == ["token"] or \
-        parts[-2:] in (["api", "key"], ["access", "key"], ["secret", "key"], ["private", "key"])
-
 
 def redact_config_value(key: str, value: Any, schema: Any) -> Any:
     """The value of config ``key`` as it may be printed or written.
@@ -33,7 +20,7 @@ def redact_config_value(key: str, value: Any, schema: Any) -> Any:
         return value
     parts = _parts(key)
     if key in schema:
-        if parts and _plainly_secret(parts[-1]) and isinstance(value, str):
+        if parts and plainly_secret(parts[-1]) and isinstance(value, str):
             add_secret(value)  # hidden wherever it appears again (a value derived from it)
             return SECRET_MASK
     elif any(is_secret_key(p) for p in parts if not p.isdigit()):

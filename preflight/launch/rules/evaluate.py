@@ -3,6 +3,7 @@
 import re
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from .. import batch as bm
+from ..interpolation import reference_of
 from ..overrides import override_line
 from ..model import ModelFacts
 from .table import load_rules, ruleset
@@ -68,7 +69,6 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
 
 
 _ENV_INTERP = re.compile(r"\$\{oc\.env:([^,}]+)")
-_REF_INTERP = re.compile(r"^\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}$")
 
 
 def _unresolved(key: str, why: str, raw: Optional[Callable[[str, Any], Any]]) -> Tuple[str, str]:
@@ -85,12 +85,10 @@ def _unresolved(key: str, why: str, raw: Optional[Callable[[str, Any], Any]]) ->
     chain = [key]
     k = key
     while raw is not None:
-        r = raw(k, None)
-        m = _REF_INTERP.match(r.strip()) if isinstance(r, str) else None
-        if m is None:
+        t = reference_of(raw(k, None), k)
+        if t is None:
             break
-        t = m.group(1)
-        k = k.rsplit(".", 1)[0] + t if t.startswith(".") else t
+        k = t
         chain.append(k)
         if k in chain[:-1]:
             return ("%s = %s: the interpolation is a cycle (%s) (OmegaConf: %s)" % (key, text, " -> ".join(chain), why),

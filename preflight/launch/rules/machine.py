@@ -2,6 +2,7 @@
 
 import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
+from ...hw import visible_devices
 from ..model import ModelFacts
 from .table import load_rules
 from .values import Values
@@ -22,16 +23,7 @@ def visible_gpus(nvml: Dict[str, Any], env: Dict[str, str]) -> Tuple[Optional[Li
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
         return devs, "%d GPU(s) seen by NVML, CUDA_VISIBLE_DEVICES unset" % len(devs)
-    picked: List[Dict[str, Any]] = []
-    for tok in [t.strip() for t in cvd.split(",") if t.strip()]:
-        if tok.isdigit():
-            match = [d for d in devs if d.get("index") == int(tok)]
-        else:
-            match = [d for d in devs if str(d.get("uuid") or "").startswith(tok)]
-        if not match:
-            break  # CUDA stops at the first invalid entry
-        if match[0] not in picked:
-            picked.append(match[0])
+    picked = visible_devices(devs, cvd)
     return picked, "CUDA_VISIBLE_DEVICES=%r leaves %d of %d GPU(s)" % (cvd, len(picked), len(devs))
 
 
