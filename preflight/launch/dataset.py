@@ -183,9 +183,9 @@ def default_sources(release: Optional[str]) -> Dict[str, Any]:
 
     from packaging.version import Version
 
-    from ..matrix import _read, parse_version
+    from ..matrix import parse_version, read_data
 
-    raw = _read("verl_reward_sources.json", None)
+    raw = read_data("verl_reward_sources.json")
     table = json.loads(raw.decode("utf-8"))["versions"] if raw else {}
     table = {v: r for v, r in table.items() if r.get("sources") is not None}
     if table:

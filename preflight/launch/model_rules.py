@@ -18,6 +18,8 @@ import re
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..hw import visible_entries
+from .interpolation import reference_of
 from .model import ModelFacts
 
 __all__ = ["token_budgets", "trust_remote_code", "compute_capability", "lora_modules", "host_memory",
@@ -51,19 +53,7 @@ def _has(get: Get, key: str) -> bool:
 def _interp_of(raw: Optional[Get], key: str) -> Optional[str]:
     """The dotted key that ``key``'s unresolved value interpolates (``${a.b}``,
     ``${oc.select:a.b,default}``), or None."""
-    if raw is None:
-        return None
-    r = raw(key, None)
-    if not isinstance(r, str):
-        return None
-    m = re.match(r"^\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}$", r.strip())
-    if not m:
-        return None
-    target = m.group(1)
-    if target.startswith("."):  # relative to the key's parent
-        parent = key.rsplit(".", 1)[0]
-        target = parent + target
-    return target
+    return reference_of(raw(key, None), key) if raw is not None else None
 
 
 # ---- token budgets (case 34) -----------------------------------------------------------------
@@ -386,13 +376,7 @@ def count_visible(cvd: str) -> int:
     """GPUs a CUDA_VISIBLE_DEVICES value names, counted the way CUDA reads it without knowing
     the devices: entries up to the first invalid one (``-1`` or a non-index/UUID), duplicates
     once."""
-    seen: List[str] = []
-    for tok in [t.strip() for t in cvd.split(",")]:
-        if not tok or tok.startswith("-") or not (tok.isdigit() or tok.startswith(("GPU-", "MIG-"))):
-            break
-        if tok not in seen:
-            seen.append(tok)
-    return len(seen)
+    return len(visible_entries(cvd))
 
 
 def launch_gpus(x: Any, v: Any, launch_env: Dict[str, str]) -> bool:

@@ -18,14 +18,13 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
 from ..errors import UsageError
-from . import child
+from ..probes import child
 from ..redact import redact_text
 
 __all__ = ["InstallResult", "install", "check_prefix", "prefix_lock", "INCOMPLETE", "INSTALLED", "CREATED",

@@ -282,7 +282,9 @@ _LIVE: "set" = set()
 _LIVE_LOCK = threading.Lock()
 
 
-def _supervisor_code() -> str:
+def supervisor_code() -> str:
+    """The source of ``probes/_supervise.py`` (read from the package, zipapp included), run by
+    ``python -I -S -c`` as the supervisor of a probe or of pip/uv (:mod:`preflight.probes.child`)."""
     from .. import probes as _pkg
 
     path = os.path.join(os.path.dirname(_pkg.__file__), "_supervise.py")
@@ -311,7 +313,7 @@ def _start(argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[
     argv = list(argv)
     if argv and os.sep in argv[0] and not os.path.isabs(argv[0]):
         argv[0] = os.path.abspath(argv[0])  # relative to the caller's directory, not the private one
-    sup = [sys.executable or "python3", "-I", "-S", "-c", _supervisor_code(), str(ctl_r), workdir, cwd] + argv
+    sup = [sys.executable or "python3", "-I", "-S", "-c", supervisor_code(), str(ctl_r), workdir, cwd] + argv
     try:
         popen = subprocess.Popen(sup, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w, env=child_env,
                                  pass_fds=(ctl_r,), start_new_session=True)
@@ -357,7 +359,9 @@ def kill_all() -> int:
     return len(live)
 
 
-def _read_events(path: str) -> List[Dict[str, Any]]:
+def read_events(path: str) -> List[Dict[str, Any]]:
+    """The ``@@PREFLIGHT@@`` events a target script wrote to the file ``path`` (at most
+    :data:`EVENTS_MAX_BYTES` read), in order; a missing or unreadable file gives []."""
     events: List[Dict[str, Any]] = []
     try:
         with open(path, "rb") as fh:
@@ -412,7 +416,7 @@ def collect(proc: _Probe, timeout: float, argv_label: List[str], started: Option
             out.timed_out = False  # it ended on its own just as the deadline passed
         elif not out.timed_out:
             out.returncode = proc.popen.returncode  # the supervisor itself failed
-        out.events = _read_events(os.path.join(proc.workdir, "events"))
+        out.events = read_events(os.path.join(proc.workdir, "events"))
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(proc)

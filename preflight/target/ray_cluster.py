@@ -169,7 +169,7 @@ class RankActor(object):
                     pass
             other.append(line)
         nccl = [l.strip() for l in other if " NCCL " in l or l.startswith("NCCL ")]
-        plain = [l for l in other if not (" NCCL INFO " in l)]
+        plain = [l for l in other if " NCCL INFO " not in l]
         return {"rc": rc, "timed_out": timed_out, "events": events, "nccl_lines": nccl[-200:],
                 "tail": "\n".join(plain)[-3000:]}
 
@@ -390,7 +390,7 @@ def run_collective(ray, alive):
                     "inject": c.get("inject")}
             refs.append(a.run.remote(c["rank_script"], args, env, timeout))
         ranks = []
-        for i, r in enumerate(refs):
+        for r in refs:
             try:
                 ranks.append(ray.get(r, timeout=timeout + 30))
             except Exception as exc:
