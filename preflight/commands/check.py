@@ -69,6 +69,12 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launch", metavar="COMMAND", default=None,
                    help="a verl launch command or its overrides, quoted, for the config stage")
     p.add_argument("--config", metavar="FILE", default=None, help="a saved verl config (YAML/JSON) for the config stage")
+    p.add_argument("--rehearse", action="store_true",
+                   help="after the stages, rehearse the --launch for two steps with a small model of its architecture "
+                        "(see 'preflight rehearse --help'); rows in the rehearse stage")
+    from .rehearse import add_rehearse_options
+
+    add_rehearse_options(p, prefix="rehearse-")
     p.add_argument("-v", "--verbose", action="store_true", help="show evidence under every row")
 
 
@@ -90,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     if args.config is not None and not args.config.strip():
         raise UsageError("--config is empty (an unset variable in a script?); pass a saved verl config file or "
                          "leave --config out")
+    if args.rehearse and not args.launch:
+        raise UsageError("--rehearse needs --launch (the launch command to rehearse, quoted)")
     python = resolve_python(args.python)
 
     why = file_problem(args.config) if args.config else None
@@ -131,6 +139,14 @@ def run(args: argparse.Namespace) -> int:
             if status is not None:  # a waiter on DIR/<stage> or DIR/verdict gets a final word
                 status.interrupted("interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed")
             raise
+    sections = {}
+    if args.rehearse:  # the rehearsal's rows and section join the report (issue 25)
+        from .rehearse import options_from, run_rehearsal
+
+        rh = run_rehearsal(python, args.launch, args.verl, options_from(args))[0]
+        results = list(results) + rh.results
+        stages = list(stages) + ["rehearse"]
+        sections["rehearsal"] = rh.section()
     info = ctx.target() or {}
     verl_v, how = ctx.verl_release()
     machine = {"host": ctx.host()}
@@ -141,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
                             "executable": info.get("executable")},
                     verl={"version": verl_v, "chosen_by": how}, machine=machine,
                     tool_version=__version__, matrix_version=mx.version, started_at=t0,
-                    duration_s=time.time() - t0, stage_timings=dict(ctx.peek("stage_timings") or {}), command=NAME)
+                    duration_s=time.time() - t0, stage_timings=dict(ctx.peek("stage_timings") or {}), command=NAME,
+                    sections=sections)
     if status is not None:
         status.finish(report.ready)
     return emit(report, args)

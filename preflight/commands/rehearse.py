@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
     from .. import __version__
     from .. import matrix as matrix_mod
-    from ..launch import render
+    from ..report import launch as render
     from ..report import Report
     from .output import check_outputs, emit
     from .stack import resolve_python
