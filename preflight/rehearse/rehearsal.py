@@ -307,16 +307,7 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
         corpus.extend(e.get("prompts") or [])
     # model
     info = _make_model(python, s, work, corpus, opts, tp, env=spec.env)
-    venv = info.get("vllm_env") or {}
-    if venv.get("unknown"):
-        names = venv["unknown"]
-        rh.results.append(_row("vllm_env", Status.WARN, "%s set, but the installed vLLM %s does not read %s (not in "
-                               "its envs.py): the setting has no effect" % (
-                                   ", ".join("%s=%s" % (n, (spec.env.get(n) or os.environ.get(n, ""))[:40]) for n in names),
-                                   venv.get("version") or "?", "it" if len(names) == 1 else "them"),
-                               "unset %s; for the attention backend use "
-                               "+actor_rollout_ref.rollout.engine_kwargs.vllm.attention_backend=NAME" % " ".join(names),
-                               {"vllm_env": venv}))
+    _vllm_env_row(rh, info, spec)
     rh.model = {k: v for k, v in info.items() if k not in ("small_config",)}
     built, tok = info.get("built"), info.get("tokenizer") or {}
     if not built:
@@ -340,23 +331,8 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
         "its own architecture" if fb else None,
         {"notes": info.get("notes"), "full_params": (info.get("full") or {}).get("params"),
          "same_module_tree": same, "seconds": info.get("seconds")}))
-    vocab = info.get("vocab_size")
-    if tok:
-        if isinstance(vocab, int) and tok.get("max_id", -1) >= vocab:
-            rh.results.append(_row("tokenizer", Status.FAIL, "the tokenizer's vocabulary does not fit the model: the "
-                                   "data's prompts hold token id %d, the model's vocab_size is %d (len(tokenizer)=%d)"
-                                   % (tok["max_id"], vocab, tok.get("size", 0)),
-                                   "use the tokenizer that belongs to actor_rollout_ref.model.path (or a model whose "
-                                   "vocab_size covers it): ids past the embedding fail in the rollout and the actor",
-                                   {"tokenizer": tok, "vocab_size": vocab}))
-            return
-        warn = isinstance(vocab, int) and tok.get("size", 0) > vocab
-        rh.results.append(_row("tokenizer", Status.WARN if warn else Status.PASS, "%s, %d tokens%s; largest id in the "
-                               "first prompts %d < vocab_size %s" % (tok.get("cls"), tok.get("size", 0),
-                                                                       " (made here: no tokenizer files)" if tok.get("made") else "",
-                                                                       tok.get("max_id", -1), vocab),
-                               "check that the tokenizer belongs to the model: it has more tokens than the "
-                               "embedding" if warn else None, {"tokenizer": tok}))
+    if not _tokenizer_rows(rh, info, tok):
+        return
     # launch
     model_keys = ["actor_rollout_ref.model.path"] + (["critic.model.path"] if s["critic"] else [])
     if s.get("tokenizer_path"):
@@ -387,6 +363,43 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
     rh.phases = table
     rh.run = {"returncode": res.returncode, "timed_out": res.timed_out, "seconds": round(res.seconds, 2),
               "gpu_sampling": res.gpu_how, "lines": len(res.lines), "leftovers": res.leftovers}
+    failed_at = _report_run(rh, res, table, opts)
+    _phase_rows(rh, res, table, failed_at)
+    # memory of the full-size model
+    full_cfg = None
+    if info.get("config"):
+        try:
+            full_cfg = shrink.read_config(info["config"])
+        except ValueError:
+            full_cfg = None
+    full_cfg = full_cfg or shrink.fallback_config()
+    roll = next((p for p in table if p.id == "rollout"), None)
+    measured = max(roll.peak_mib.values()) / 1024.0 if roll and roll.peak_mib else None
+    world = (gpus or s["gpus_per_node"]) * (1 if gpus else s["nnodes"])
+    rh.needs = memory.needs(full_cfg, world, gpu_total_gib, dict(s, rollout_tp=tp), measured)
+    if rh.needs:
+        train = sum(r["gib"] or 0.0 for r in rh.needs if r["phase"] == "actor update")
+        over = gpu_total_gib is not None and train > gpu_total_gib
+        rh.results.append(_row("memory", Status.WARN if over else Status.PASS,
+                               "full-size model per GPU: actor update about %.1f GiB (parameters, gradients, "
+                               "optimizer state, activations; estimated)%s" % (
+                                   train, "; over the GPU's %.0f GiB" % gpu_total_gib if over else ""),
+                               "offload (actor_rollout_ref.actor.fsdp_config.param_offload/optimizer_offload=True), "
+                               "smaller micro batches, or more GPUs" if over else None, {"rows": rh.needs}))
+    # clean-up
+    if res.leftovers:
+        rh.results.append(_row("cleanup", Status.WARN, "%d process(es) of the run outlived it and were killed: %s" % (
+            len(res.leftovers), ", ".join(str(p["pid"]) for p in res.leftovers)),
+            "report it (the supervisor should have ended them)", {"leftovers": res.leftovers}))
+    else:
+        rh.results.append(_row("cleanup", Status.PASS, "no process of the run is left (private Ray head stopped, "
+                               "temporary files removed)"))
+    rh.run["prep_s"] = round(time.time() - t0 - res.seconds, 2)
+
+
+def _report_run(rh: Rehearsal, res: supervise.RunOutcome, table: List[phase_mod.Phase], opts: Options
+                ) -> Optional[phase_mod.Phase]:
+    """The ``run`` row (the first real error, its phase, cause and fix); returns the failed phase."""
     steps = phase_mod.parse_steps(res.lines)
     err = None if (res.ok and len(steps) >= 2) else phase_mod.first_error(res.lines)
     failed_at = None
@@ -429,6 +442,12 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
         else:
             ev["output_tail"] = "\n".join(t for _, t in res.lines[-15:])
         rh.results.append(_row("run", Status.FAIL, "%s (%s)" % (msg, cause), fix, ev, duration=res.seconds))
+    return failed_at
+
+
+def _phase_rows(rh: Rehearsal, res: supervise.RunOutcome, table: List[phase_mod.Phase],
+                failed_at: Optional[phase_mod.Phase]) -> None:
+    """One row per phase: PASS reached, FAIL where the run failed, SKIP not reached."""
     failed_id = failed_at.id if (failed_at and not res.ok) else None
     for p in table:
         peak = ", ".join("GPU%d %d MiB" % (i, m) for i, m in sorted(p.peak_mib.items())) or "no GPU samples"
@@ -443,33 +462,39 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
         else:
             rh.results.append(_row("phase.%s" % p.id, Status.SKIP, "%s: not reached" % p.label, evidence=p.to_dict(),
                                    caused_by=["%s.run" % STAGE] if not res.ok else []))
-    # memory of the full-size model
-    full_cfg = None
-    if info.get("config"):
-        try:
-            full_cfg = shrink.read_config(info["config"])
-        except ValueError:
-            full_cfg = None
-    full_cfg = full_cfg or shrink.fallback_config()
-    roll = next((p for p in table if p.id == "rollout"), None)
-    measured = max(roll.peak_mib.values()) / 1024.0 if roll and roll.peak_mib else None
-    world = (gpus or s["gpus_per_node"]) * (1 if gpus else s["nnodes"])
-    rh.needs = memory.needs(full_cfg, world, gpu_total_gib, dict(s, rollout_tp=tp), measured)
-    if rh.needs:
-        train = sum(r["gib"] or 0.0 for r in rh.needs if r["phase"] == "actor update")
-        over = gpu_total_gib is not None and train > gpu_total_gib
-        rh.results.append(_row("memory", Status.WARN if over else Status.PASS,
-                               "full-size model per GPU: actor update about %.1f GiB (parameters, gradients, "
-                               "optimizer state, activations; estimated)%s" % (
-                                   train, "; over the GPU's %.0f GiB" % gpu_total_gib if over else ""),
-                               "offload (actor_rollout_ref.actor.fsdp_config.param_offload/optimizer_offload=True), "
-                               "smaller micro batches, or more GPUs" if over else None, {"rows": rh.needs}))
-    # clean-up
-    if res.leftovers:
-        rh.results.append(_row("cleanup", Status.WARN, "%d process(es) of the run outlived it and were killed: %s" % (
-            len(res.leftovers), ", ".join(str(p["pid"]) for p in res.leftovers)),
-            "report it (the supervisor should have ended them)", {"leftovers": res.leftovers}))
-    else:
-        rh.results.append(_row("cleanup", Status.PASS, "no process of the run is left (private Ray head stopped, "
-                               "temporary files removed)"))
-    rh.run["prep_s"] = round(time.time() - t0 - res.seconds, 2)
+
+
+def _tokenizer_rows(rh: Rehearsal, info: Dict[str, Any], tok: Dict[str, Any]) -> bool:
+    """The tokenizer row; False when its vocabulary does not fit the model (the run would fail)."""
+    vocab = info.get("vocab_size")
+    if tok:
+        if isinstance(vocab, int) and tok.get("max_id", -1) >= vocab:
+            rh.results.append(_row("tokenizer", Status.FAIL, "the tokenizer's vocabulary does not fit the model: the "
+                                   "data's prompts hold token id %d, the model's vocab_size is %d (len(tokenizer)=%d)"
+                                   % (tok["max_id"], vocab, tok.get("size", 0)),
+                                   "use the tokenizer that belongs to actor_rollout_ref.model.path (or a model whose "
+                                   "vocab_size covers it): ids past the embedding fail in the rollout and the actor",
+                                   {"tokenizer": tok, "vocab_size": vocab}))
+            return False
+        warn = isinstance(vocab, int) and tok.get("size", 0) > vocab
+        rh.results.append(_row("tokenizer", Status.WARN if warn else Status.PASS, "%s, %d tokens%s; largest id in the "
+                               "first prompts %d < vocab_size %s" % (tok.get("cls"), tok.get("size", 0),
+                                                                       " (made here: no tokenizer files)" if tok.get("made") else "",
+                                                                       tok.get("max_id", -1), vocab),
+                               "check that the tokenizer belongs to the model: it has more tokens than the "
+                               "embedding" if warn else None, {"tokenizer": tok}))
+    return True
+
+
+def _vllm_env_row(rh: Rehearsal, info: Dict[str, Any], spec: LaunchSpec) -> None:
+    """A WARN row for VLLM_* variables the installed vLLM does not read (they change nothing)."""
+    venv = info.get("vllm_env") or {}
+    if venv.get("unknown"):
+        names = venv["unknown"]
+        rh.results.append(_row("vllm_env", Status.WARN, "%s set, but the installed vLLM %s does not read %s (not in "
+                               "its envs.py): the setting has no effect" % (
+                                   ", ".join("%s=%s" % (n, (spec.env.get(n) or os.environ.get(n, ""))[:40]) for n in names),
+                                   venv.get("version") or "?", "it" if len(names) == 1 else "them"),
+                               "unset %s; for the attention backend use "
+                               "+actor_rollout_ref.rollout.engine_kwargs.vllm.attention_backend=NAME" % " ".join(names),
+                               {"vllm_env": venv}))
