@@ -20,8 +20,9 @@ older verl-preflight wrote) is the user's, and the run refuses before any work, 
 import os
 from typing import Dict, Iterable, List, Optional
 
-from ..atomic import OutputError, write_atomic
+from ..atomic import OutputError, make_dirs, remove_file
 from ..errors import UsageError
+from ..paths import read_regular
 from ..result import Result, Status
 from ..stages import STAGE_NAMES
 
@@ -78,11 +79,9 @@ class StatusDir:
                                 else "files named after stages are", ", ".join(theirs),
                                 "it" if len(theirs) == 1 else "them"))
         try:
-            os.makedirs(self.path, exist_ok=True)
+            make_dirs(self.path, option)
             for name in names:
-                f = os.path.join(self.path, name)
-                if os.path.isfile(f) and not os.path.islink(f):
-                    os.unlink(f)
+                remove_file(os.path.join(self.path, name), option)
         except OSError as exc:
             raise OutputError("%s %s: %s" % (option, path, exc.strerror or exc))
 
@@ -92,8 +91,7 @@ class StatusDir:
         if os.path.islink(p) or not os.path.isfile(p):
             return False
         try:
-            with open(p, "rb") as fh:
-                return fh.read(64).decode("ascii", "replace").strip() in WORDS and os.path.getsize(p) < 64
+            return read_regular(p, 63).decode("ascii", "replace").strip() in WORDS
         except OSError:
             return False
 
