@@ -44,7 +44,7 @@ from typing import IO, Iterator, List, Optional, Tuple, Union
 from .errors import UsageError
 
 __all__ = ["OutputError", "allow_shared_output", "check_dir", "check_file", "copy_file", "make_dirs",
-           "open_atomic", "open_lock", "owner_problem", "remove_file", "shared_allowed", "tree_problem",
+           "open_atomic", "open_lock", "open_new", "owner_problem", "remove_file", "shared_allowed", "tree_problem",
            "write_atomic", "write_new"]
 
 #: The environment variable that allows outputs in shared places (as ``--allow-shared-output``).
@@ -409,10 +409,13 @@ def write_atomic(path: str, data: Union[str, bytes], option: str = "", mode: Opt
         fh.write(raw)
 
 
-def copy_file(src: str, dst: str, option: str = "", mode: Optional[int] = None) -> None:
-    """Copy the regular file ``src`` to ``dst`` through :func:`open_atomic` (1 MiB at a time; the
-    source is opened without following a link at its last component only if it is not one of the
-    user's: it is an input, read as the user named it)."""
+def copy_file(src: str, dst: str, option: str = "", mode: Optional[int] = None, link: bool = False) -> None:
+    """Copy the regular file ``src`` (an input, opened as named) to ``dst`` through
+    :func:`open_atomic`, 1 MiB at a time. With ``link``, a hard link to ``src`` under a new
+    temporary name renamed over ``dst`` is tried first (no copy of a gigabyte wheel); the copy is
+    the fallback (another file system). Raises :class:`OutputError`."""
+    if link and _link_into(src, dst, option):
+        return
     try:
         sfd = os.open(src, os.O_RDONLY | _CLOEXEC | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
@@ -430,12 +433,40 @@ def copy_file(src: str, dst: str, option: str = "", mode: Optional[int] = None) 
         os.close(sfd)
 
 
+def _link_into(src: str, dst: str, option: str) -> bool:
+    w = _Walk(_label(dst, option))
+    dfd, where, name, st = w.destination(_full(dst))
+    try:
+        if _check_place(w.label, dfd, where, name, st) not in ("new", "file"):
+            return False
+        tmp = ".%s.%s.tmp" % (name[:200], uuid.uuid4().hex[:12])
+        try:
+            os.link(src, tmp, dst_dir_fd=dfd, follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            return False
+        try:
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except OSError:
+            os.unlink(tmp, dir_fd=dfd)
+            return False
+        return True
+    finally:
+        os.close(dfd)
+
+
+def open_new(path: str, mode: int = 0o600) -> int:
+    """A write descriptor of the new file ``path`` (``O_CREAT | O_EXCL | O_NOFOLLOW``): for files
+    inside a private directory this run made (``tempfile.mkdtemp``). Raises OSError
+    (FileExistsError when something is already there)."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode)
+
+
 def write_new(path: str, data: Union[str, bytes], mode: int = 0o600) -> None:
     """Create ``path`` (which must not exist) and write ``data``: for files inside a private
     directory this run made (``tempfile.mkdtemp``), where nothing else can be in the way.
     ``O_EXCL | O_NOFOLLOW``; raises OSError (FileExistsError when something is there)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode)
+    fd = open_new(path, mode)
     try:
         _write_all(fd, raw)
     finally:

@@ -103,8 +103,8 @@ def run(args: argparse.Namespace) -> int:
     from ..outputs.install import check_prefix
     from ..paths import check_output_dir
 
+    check_prefix(prefix)  # ownership first: nothing is ever run from a prefix another user controls
     check_output_dir(prefix, "--prefix")
-    check_prefix(prefix)
     from ..paths import file_problem
 
     why = file_problem(args.lock) if args.lock else None

@@ -30,7 +30,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -44,6 +43,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .. import __version__
+from ..atomic import make_dirs, remove_file, write_new
 from ..errors import UsageError
 from ..paths import file_problem, read_regular
 from . import child
@@ -327,8 +327,7 @@ def _choose_files(entries: Sequence[LockEntry], python: str, platforms: Sequence
                   timeout: float) -> Dict[str, Dict[str, Any]]:
     """canonical name -> {url, file, wheel} pip picks for each pin on the target (metadata only)."""
     req = os.path.join(tmp, "choose.txt")
-    with open(req, "w", encoding="utf-8") as fh:
-        fh.write(_req_lines(entries, with_hashes=False))
+    write_new(req, _req_lines(entries, with_hashes=False))
     report = os.path.join(tmp, "choose.json")
     proc = _pip(["install", "--dry-run", "--ignore-installed", "--no-deps", "--quiet", "--report", report,
                  "--target", os.path.join(tmp, "t")] + _target_args(python, platforms) + ["-r", req], timeout,
@@ -390,24 +389,17 @@ def _copy(src: str, dst: str) -> None:
     its own zipapp)."""
     if _same_file(src, dst):
         return
-    tmp = dst + ".tmp-%d" % os.getpid()
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    finally:
-        if os.path.lexists(tmp):
-            os.remove(tmp)
+    from ..atomic import copy_file
+
+    copy_file(src, dst)
 
 
 def _place(src: str, dst: str) -> None:
     if _same_file(src, dst):
         return
-    if os.path.lexists(dst):
-        os.remove(dst)
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
+    from ..atomic import copy_file
+
+    copy_file(src, dst, link=True)  # a hard link from the cache where it can, else a copy
 
 
 def check_pyz(path: str, option: str = "--pyz") -> None:
@@ -519,9 +511,15 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
     inst = installed_versions(exclude_installed) if exclude_installed else None
     keep, left = plan(entries, omit, inst)
     say("%s: %d pins; %d to carry, %d left out" % (lock_path, len(entries), len(keep), len(left)))
-    os.makedirs(out_dir, exist_ok=True)
+    from ..atomic import tree_problem
+
+    make_dirs(out_dir, "-o")
     files_dir = os.path.join(cache, "files")
-    os.makedirs(files_dir, exist_ok=True)
+    make_dirs(files_dir, "the wheel cache")
+    why = tree_problem(cache, ("files", "built"))
+    if why:  # pip would reuse wheels another user put there
+        raise UsageError("the wheel cache %s is not this user's own: %s; remove it or fix its owner and mode "
+                         "(nothing was downloaded)" % (cache, why))
     with tempfile.TemporaryDirectory(prefix="preflight-wheelhouse-") as tmp:
         say("asking pip which file each pin takes on CPython %s (%s ...), metadata only" % (python, platforms[0]))
         chosen = _choose_files(keep, python, platforms, tmp, timeout)
@@ -545,8 +543,7 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
         wheels = [e for e in keep if chosen[e.key]["wheel"]]
         if wheels:
             req = os.path.join(tmp, "download.txt")
-            with open(req, "w", encoding="utf-8") as fh:
-                fh.write(_req_lines(wheels))
+            write_new(req, _req_lines(wheels))
             say("downloading %d wheels (cache %s)" % (len(wheels), files_dir))
             args = ["download", "--no-deps", "--only-binary=:all:", "--quiet", "--dest", files_dir] + \
                 _target_args(python, platforms) + ["-r", req]
@@ -558,10 +555,9 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
         built: Dict[str, str] = {}
         if sdists:
             bdir = os.path.join(cache, "built", python)
-            os.makedirs(bdir, exist_ok=True)
+            make_dirs(bdir, "the wheel cache")
             req = os.path.join(tmp, "build.txt")
-            with open(req, "w", encoding="utf-8") as fh:
-                fh.write(_req_lines(sdists))
+            write_new(req, _req_lines(sdists))
             before = set(os.listdir(bdir))
             proc = _pip(["wheel", "--no-deps", "--quiet", "--wheel-dir", bdir, "-r", req], timeout, python=builder,
                         workdir=tmp)
@@ -600,12 +596,12 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
     _refuse_theirs(out_dir, new - same, owned)
     for rel in sorted(owned or {}):  # the earlier build's files this one does not write again (older wheels)
         if rel not in new and _is_ours(out_dir, rel, owned):
-            os.remove(os.path.join(out_dir, rel))
+            remove_file(os.path.join(out_dir, rel), "-o")
             try:
                 os.rmdir(os.path.dirname(os.path.join(out_dir, rel)))  # its package directory, once empty
             except OSError:
                 pass
-    os.makedirs(simple, exist_ok=True)
+    make_dirs(simple, "-o")
     for e in keep:
         src = srcs[e.key]
         digest = _sha256(src)
@@ -614,7 +610,7 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
             source = "built from the source distribution %s (lock sha256 %s) with pip wheel" % (
                 chosen[e.key]["file"], ", ".join(h[:16] for h in e.hashes) or "none")
         d = os.path.join(simple, e.key)
-        os.makedirs(d, exist_ok=True)
+        make_dirs(d, "-o")
         fname = os.path.basename(src)
         _place(src, os.path.join(d, fname))
         rows.append({"name": e.name, "key": e.key, "version": e.version, "file": "simple/%s/%s" % (e.key, fname),
@@ -666,7 +662,9 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
     bytes) cut into parts of at most ``part_size`` bytes in ``parts_dir``, with
     ``wheelhouse.parts.json`` (each part's size and sha256, the whole tar's) and the zipapp
     beside them. Returns the parts manifest."""
-    os.makedirs(parts_dir, exist_ok=True)
+    from ..atomic import open_atomic
+
+    make_dirs(parts_dir, "--parts-dir")
     try:  # the parts an earlier split wrote here: the only ones removed
         old = _load_json(os.path.join(parts_dir, PARTS_MANIFEST))
         owned: Optional[Dict[str, Optional[str]]] = {p["file"]: None for p in old["parts"]}
@@ -677,7 +675,7 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
     has_pyz = bool(_load_json(os.path.join(wh_dir, MANIFEST)).get("pyz"))
     _refuse_theirs(parts_dir, mine + [PARTS_MANIFEST] + (["preflight.pyz"] if has_pyz else []), owned, "--parts-dir")
     for f in mine:
-        os.remove(os.path.join(parts_dir, f))
+        remove_file(os.path.join(parts_dir, f), "--parts-dir")
 
     class _Cutter(io.RawIOBase):
         def __init__(self):
@@ -685,6 +683,7 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
             self.whole = hashlib.sha256()
             self.total = 0
             self.fh = None
+            self.cm = None
             self.h = None
             self.n = 0
 
@@ -693,14 +692,15 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
 
         def _open(self):
             name = "%s.part-%03d" % (ARCHIVE, len(self.parts))
-            self.fh = open(os.path.join(parts_dir, name), "wb")
+            self.cm = open_atomic(os.path.join(parts_dir, name), "--parts-dir")
+            self.fh = self.cm.__enter__()
             self.h = hashlib.sha256()
             self.n = 0
             self.parts.append({"file": name})
 
         def _close(self):
             if self.fh is not None:
-                self.fh.close()
+                self.cm.__exit__(None, None, None)
                 self.parts[-1].update(size=self.n, sha256=self.h.hexdigest())
                 self.fh = None
 
@@ -754,6 +754,22 @@ def _safe_members(tar: tarfile.TarFile) -> List[tarfile.TarInfo]:
     return out
 
 
+def _extract(tar: tarfile.TarFile, dest: str) -> None:
+    """Unpack the plain files and directories of ``tar`` into ``dest`` through the one writer
+    (never through a link or a file another user put there)."""
+    from ..atomic import open_atomic
+
+    for mem in _safe_members(tar):
+        path = os.path.join(dest, mem.name)
+        if mem.isdir():
+            make_dirs(path, "--wheelhouse")
+            continue
+        src = tar.extractfile(mem)
+        with open_atomic(path, "--wheelhouse", create_dirs=True) as out:
+            for chunk in iter(lambda: src.read(_CHUNK), b""):
+                out.write(chunk)
+
+
 def _parts_problem(doc: Any) -> Optional[str]:
     """What makes ``doc`` (a parsed wheelhouse.parts.json) unusable, or None: the shape
     :func:`split` writes, each part a plain file name in the parts directory."""
@@ -795,11 +811,13 @@ def reassemble(parts_dir: str, dest: str, say: Say = lambda s: None) -> List[str
     if problems:
         return problems
     say("%d parts verified; joining %d bytes" % (len(doc["parts"]), doc["size"]))
-    os.makedirs(dest, exist_ok=True)
+    from ..atomic import open_atomic
+
+    make_dirs(dest, "--wheelhouse")
     archive = os.path.join(dest, ARCHIVE + ".tmp")
     whole = hashlib.sha256()
     try:  # the joined archive is removed however this ends (a refused member, a full disk, Ctrl-C)
-        with open(archive, "wb") as out:
+        with open_atomic(archive, "--wheelhouse") as out:
             for p in doc["parts"]:
                 with open(os.path.join(parts_dir, p["file"]), "rb") as fh:
                     for chunk in iter(lambda: fh.read(_CHUNK), b""):
@@ -809,10 +827,9 @@ def reassemble(parts_dir: str, dest: str, say: Say = lambda s: None) -> List[str
             return ["the joined parts have sha256 %s, expected %s (parts out of order or from another build)" % (
                 whole.hexdigest()[:16], doc["sha256"][:16])]
         with tarfile.open(archive) as tar:
-            tar.extractall(dest, members=_safe_members(tar))
+            _extract(tar, dest)
     finally:
-        if os.path.lexists(archive):
-            os.remove(archive)
+        remove_file(archive, "--wheelhouse")
     return []
 
 
@@ -1029,8 +1046,7 @@ def check_complete(path: str, python: str, say: Say = lambda s: None, timeout: f
             row["omitted"] = omitted[row["name"]]["reason"]
     with tempfile.TemporaryDirectory(prefix="preflight-whcheck-") as tmp:
         req = os.path.join(tmp, "req.txt")
-        with open(req, "w", encoding="utf-8") as fh:
-            fh.write("".join("%s==%s\n" % (r["name"], r["version"]) for r in m["wheels"]))
+        write_new(req, "".join("%s==%s\n" % (r["name"], r["version"]) for r in m["wheels"]))
         report = os.path.join(tmp, "report.json")
         args = ["install", "--dry-run", "--quiet", "--report", report] + find_links(wh, m) + ["-r", req]
         pip_python = python
