@@ -504,6 +504,9 @@ def _check_user_file(path: str) -> None:
                 data = json.load(fh)
         except (OSError, ValueError) as exc:
             raise FileUnreadable("config file %s: not valid JSON (%s); fix the file or pass the YAML" % (path, exc))
+        except RecursionError:  # c03: 150000 nested objects
+            raise FileUnreadable("config file %s: not valid JSON (nested too deeply for a config); fix the file or "
+                                 "pass the YAML" % path)
         if not isinstance(data, dict):
             raise FileUnreadable("config file %s: the top level must be a mapping of config keys" % path)
 

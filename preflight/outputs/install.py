@@ -55,6 +55,12 @@ def lock_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _entries(prefix: str) -> List[str]:
+    """What ``prefix`` holds, less the writer's temporary files (another install writing its first
+    marker at this moment)."""
+    return [e for e in os.listdir(prefix) if not (e.startswith("..verl-preflight-") and e.endswith(".tmp"))]
+
+
 def check_prefix(prefix: str, option: str = "--prefix") -> None:
     """Raise UsageError unless ``prefix`` is absent, an empty directory, or a prefix this tool
     created (one of its markers is there), and unless it is this user's own: the prefix, its
@@ -80,7 +86,7 @@ def check_prefix(prefix: str, option: str = "--prefix") -> None:
     if os.path.lexists(prefix) and not os.path.isdir(prefix):
         raise UsageError("%s %s exists and is not a directory; choose a new or empty directory (nothing there was "
                          "changed)" % (option, prefix))
-    if not os.path.isdir(prefix) or not os.listdir(prefix):
+    if not os.path.isdir(prefix) or not _entries(prefix):
         return
     if any(os.path.exists(os.path.join(prefix, m)) for m in _MARKERS):
         return
@@ -279,7 +285,7 @@ def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], 
         raise UsageError("lock file %s: %s; run 'preflight spec' first" % (lock_path, exc.strerror or exc))
     prefix = os.path.abspath(os.path.expanduser(prefix))
     check_prefix(prefix)
-    fresh = not os.path.isdir(prefix) or not os.listdir(prefix)
+    fresh = not os.path.isdir(prefix) or not _entries(prefix)
     if fresh:
         make_dirs(prefix, "--prefix")
         write_atomic(os.path.join(prefix, CREATED),

@@ -360,8 +360,15 @@ def kill_all() -> int:
 def _read_events(path: str) -> List[Dict[str, Any]]:
     events: List[Dict[str, Any]] = []
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(EVENTS_MAX_BYTES)
+        chunks, size = [], 0
+        with open(path, "rb") as fh:  # in 1 MiB reads: read(64 MiB) allocates 64 MiB at once (p01, ulimit -v)
+            while size < EVENTS_MAX_BYTES:
+                block = fh.read(min(1 << 20, EVENTS_MAX_BYTES - size))
+                if not block:
+                    break
+                chunks.append(block)
+                size += len(block)
+        data = b"".join(chunks)
     except OSError:
         return events
     for line in data.decode("utf-8", "replace").splitlines():

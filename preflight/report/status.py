@@ -17,8 +17,9 @@ stage or ``verdict`` that is not recorded there (and does not hold just one stat
 older verl-preflight wrote) is the user's, and the run refuses before any work, listing it.
 """
 
+import contextlib
 import os
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, Iterator, List, Optional
 
 from ..atomic import OutputError, make_dirs, remove_file
 from ..errors import UsageError
@@ -45,6 +46,25 @@ def stage_word(rows: List[Result]) -> str:
     return "ready"
 
 
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGTERM, SIGHUP and SIGINT back while the final words are written (delivered after)."""
+    import signal
+
+    from ..interrupts import SIGNALS
+
+    mask = getattr(signal, "pthread_sigmask", None)
+    try:
+        old = mask(signal.SIG_BLOCK, SIGNALS) if mask is not None else None
+    except (OSError, ValueError):
+        old = None
+    try:
+        yield
+    finally:
+        if old is not None:
+            mask(signal.SIG_SETMASK, old)
+
+
 class StatusDir:
     """The status files of one run in ``path`` (created if missing); use :meth:`progress` as the
     runner's progress callback (events ``result`` and ``end:<stage>``), :meth:`finish` at the end
@@ -68,6 +88,7 @@ class StatusDir:
         self.option = option
         self.stages = list(stages)
         self.done: List[str] = []
+        self.finished = False
         self.rows: Dict[str, List[Result]] = {}
         self.owned = OutputDir(self.path, option)
         names = list(STAGE_NAMES) + [VERDICT_FILE]
@@ -110,14 +131,19 @@ class StatusDir:
 
     def finish(self, ready: bool) -> None:
         """Write ``verdict`` (``ready`` / ``not_ready``)."""
-        self._write(VERDICT_FILE, "ready" if ready else "not_ready")
+        with _signals_held():
+            self._write(VERDICT_FILE, "ready" if ready else "not_ready")
+            self.finished = True
 
     def interrupted(self, word: str = "interrupted") -> None:
         """The run stopped early: write ``word`` (``interrupted``; ``failed`` after a crash) for
         every selected stage that has no file yet and for ``verdict``. Best effort: a file that
-        cannot be written is left out, the others are still written."""
-        for name in [s for s in self.stages if s not in self.done] + [VERDICT_FILE]:
-            try:
-                self._write(name, word)
-            except (OSError, UsageError):
-                pass
+        cannot be written is left out, the others are still written. A second signal waits until
+        they are written."""
+        with _signals_held():
+            for name in [s for s in self.stages if s not in self.done] + [VERDICT_FILE]:
+                try:
+                    self._write(name, word)
+                except (OSError, UsageError):
+                    pass
+            self.finished = True
