@@ -565,3 +565,42 @@ def tree_problem(root: str, names: Tuple[str, ...] = ()) -> Optional[str]:
                                         (s.st_mode & stat.S_IWGRP and s.st_gid not in (0, os.getegid()))):
             return "%s is writable by other users" % p
     return None
+
+
+def run_problem(path: str) -> Optional[str]:
+    """Why running the program ``path`` runs code another user controls (a phrase), or None.
+
+    Every directory on its way and every link followed (to the real file) must be owned by the
+    invoking user or root and not writable by other users (a sticky directory such as /tmp is
+    fine for directories: others cannot swap what is in it); the file itself must be owned by the
+    invoking user or root and not writable by others. A missing path is None (the caller reports
+    it)."""
+    todo = _split(_full(path))
+    cur = "/"
+    hops = 0
+    while todo:
+        comp = todo.pop(0)
+        nxt = os.path.normpath(os.path.join(cur, comp))
+        try:
+            st = os.lstat(nxt)
+        except OSError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            hops += 1
+            if not _trusted(st.st_uid):
+                return "%s is a link owned by %s" % (nxt, _who(st.st_uid))
+            if hops > _MAX_LINKS:
+                return None
+            target = os.readlink(nxt)
+            cur = "/" if target.startswith("/") else cur
+            todo[:0] = _split(target)
+            continue
+        last = not todo
+        why = owner_problem(st, is_dir=not last)
+        if why is None and last and st.st_mode & (stat.S_IWOTH | stat.S_IWGRP) and not (
+                st.st_mode & stat.S_IWGRP and not st.st_mode & stat.S_IWOTH and st.st_gid in (0, os.getegid())):
+            why = "writable by other users"
+        if why:
+            return "%s is %s" % (nxt, why)
+        cur = nxt
+    return None

@@ -4,6 +4,7 @@ be in an output's way."""
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -27,6 +28,16 @@ def as_nobody(*cmd, **kw):
     else:  # pragma: no cover
         pytest.skip("neither setpriv nor runuser")
     return subprocess.run(pre + list(cmd), check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def reachable(path):
+    """Let the second user reach ``path`` (pytest's base directories are 0700): o+x up the tree."""
+    p = os.path.abspath(path)
+    while p not in ("/", "/tmp"):
+        st = os.stat(p)
+        if not st.st_mode & 0o001:
+            os.chmod(p, stat.S_IMODE(st.st_mode) | 0o005)
+        p = os.path.dirname(p)
 
 
 def shared_dir(path):
@@ -84,8 +95,6 @@ def plant(shape, out_path, victim_path):
 
 def snapshot(*paths):
     """{path: bytes or link target or kind} of the files under ``paths`` (FIFOs never opened)."""
-    import stat
-
     out = {}
     for top in paths:
         for dirpath, dirs, files in os.walk(top):
