@@ -119,7 +119,7 @@ while [ $# -gt 0 ]; do
         --sha256) need_arg "$1" $#; SHA=$2; shift 2 ;;
         --verl) need_arg "$1" $#; VERL=$2; shift 2
             case "$VERL" in
-                [!0-9]* | *[!0-9A-Za-z.+!_-]*) die 2 "--verl '$VERL': not a version (digits, letters and . + ! _ - only)" ;;
+                '' | [!0-9]* | *[!0-9A-Za-z.+!_-]*) die 2 "--verl '$VERL': not a version (digits, letters and . + ! _ - only)" ;;
             esac ;;
         --backend) need_arg "$1" $#; BACKEND=$2; shift 2 ;;
         --prefix) need_arg "$1" $#; PREFIX=$2; shift 2 ;;
@@ -281,7 +281,7 @@ done
 download() {
     if command -v curl >/dev/null 2>&1; then
         set -- curl -fsSL --proto =http,https --retry 2 --connect-timeout "$CONNECT_S" --max-time "$TOTAL_S" \
-            --speed-limit 1024 --speed-time 30 --max-filesize "$MAX_BYTES" -o "$2" "$1"
+            --retry-max-time "$TOTAL_S" --speed-limit 1024 --speed-time 30 --max-filesize "$MAX_BYTES" -o "$2" "$1"
     elif command -v wget >/dev/null 2>&1; then
         set -- wget -q --tries=2 --connect-timeout="$CONNECT_S" --read-timeout=30 -O "$2" "$1"
         if command -v timeout >/dev/null 2>&1; then set -- timeout "$TOTAL_S" "$@"; fi
