@@ -124,7 +124,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     with guard() as out:
         code = _main(argv)
-    return EXIT_USAGE if out is not None and out.error is not None else code
+    code = EXIT_USAGE if out is not None and out.error is not None else code
+    if _AT_A_LIMIT and argv is None:  # worker threads may not even exit cleanly now (ulimit -n: no fd
+        for stream in (sys.stdout, sys.stderr):  # for libgcc_s): end here, the message is out
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    return code
+
+
+_AT_A_LIMIT: list = []
 
 
 def _main(argv: Optional[Sequence[str]]) -> int:
@@ -184,6 +195,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         msg = limit_message(exc)
         if msg is None:
             return _crash(exc)
+        _AT_A_LIMIT.append(msg)
         print("error: %s" % msg, file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # the checker's own failure: one line plus where to look
