@@ -37,8 +37,9 @@ def limit_message(exc: BaseException) -> Optional[str]:
         return "an input is nested too deeply to read (%s); pass a flatter file" % (str(exc)[:80] or "recursion")
     if isinstance(exc, OSError) and exc.errno == errno.EAGAIN or (
             isinstance(exc, RuntimeError) and "can't start new thread" in str(exc)):
-        return ("cannot start another process or thread: the limit on processes is reached (%s); raise it "
-                "(ulimit -u 4096) or stop other processes of this user" % (_limit("NPROC") or "ulimit -u"))
+        return ("cannot start another process or thread: a limit is reached (processes: %s; memory: %s KiB); raise "
+                "it (ulimit -u 4096, ulimit -v unlimited) or stop other processes of this user" % (
+                    _limit("NPROC") or "ulimit -u", _limit("AS") or "ulimit -v"))
     if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
         return ("too many open files (%s); raise the limit (ulimit -n 4096)" % (_limit("NOFILE") or "ulimit -n")
                 if exc.errno == errno.EMFILE else "the system's table of open files is full; try again later")
