@@ -291,6 +291,7 @@ def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], 
         write_atomic(os.path.join(prefix, CREATED),
                      "made by verl-preflight: 'preflight install' changes only prefixes with this file\n", "--prefix")
     with prefix_lock(prefix, say, timeout):
+        check_prefix(prefix)  # again, now that it exists: another user may have made it since the first check
         return _install_locked(lock_text, lock_path, prefix, base_python, say, timeout, use_uv, pip_args,
                                system_site_packages, index_urls)
 

@@ -94,3 +94,35 @@ def test_a_python_another_user_owns_is_a_warn(pyz, tmp_path, shared):
     pf(pyz, "check", "--stage", "python", "-q", "--python", mine, "--json", out)
     assert {r["id"]: r for r in json.load(open(out))["results"]}["python.interpreter"]["status"] == "pass"
     assert p.returncode in (0, 1)
+
+
+@EXEC
+def test_a_prefix_made_by_another_user_after_the_check_is_not_run(tmp_path, shared, monkeypatch):
+    # TOCTOU: the prefix is absent at the first check; another user makes it (with their
+    # bin/python) before install creates it; even with --allow-shared-output it is never run
+    from preflight import atomic
+    from preflight.errors import UsageError
+    from preflight.outputs import install as inst
+
+    ran = os.path.join(shared, "RAN_AS")
+    prefix = os.path.join(shared, "verl")
+    lock = tmp_path / "tiny.lock"
+    lock.write_text(TINY_LOCK)
+    real = inst.check_prefix
+    calls = []
+
+    def racing(p, option="--prefix"):
+        real(p, option)
+        if not calls:
+            as_nobody("sh", "-c", 'mkdir -p "$1/bin" && printf "%s" "$2" > "$1/bin/python" && chmod 755 '
+                      '"$1/bin/python"', "sh", prefix, _planted_python(None, ran))
+        calls.append(p)
+
+    monkeypatch.setattr(inst, "check_prefix", racing)
+    atomic.allow_shared_output(True)
+    try:
+        with pytest.raises(UsageError, match="not this user's own"):
+            inst.install(str(lock), prefix, sys.executable, use_uv=False)
+    finally:
+        atomic.allow_shared_output(False)
+    assert not os.path.exists(ran)
