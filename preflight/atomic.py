@@ -86,6 +86,15 @@ def _who(uid: int) -> str:
         return "uid %d" % uid
 
 
+def _group(gid: int) -> str:
+    try:
+        import grp
+
+        return "%s (gid %d)" % (grp.getgrgid(gid).gr_name, gid)
+    except (ImportError, KeyError):
+        return "gid %d" % gid
+
+
 def owner_problem(st: os.stat_result, is_dir: bool) -> Optional[str]:
     """Why a file or directory with ``st`` is not this run's own (a phrase), or None.
 
@@ -99,7 +108,7 @@ def owner_problem(st: os.stat_result, is_dir: bool) -> Optional[str]:
         if st.st_mode & stat.S_IWOTH and not sticky:
             return "writable by every user"
         if st.st_mode & stat.S_IWGRP and not sticky and st.st_gid not in (0, os.getegid()):
-            return "writable by group %d" % st.st_gid
+            return "writable by the other members of group %s" % _group(st.st_gid)
     return None
 
 

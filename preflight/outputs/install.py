@@ -18,7 +18,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass

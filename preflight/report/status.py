@@ -53,16 +53,17 @@ def _signals_held() -> Iterator[None]:
 
     from ..interrupts import SIGNALS
 
-    mask = getattr(signal, "pthread_sigmask", None)
-    try:
-        old = mask(signal.SIG_BLOCK, SIGNALS) if mask is not None else None
-    except (OSError, ValueError):
-        old = None
+    old = None
+    if hasattr(signal, "pthread_sigmask"):
+        try:
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        except (OSError, ValueError):
+            old = None
     try:
         yield
     finally:
         if old is not None:
-            mask(signal.SIG_SETMASK, old)
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class StatusDir:

@@ -56,14 +56,13 @@ def victim(path, text="root:x:0:0::/root:/bin/bash\n"):
 
 
 #: What another user can put where an output goes (in a sticky shared directory unless said).
-SHAPES = ("link", "fifo", "other-owner", "world-writable-dir", "dir-link", "other-owner-dir")
+SHAPES = ("link", "fifo", "other-owner", "world-writable-dir", "group-writable-dir", "dir-link", "other-owner-dir")
 
 
 def plant(shape, out_path, victim_path):
     """Put ``shape`` where ``out_path`` (a file path) would be written; returns the path to pass
     to the tool (it differs from ``out_path`` for the directory shapes)."""
     d = os.path.dirname(out_path)
-    name = os.path.basename(out_path)
     if shape == "link":  # another user's link in a sticky directory, to root's file
         shared_dir(d)
         as_nobody("ln", "-s", victim_path, out_path)
@@ -79,6 +78,11 @@ def plant(shape, out_path, victim_path):
     if shape == "world-writable-dir":  # 0777, no sticky bit: anyone can swap the file
         os.makedirs(d, exist_ok=True)
         os.chmod(d, 0o777)
+        return out_path
+    if shape == "group-writable-dir":  # 0775, group nogroup: its members can swap the file
+        os.makedirs(d, exist_ok=True)
+        os.chown(d, 0, NOBODY)
+        os.chmod(d, 0o775)
         return out_path
     if shape == "other-owner-dir":  # a directory another user made in /tmp
         parent = shared_dir(os.path.dirname(d))

@@ -32,7 +32,7 @@ def bootstrap(*args, env=None, timeout=120, **kw):
 
 @LOSS
 @pytest.mark.parametrize("shape", ["link", "fifo", "other-owner", "world-writable-dir", "dir-link",
-                                   "other-owner-dir"])
+                                   "other-owner-dir"])  # bootstrap.sh does not judge groups
 def test_b06_log_never_goes_where_another_user_points(pyz, tmp_path, shape):
     need_root()
     seckit.reachable(str(tmp_path))
