@@ -24,7 +24,11 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["proof_id", "proof_requirements", "platform_tags", "load_index", "lookup", "NOT_PROVABLE"]
+__all__ = ["proof_id", "proof_requirements", "platform_tags", "load_index", "lookup", "NOT_PROVABLE", "pip_command",
+           "prove_live", "build_needs", "PYPI", "torch_index_reason"]
+
+#: The index every proof is made against (pip's default; download.pytorch.org is not reachable here).
+PYPI = "https://pypi.org/simple"
 
 #: The glibc the recorded proofs are made for (Ubuntu 22.04; verl 0.7's images are ubuntu22.04).
 DEFAULT_GLIBC = (2, 35)
@@ -34,12 +38,16 @@ NOT_PROVABLE = ("download.pytorch.org and wheels.vllm.ai are not reachable from 
 
 
 def platform_tags(glibc: Tuple[int, int] = DEFAULT_GLIBC, arch: str = "x86_64") -> List[str]:
-    """Every manylinux tag a target with ``glibc`` (major, minor) accepts, newest first:
-    manylinux_2_<minor>..manylinux_2_5, each legacy alias (manylinux2014 = 2.17, manylinux2010 =
-    2.12, manylinux1 = 2.5; PEP 600, PEP 599) right after its glibc, as packaging.tags orders them."""
+    """Every manylinux tag a target with ``glibc`` (major, minor) on ``arch`` (x86_64, aarch64)
+    accepts, newest first: manylinux_2_<minor>..manylinux_2_5 (aarch64: ..manylinux_2_17, the
+    oldest aarch64 manylinux), each legacy alias (manylinux2014 = 2.17, manylinux2010 = 2.12,
+    manylinux1 = 2.5; PEP 600, PEP 599; aarch64 has manylinux2014 only) right after its glibc, as
+    packaging.tags orders them."""
     aliases = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+    if arch != "x86_64":
+        aliases = {17: "manylinux2014"}
     tags = []
-    for m in range(glibc[1], 4, -1):
+    for m in range(glibc[1], 4 if arch == "x86_64" else 16, -1):
         tags.append("manylinux_%d_%d_%s" % (glibc[0], m, arch))
         if m in aliases:
             tags.append("%s_%s" % (aliases[m], arch))
@@ -61,10 +69,16 @@ def proof_requirements(requirements: Sequence[str]) -> Tuple[List[str], List[str
     return inside, outside
 
 
-def proof_id(requirements: Sequence[str], python: str, extra_index_urls: Sequence[str] = ()) -> str:
-    """A stable id of (Python, requirement set, extra indexes): 16 hex digits."""
+def proof_id(requirements: Sequence[str], python: str, extra_index_urls: Sequence[str] = (),
+             arch: str = "x86_64") -> str:
+    """A stable id of (Python, requirement set, extra indexes, machine architecture): 16 hex
+    digits. An x86_64 id is the same as before aarch64 proofs existed (the architecture is left
+    out of its hash)."""
     inside, _ = proof_requirements(requirements)
-    blob = json.dumps([python, sorted(inside), sorted(extra_index_urls)])
+    key: List[Any] = [python, sorted(inside), sorted(extra_index_urls)]
+    if arch != "x86_64":
+        key.append(arch)
+    blob = json.dumps(key)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
@@ -73,7 +87,7 @@ _CACHE: Dict[str, Dict[str, Any]] = {}
 
 def load_index(directory: Optional[str] = None) -> Dict[str, Any]:
     """The proof index (matrices/proofs.json) as a dict; empty when absent."""
-    from .matrix import _read  # the same lookup as every matrix file (zipapp or checkout)
+    from .matrix import read_file as _read  # the same lookup as every matrix file (zipapp or checkout)
 
     key = directory or ""
     if key not in _CACHE:
@@ -82,28 +96,190 @@ def load_index(directory: Optional[str] = None) -> Dict[str, Any]:
     return _CACHE[key]
 
 
+def torch_index_reason(extra_index_urls: Sequence[str]) -> str:
+    """Why a set needing ``extra_index_urls`` (download.pytorch.org for a ``+cu126`` torch) is unproven."""
+    return ("needs the PyTorch index (%s), not reachable here: a +cuXYZ torch has a local version only "
+            "download.pytorch.org serves, and proofs are made against PyPI" % ", ".join(extra_index_urls))
+
+
 def lookup(requirements: Sequence[str], python: str, extra_index_urls: Sequence[str] = (),
-           directory: Optional[str] = None) -> Dict[str, Any]:
-    """How the stack (``requirements`` on CPython ``python``) was proven.
+           directory: Optional[str] = None, arch: str = "x86_64") -> Dict[str, Any]:
+    """How the stack (``requirements`` on CPython ``python``, Linux ``arch``) was proven.
 
     Returns a dict with ``status``: "proven" (pip resolved it with binary wheels), "failed" (pip
-    could not: ``error`` has pip's message, ``source_builds`` the packages with only an sdist),
-    "unproven" (it needs an index the recorder cannot reach) or "not recorded"; plus ``id``,
-    ``resolver``, ``python``, ``platform_tags``, ``glibc``, ``date``, ``file``, ``installed``
-    (name -> version) and ``left_out`` (requirements outside the index).
+    could not: ``error`` has pip's message, ``no_wheel`` the packages it found no wheel for,
+    ``source_builds`` those with only an sdist and ``build_needs`` what building them needs) or
+    "unproven" (no recorded proof, or it needs an index the recorder cannot reach: ``reason``);
+    plus ``id``, ``arch``, ``resolver``, ``pip``, ``index``, ``python``, ``platform_tags``,
+    ``glibc``, ``date``, ``file``, ``installed`` (name -> version) and ``left_out``
+    (requirements outside the index).
     """
     inside, outside = proof_requirements(requirements)
-    pid = proof_id(requirements, python, extra_index_urls)
-    base = {"id": pid, "python": python, "requirements": inside, "left_out": outside}
+    pid = proof_id(requirements, python, extra_index_urls, arch)
+    base = {"id": pid, "python": python, "arch": arch, "requirements": inside, "left_out": outside}
     idx = load_index(directory)
     row = (idx.get("proofs") or {}).get(pid)
     if row is None:
         if extra_index_urls:
-            return dict(base, status="unproven", reason=NOT_PROVABLE + " (needs %s)" % ", ".join(extra_index_urls))
-        return dict(base, status="not recorded",
-                    reason="no recorded platform resolve for this set; record it with tools/record_proofs.py (network)")
+            return dict(base, status="unproven", reason=torch_index_reason(extra_index_urls))
+        return dict(base, status="unproven",
+                    reason="no recorded proof of this install line for CPython %s on Linux %s (record it with "
+                           "tools/record_proofs.py, or prove it live with --prove)" % (python, arch))
+    return _row_out(base, row)
+
+
+def _row_out(base: Dict[str, Any], row: Dict[str, Any]) -> Dict[str, Any]:
     out = dict(base)
-    out.update({k: row.get(k) for k in ("status", "resolver", "platform_tags", "glibc", "date", "file", "error",
-                                        "source_builds", "no_wheel", "reason")})
+    out.update({k: row.get(k) for k in ("status", "resolver", "pip", "index", "platform_tags", "glibc", "date", "file",
+                                        "error", "source_builds", "no_wheel", "reason", "build_needs")})
+    if out["status"] == "not recorded":
+        out["status"] = "unproven"
     out["installed"] = dict(x.split("==", 1) for x in row.get("installed") or [])
     return out
+
+
+#: What building a package that has only an sdist on the index needs (pip's binary-only resolve
+#: cannot take it). Sources: flashinfer's sdist is a JIT package (setup.py builds no kernels; they
+#: compile on first use with nvcc: flashinfer-ai/flashinfer README "JIT"); flash-attn's setup.py.
+_BUILD_NEEDS = {
+    "flashinfer-python": "an sdist only: a JIT package whose CUDA kernels compile on first use, so the machine "
+                         "needs a CUDA toolkit (nvcc) matching torch's CUDA at run time",
+    "flash-attn": "an sdist only on PyPI: its setup.py downloads a prebuilt wheel from GitHub or compiles the CUDA "
+                  "kernels (nvcc, torch installed first, --no-build-isolation; hours)",
+}
+
+
+def build_needs(name: str) -> str:
+    """What building ``name`` from its sdist needs, one line (a generic C/CUDA toolchain line for
+    packages without a recorded fact)."""
+    key = re.split(r"[<>=!~ \[;]", name.strip(), maxsplit=1)[0].lower().replace("_", "-")
+    return _BUILD_NEEDS.get(key, "an sdist only: building it needs its build backend and, for a compiled "
+                                 "extension, a C/C++ compiler (and nvcc for CUDA code) on the machine")
+
+
+def pip_command(pip_python: str, requirements: Sequence[str], python: str, arch: str, report: str,
+                pip_major: int = 26, index_url: str = PYPI, target: Optional[str] = None) -> List[str]:
+    """The argv of pip's resolver proving ``requirements`` for CPython ``python`` on Linux ``arch``::
+
+        PIP -m pip --isolated install --dry-run --ignore-installed --report FILE --only-binary=:all:
+            --index-url https://pypi.org/simple --python-version X.Y --implementation cp --abi cpXY
+            --abi abi3 --abi none --platform manylinux_2_35_ARCH ... REQUIREMENTS
+
+    ``pip_major`` < 24 adds ``--target`` (older pip refuses ``--platform`` without it)."""
+    abi = "cp" + python.replace(".", "")
+    cmd = [pip_python, "-m", "pip", "--disable-pip-version-check", "--isolated", "install", "--dry-run",
+           "--ignore-installed", "--progress-bar", "off", "--report", report, "--only-binary=:all:",
+           "--index-url", index_url, "--python-version", python, "--implementation", "cp", "--abi", abi,
+           "--abi", "abi3", "--abi", "none"]
+    for t in platform_tags(DEFAULT_GLIBC, arch):
+        cmd += ["--platform", t]
+    if pip_major < 24:
+        cmd += ["--target", target or os.path.join(os.path.dirname(report), "t")]
+    return cmd + list(requirements)
+
+
+def _pip_version(pip_python: str, timeout: float) -> Optional[str]:
+    import subprocess
+
+    try:
+        out = subprocess.run([pip_python, "-m", "pip", "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True, timeout=timeout).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    parts = out.split()
+    return parts[1] if len(parts) > 1 and parts[0] == "pip" else None
+
+
+def _reachable(index_url: str, timeout: float) -> Optional[str]:
+    """None when a TCP connection to the index's host opens within ``timeout`` s, else why not."""
+    import socket
+    from urllib.parse import urlparse
+
+    u = urlparse(index_url)
+    try:
+        socket.create_connection((u.hostname or "", u.port or (443 if u.scheme == "https" else 80)), timeout).close()
+    except OSError as exc:
+        return "%s: %s" % (type(exc).__name__, exc)
+    return None
+
+
+def _clean_env() -> Dict[str, str]:
+    env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)  # the index's truth, not this machine's pip config
+    for k in list(env):
+        if k.startswith("PIP_") and k != "PIP_CONFIG_FILE":
+            env.pop(k)
+    return env
+
+
+def failure_facts(lines: Sequence[str]) -> Tuple[str, List[str]]:
+    """(pip's explanation, one line; the packages it found no matching distribution for) from
+    pip's output ``lines``."""
+    why: List[str] = []
+    for i, line in enumerate(lines):
+        if "The conflict is caused by" in line:
+            why = [x.strip() for x in lines[i:i + 12] if x.strip() and not x.startswith("To fix")]
+            break
+    errs = [x for x in lines if x.startswith("ERROR")]
+    text = " ".join(why + errs)[-1500:]
+    names = set(re.findall(r"No matching distribution found for ([A-Za-z0-9_.\-]+(?:[<>=!~]=?[^\s;]+)?)", text))
+    return text, sorted(names)
+
+
+def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", extra_index_urls: Sequence[str] = (),
+               timeout: float = 120.0, pip_python: Optional[str] = None, index_url: str = PYPI) -> Dict[str, Any]:
+    """Run pip's resolver now (network, bounded by ``timeout`` seconds in all) on exactly
+    ``requirements`` for CPython ``python`` on Linux ``arch`` (see :func:`pip_command`), with
+    ``pip_python``'s pip (default: this interpreter's; pip >= 22.2 for --dry-run --report).
+
+    Returns a row like :func:`lookup`'s, ``status`` "proven", "failed" or "unproven" (the index is
+    unreachable, pip is missing or too old, the deadline passed, or the set needs an index other
+    than PyPI: ``reason`` says which, in one line). Never raises for those."""
+    import datetime
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    inside, outside = proof_requirements(requirements)
+    pid = proof_id(requirements, python, extra_index_urls, arch)
+    base = {"id": pid, "python": python, "arch": arch, "requirements": inside, "left_out": outside,
+            "index": index_url, "date": datetime.date.today().isoformat(), "live": True}
+    if extra_index_urls:
+        return dict(base, status="unproven", reason=torch_index_reason(extra_index_urls))
+    t0 = time.monotonic()
+    why = _reachable(index_url, min(10.0, timeout))
+    if why:
+        return dict(base, status="unproven", reason="the index %s is unreachable (%s): no live proof" % (index_url, why))
+    pip_python = pip_python or sys.executable
+    ver = _pip_version(pip_python, min(30.0, timeout))
+    if ver is None or tuple(int(x) for x in re.findall(r"\d+", ver)[:2]) < (22, 2):
+        return dict(base, status="unproven", reason="%s has no pip >= 22.2 (found: %s) for a live proof; pass one "
+                    "whose pip is newer" % (pip_python, ver or "none"))
+    with tempfile.TemporaryDirectory(prefix="preflight-proof-") as tmp:
+        report = os.path.join(tmp, "report.json")
+        cmd = pip_command(pip_python, inside, python, arch, report, int(ver.split(".")[0]), index_url)
+        left = timeout - (time.monotonic() - t0)
+        try:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                                  timeout=max(1.0, left), env=_clean_env(), stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return dict(base, status="unproven", reason="pip's resolver did not finish within %d s" % timeout)
+        base.update(pip=ver, resolver="pip %s --dry-run --report --only-binary=:all:" % ver,
+                    glibc="%d.%d" % DEFAULT_GLIBC, platform_tags="%s .. %s (%d tags)" % (
+                        platform_tags(DEFAULT_GLIBC, arch)[0], platform_tags(DEFAULT_GLIBC, arch)[-1],
+                        len(platform_tags(DEFAULT_GLIBC, arch))))
+        if proc.returncode != 0 or not os.path.exists(report):
+            lines = (proc.stdout + "\n" + proc.stderr).splitlines()
+            text, names = failure_facts(lines)
+            if any(w in text for w in ("NewConnectionError", "Max retries exceeded", "ConnectTimeout")):
+                return dict(base, status="unproven", reason="the index %s could not be read during the proof: %s"
+                            % (index_url, text[-200:]))
+            return dict(base, status="failed", error=text or "pip exited %d" % proc.returncode, no_wheel=names,
+                        installed={}, output_tail="\n".join(lines[-40:]))
+        with open(report, encoding="utf-8") as fh:
+            data = json.load(fh)
+    installed = {}
+    for item in data.get("install", []):
+        m = item["metadata"]
+        installed[m["name"].lower()] = m["version"]
+    return dict(base, status="proven", installed=installed, report=data)

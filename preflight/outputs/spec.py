@@ -67,7 +67,10 @@ def top_level(mx, res, opts: SpecOptions):
     if fa.get("status") == "source build":
         reqs = [r for r in reqs if not r.startswith("flash-attn")]
         post.append("pip install --no-build-isolation flash-attn==%s  # %s" % (fa.get("version"), fa.get("reason", "")))
-    if opts.no_backend:
+    if opts.no_backend and res.backend == "none":
+        # resolved as --backend none: the install line is verl's core, its torch and the bounds
+        post = []
+    elif opts.no_backend:
         # verl's core alone: no rollout engine, no GPU-only extras (flash-attn), no torchvision
         row = mx.verl(res.verl) or {}
         core = row.get("core_extra")
