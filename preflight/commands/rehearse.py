@@ -120,10 +120,10 @@ def run(args: argparse.Namespace) -> int:
 
     from .. import __version__
     from .. import matrix as matrix_mod
-    from ..launch import render
+    from ..report import launch as render
     from ..report import Report
     from .output import check_outputs, emit
-    from .check import _resolve_python
+    from .stack import resolve_python
 
     check_outputs(args)
     words: List[str] = list(args.launch or [])
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         words = words[1:]
     if not words:
         raise UsageError("give the launch after --: preflight rehearse -- python3 -m verl.trainer.main_ppo ...")
-    python = _resolve_python(args.python)
+    python = resolve_python(args.python)
     t0 = time.time()
     launch: Any = words[0] if len(words) == 1 else words  # one quoted word: a whole script's command line
     rh, comp, release, how = run_rehearsal(python, launch, args.verl, options_from(args))

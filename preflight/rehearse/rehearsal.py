@@ -188,7 +188,7 @@ def _make_model(python: str, s: Dict[str, Any], work: str, corpus: List[Any], op
     if tok_src and os.path.isdir(os.path.expanduser(str(tok_src))):
         info["tokenizer_files"] = shrink.copy_tokenizer(os.path.expanduser(str(tok_src)), mdir)
     prompts = [p for p in corpus if p is not None][:8]
-    texts = []
+    texts: List[Any] = []
     for p in corpus:
         if isinstance(p, list):
             texts.extend(str(m.get("content", "")) for m in p if isinstance(m, dict))
