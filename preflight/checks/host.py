@@ -40,8 +40,9 @@ def glibc(ctx: Context) -> CheckResult:
                       "use a glibc-based distribution or image (Ubuntu, Debian, RHEL), not Alpine/musl", ev)
     try:
         ver = tuple(int(x) for x in parts[1].split(".")[:2])
-    except ValueError:
-        return passed("glibc %s" % parts[1], ev)
+    except ValueError:  # a version that cannot be read is not known to be new enough
+        return warned("glibc version %r cannot be read, so it is not known to meet manylinux" % parts[1],
+                      "check it with: ldd --version", ev)
     th = ctx.matrix.host()["glibc"]
     ev.update(glibc_version=parts[1], min=th["min"], source=th["source"])
     need = tuple(int(x) for x in str(th["min"]).split("."))
@@ -58,8 +59,9 @@ def cpu(ctx: Context) -> CheckResult:
     c = ctx.host()["cpu"]
     ev = dict(c)
     usable = c.get("usable")
-    if usable is None:
-        return passed("CPU count unknown", ev)
+    if usable is None:  # a fact that cannot be read is not a pass
+        return warned("CPU count unknown: affinity, cgroup quota and the CPU count could not be read",
+                      "check that /proc and /sys/fs/cgroup are visible to this process (nproc shows the count)", ev)
     limited = usable < (c.get("logical") or usable)
     msg = "%d usable CPUs" % usable + (" (of %d: limited by %s)" % (
         c["logical"], "cgroup quota" if c.get("cgroup_quota") and c["cgroup_quota"] < c["logical"] else "affinity")
@@ -80,8 +82,9 @@ def memory(ctx: Context) -> CheckResult:
     eff = min(x for x in (total, limit) if x) if (total or limit) else None
     ev = {"total_gib": _gib(total), "available_gib": _gib(m.get("available")),
           "cgroup_limit_gib": _gib(limit), "via": m.get("via"), "threshold_gib": th["warn_below_gib"]}
-    if eff is None:
-        return passed("RAM size unknown", ev)
+    if eff is None:  # /proc hidden or unreadable: not known to be enough
+        return warned("RAM size unknown: neither /proc/meminfo nor the cgroup memory limit could be read",
+                      "check that /proc is mounted and readable here (free -g shows the size)", ev)
     msg = "%.1f GiB RAM" % (eff / GIB) + (" (cgroup limit)" if limit and limit == eff else "")
     if eff < th["warn_below_gib"] * GIB:
         return warned(msg + ", below %d GiB: model, optimizer offload and Ray's object store live here" % th["warn_below_gib"],
@@ -148,6 +151,8 @@ def limits(ctx: Context) -> CheckResult:
     ev = dict(lim)
     ev["source"] = th["source"]
     problems, fixes = [], []
+    if not lim.get("nofile") or not lim.get("memlock"):  # not read (no resource module): not "unlimited"
+        return warned("open-files and locked-memory limits could not be read", "check them with: ulimit -n; ulimit -l", ev)
     nofile = (lim.get("nofile") or {}).get("soft")
     if nofile is not None and nofile < th["nofile_warn_below"]:
         problems.append("open files limit %d < %d" % (nofile, th["nofile_warn_below"]))

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
+from ..shell import command, quote
 from ..matrix import parse_version
 
 from ..diagnose import classify
@@ -141,8 +142,8 @@ def outcome_for(ctx: Context, res: Optional[Dict[str, Any]], label: str, dist: s
         text = ((res.get("process") or {}).get("stderr_tail") or "")
         diag = classify(ctx.matrix, text, **fill)
         how = "crashed (%s)" % res.get("error") if state == "crashed" else "hung: %s" % res.get("error")
-        fix = diag.fix if diag else ("to see where it stops: %s -X faulthandler -c \"import %s\"; reinstall %s" % (
-            ctx.python_cmd, res.get("module"), dist))
+        fix = diag.fix if diag else ("to see where it stops: %s -X faulthandler -c %s; reinstall %s" % (
+            ctx.python_cmd, quote("import %s" % res.get("module")), quote(dist)))
         if state == "hung" and not diag:  # a slow import reads the same as a hung one
             fix += "; if it is only slow (a cold disk, or packages without bytecode: see packages.bytecode), " \
                    "raise --timeout (now %g s)" % ctx.options.timeout
@@ -178,9 +179,10 @@ def outcome_for(ctx: Context, res: Optional[Dict[str, Any]], label: str, dist: s
         verl_v = (ctx.verl_row() or {}).get("version")
         extras = sorted({e for e in (_verl_extra_for(ctx, d) for d in dists) if e})
         if dist == "verl" and extras and verl_v:
-            fix = "pip install 'verl[%s]==%s' (it brings %s)" % (",".join(extras), verl_v, ", ".join(dists))
+            fix = "%s (it brings %s)" % (command(["pip", "install", "verl[%s]==%s" % (",".join(extras), verl_v)]),
+                                         ", ".join(dists))
         else:
-            fix = "pip install %s" % " ".join(dists)
+            fix = command(["pip", "install"] + dists)
         also = (" (also missing after it: %s)" % ", ".join(missing[1:])) if len(missing) > 1 else ""
         return failed("import %s failed: %s: %s%s" % (label, res.get("error_type"), res.get("error"), also),
                       fix, ev, item=item)

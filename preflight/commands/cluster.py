@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     code (0 ready, 1 not ready)."""
     from .. import cluster as cl
     from .. import matrix as matrix_mod
-    from ..probes.process import load_script, run_script
+    from ..probes.process import LOADER, load_script, run_script
     from ..report.console import SafeConsole as Console
 
     check_outputs(args)
@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         m = mx.curated.get("nccl", {}).get("measure", {})
         coll = None
         if args.collective != "none":
-            coll = {"backend": args.collective, "world": args.world, "rank_script": load_script("nccl_rank"),
+            coll = {"backend": args.collective, "world": args.world, "rank_script": load_script("nccl_rank"), "loader": LOADER,
                     "timeout_s": args.timeout,
                     "nccl": {"sizes": [s << 20 for s in m.get("sizes_mib", [1, 64])], "warmup": m.get("warmup", 5),
                              "iters": m.get("iters", 20), "min_timed_s": m.get("min_timed_ms", 0) / 1000.0,

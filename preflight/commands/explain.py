@@ -29,7 +29,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    "(default)")
     p.add_argument("--max-mib", type=int, default=32, metavar="MIB",
                    help="MiB of a large log to read (its head and tail; default 32)")
-    from ..report.render import add_output_options
+    from .output import add_output_options
 
     add_output_options(p, "the explanation")
     p.add_argument("-v", "--verbose", action="store_true", help="show every error event of the log")
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from ..checks.base import Check, failed, passed
     from ..explain import explain_text, read_log
     from ..report import Report
-    from ..report.render import check_outputs, emit
+    from .output import check_outputs, emit
     from ..runner import _to_result
 
     check_outputs(args)

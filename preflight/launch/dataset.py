@@ -223,7 +223,11 @@ def custom_reward_findings(path: str, rs: Dict[str, Any]) -> List[Finding]:
     if os.path.isfile(full):
         return [Finding("data", "pass", "custom reward function file %s exists" % path, item="custom_reward",
                         evidence={"path": full}, **meta)]
-    why = "is a directory, not a Python file" if os.path.isdir(full) else "does not exist"
+    from ..paths import file_problem
+
+    problem = file_problem(full)
+    why = ("is a directory, not a Python file" if os.path.isdir(full) else "does not exist"
+           if problem in (None, "no such file") else "is %s" % problem)
     return [Finding("data", "fail", "custom reward function file %s %s%s: verl stops with FileNotFoundError "
                     "'Custom module file not found' when it builds the reward function" % (
                         path, why, "" if full == path else " (%s)" % full),

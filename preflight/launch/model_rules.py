@@ -18,6 +18,7 @@ import re
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..shell import override, overrides
 from ..hw import visible_entries
 from .interpolation import reference_of
 from .model import ModelFacts
@@ -213,8 +214,8 @@ def compute_capability(x: Any, v: Any, get: Get, gpus: Optional[List[Dict[str, A
         parts.append("FlashAttention 2 (%s)" % ", ".join(flash))
     x.add("compute_capability", "fail", "%s has compute capability %d.%d but the config uses %s, which need >= 8.0" % (
         (name,) + low + (" and ".join(parts),)),
-          "set %s (fp16 and SDPA attention), or run on an Ampere or newer GPU" % " ".join(
-              "%s=%s" % (k, "False" if val is False else val) for k, val in alt.items()),
+          "set %s (fp16 and SDPA attention), or run on an Ampere or newer GPU" % overrides(
+              {k: "False" if val is False else val for k, val in alt.items()}),
           alts=[alt], compute_capability="%d.%d" % low, bf16_keys=bf16, flash_keys=flash)
 
 
@@ -222,13 +223,15 @@ def compute_capability(x: Any, v: Any, get: Get, gpus: Optional[List[Dict[str, A
 def safetensors_names(path: str, limit: int = 100 * 1024 * 1024) -> Optional[List[str]]:
     """Tensor names in a ``.safetensors`` file's header (8-byte little-endian length, then a JSON
     object of name -> {dtype, shape, data_offsets}); None when it is not one."""
+    from .model import read_head
+
     try:
-        with open(path, "rb") as fh:
-            n = struct.unpack("<Q", fh.read(8))[0]
-            if n <= 0 or n > limit:
-                return None
-            head = json.loads(fh.read(n).decode("utf-8"))
-    except (OSError, ValueError, struct.error, UnicodeDecodeError):
+        first = read_head(path, 8)  # never blocks: a FIFO or a device is refused, not waited on
+        n = struct.unpack("<Q", first)[0]
+        if n <= 0 or n > limit:
+            return None
+        head = json.loads(read_head(path, 8 + n)[8:].decode("utf-8"))
+    except (OSError, ValueError, struct.error, UnicodeDecodeError, RecursionError):
         return None
     return sorted(k for k in head if k != "__metadata__") if isinstance(head, dict) else None
 
@@ -313,7 +316,8 @@ def lora_modules(x: Any, v: Any, get: Get, model: Optional[ModelFacts],
     fix_list = keep or linear_like[:7]
     x.add("lora_modules", "fail", "LoRA target_modules %s match no module of %s (%s has %s)" % (
         ", ".join(missing), model.directory, src, ", ".join(linear_like[:12]) or ", ".join(leaves[:12])),
-          "set %s=[%s], or all-linear" % (key, ",".join(fix_list)) if fix_list else "set %s=all-linear" % key,
+          "set %s, or all-linear" % override(key, "[%s]" % ",".join(fix_list)) if fix_list else
+          "set %s" % override(key, "all-linear"),
           alts=[{key: list(fix_list)}] if fix_list else [{key: "all-linear"}],
           missing=missing, modules_from=src)
 

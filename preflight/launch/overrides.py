@@ -14,6 +14,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Union
 
+from ..shell import overrides
+
 __all__ = ["Override", "LaunchSpec", "ConfigError", "parse_launch", "parse_override", "override_line", "format_value",
            "or_list", "fix_overrides"]
 
@@ -225,7 +227,7 @@ def format_value(v: Any) -> str:
 
 def override_line(alt: Dict[str, Any]) -> str:
     """Overrides as launch words: ``{"a.b": 8, "c": True}`` -> ``a.b=8 c=True``."""
-    return " ".join("%s=%s" % (k, format_value(v)) for k, v in alt.items())
+    return overrides({k: format_value(v) for k, v in alt.items()})  # each word shell-quoted
 
 
 _SET_WORD = re.compile(r"^([A-Za-z_][\w.]*)=([\w.+-]+)$")

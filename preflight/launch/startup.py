@@ -155,6 +155,7 @@ _REPO_ID = re.compile(r"Repo id must be in the form[^:]*:\s*'([^']+)'")
 _NOT_CACHED = re.compile(r"(?:not find|couldn't connect|offline mode|cannot find the requested files|"
                          r"local_files_only|is not a local folder)", re.I)
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
+_NO_NAME = re.compile(r"cannot import name '([^']+)' from '([\w.]+)'")
 _MISSING_VAL = re.compile(r"Missing mandatory value:\s*([\w.]+)")
 _FILE_NOT_FOUND = re.compile(r"(?:No such file or directory|FileNotFoundError)[^']*'([^']+)'")
 
@@ -162,7 +163,7 @@ _FILE_NOT_FOUND = re.compile(r"(?:No such file or directory|FileNotFoundError)[^
 def classify(err: Dict[str, Any]) -> Tuple[str, str]:
     """(kind, smallest fix) for an exception verl's start-up raised (an ``error`` dict of
     :class:`Startup`). Kinds: ``model_path``, ``hub_not_cached``, ``missing_module``,
-    ``missing_value``, ``data_file``, ``dataset``, ``reward``, ``validate_config``, ``config_value``."""
+    ``incompatible_package``, ``missing_value``, ``data_file``, ``dataset``, ``reward``, ``validate_config``, ``config_value``."""
     msg = str(err.get("message") or "")
     step = str(err.get("step") or "")
     key = _FULL_KEY.search(msg)
@@ -175,6 +176,11 @@ def classify(err: Dict[str, Any]) -> Tuple[str, str]:
         return "hub_not_cached", "download the model once (huggingface-cli download <id>) or point " \
                                  "actor_rollout_ref.model.path at a local directory: the dry start-up never " \
                                  "downloads (HF_HUB_OFFLINE=1)"
+    m = _NO_NAME.search(msg)
+    if m:
+        return "incompatible_package", "install a %s release that still has %s (verl imports it at %s; the installed " \
+            "%s is newer or older than the one this verl release was built with)" % (m.group(2), m.group(1),
+                                                                                    where(err), m.group(2))
     m = _NO_MODULE.search(msg)
     if m:
         top = m.group(1).split(".")[0]

@@ -15,12 +15,11 @@ inside it.
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from typing import Any, Mapping, Optional, Sequence
 
-__all__ = ["run"]
+__all__ = ["run", "run_live"]
 
 
 def _fd_of(target: Any, name: str, opened: list) -> Any:
@@ -58,7 +57,7 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
     OSError when ``cmd`` cannot be started (FileNotFoundError when it does not exist), and
     re-raises KeyboardInterrupt after stopping it.
     """
-    from .process import supervisor_code
+    from .process import supervisor_argv
 
     if capture_output:
         stdout = stderr = subprocess.PIPE
@@ -92,8 +91,7 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
             argv[0] = os.path.abspath(argv[0])
         ctl_r, ctl_w = os.pipe()
         # the supervisor removes ``base`` (with ``d`` inside) when the checker is gone
-        sup = [sys.executable or "python3", "-I", "-S", "-c", supervisor_code(), str(ctl_r), base,
-               os.path.abspath(cwd) if cwd else os.getcwd()] + argv
+        sup = supervisor_argv(ctl_r, base, os.path.abspath(cwd) if cwd else os.getcwd(), argv)
         popen = subprocess.Popen(sup, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd, env=child_env,
                                  pass_fds=(ctl_r,), start_new_session=True)
         os.close(ctl_r)
@@ -145,7 +143,7 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
                 popen.wait()
         for fh in opened:
             fh.close()
-        for name in ("status", "pid"):
+        for name in ("status", "pid", ".supervise-cmd"):
             try:
                 os.remove(os.path.join(base, name))
             except OSError:
@@ -153,3 +151,91 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
         shutil.rmtree(d, ignore_errors=True)
         if own:
             shutil.rmtree(base, ignore_errors=True)
+
+
+class _RedactingPump:
+    """Copies what a child writes to ``src_fd`` onto ``sink`` (a text stream) as it comes, one
+    line at a time through :func:`preflight.redact.redact_text`. A line ends at ``\\n`` or ``\\r``
+    (a progress bar redraws at each ``\\r``, so it stays live); a line with neither is held until
+    one comes or :data:`HOLD_BYTES` pile up, so no token is shown in two halves. Ends at EOF
+    (EIO on a pty whose other side is closed) or when told to."""
+
+    HOLD_BYTES = 16384
+
+    def __init__(self, src_fd: int, sink: Any) -> None:
+        import threading
+
+        self.src_fd, self.sink = src_fd, sink
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.halt = False
+        self.thread.start()
+
+    def _emit(self, raw: bytes) -> None:
+        from ..redact import redact_text
+
+        try:
+            self.sink.write(redact_text(raw.decode("utf-8", "replace")))
+            self.sink.flush()
+        except (OSError, ValueError):
+            pass
+
+    def _loop(self) -> None:
+        import select
+
+        pending = b""
+        while True:
+            try:
+                ready, _, _ = select.select([self.src_fd], [], [], 0.1)
+            except (OSError, ValueError):
+                break
+            if not ready:
+                if self.halt:
+                    break
+                continue
+            try:
+                data = os.read(self.src_fd, 65536)
+            except OSError:  # EIO: the pty's other side is closed
+                data = b""
+            if not data:
+                break
+            pending += data
+            cut = max(pending.rfind(b"\n"), pending.rfind(b"\r"))
+            if cut < 0 and len(pending) < self.HOLD_BYTES:
+                continue
+            done, pending = (pending[:cut + 1], pending[cut + 1:]) if cut >= 0 else (pending, b"")
+            self._emit(done)
+        if pending:
+            self._emit(pending)
+
+    def finish(self, grace: float = 5.0) -> None:
+        """Wait for EOF (up to ``grace`` s), then stop and flush what is held."""
+        self.thread.join(grace)
+        self.halt = True
+        self.thread.join(2.0)
+
+
+def run_live(cmd: Sequence[str], sink: Any, timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
+             cwd: Optional[str] = None) -> "subprocess.CompletedProcess[Any]":
+    """Run ``cmd`` like :func:`run` with its stdout and stderr shown live on ``sink`` (a text
+    stream, e.g. sys.stderr on a terminal), every line redacted (:func:`preflight.redact.redact_text`)
+    before it is shown: the child writes to a pseudo-terminal (so pip and uv keep their progress
+    bars) whose other side only this process reads. Where no pty can be made, a pipe.
+
+    Returns a CompletedProcess without output (it was shown). Raises as :func:`run` does
+    (subprocess.TimeoutExpired, OSError, KeyboardInterrupt after stopping ``cmd``).
+    """
+    try:
+        import pty
+
+        master, slave = pty.openpty()
+    except (ImportError, OSError):
+        master, slave = os.pipe()
+    pump = _RedactingPump(master, sink)
+    try:
+        try:
+            return run(cmd, stdout=slave, stderr=subprocess.STDOUT, timeout=timeout, env=env, cwd=cwd)
+        finally:
+            os.close(slave)  # the child's copies are gone once run() returned: EOF (EIO) on master
+            pump.finish()
+    finally:
+        os.close(master)

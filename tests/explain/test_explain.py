@@ -298,3 +298,33 @@ def test_handed_case_texts_are_classified(mx):
         print(c, results[c][1], [t[:90] for t in results[c][0]])
     wrong = {c: results[c] for c in quoted - right}
     assert not wrong, wrong
+
+
+VERL_CORE = ["verl[verl-core]==0.9.1", "torch==2.13.0"]
+
+
+@pytest.mark.realenv
+def test_real_verl_and_transformers_errors(tmp_path, mx):
+    """Errors raised by the real verl 0.9.1 (its token-budget assertion) and the real transformers
+    (a model with custom code and no trust_remote_code) are classified with the right fix."""
+    from envs import real_env
+
+    py = real_env("verl091-core", VERL_CORE)
+    code = ("import torch\nfrom tensordict import TensorDict\nfrom verl.utils.seqlen_balancing import "
+            "rearrange_micro_batches\nones = torch.ones(2, 40, dtype=torch.long)\n"
+            "b = TensorDict({'attention_mask': ones, 'input_ids': ones}, batch_size=2)\n"
+            "rearrange_micro_batches(b, max_token_len=16)\n")
+    p = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    ex = explain_text(p.stderr, mx)
+    assert ex.id == "verl-token-budget" and ex.groups == {"budget": "16", "seq": "40"}, p.stderr[-1500:]
+    assert "ppo_max_token_len_per_gpu" in ex.fix and ex.verl_rule == "token_budget"
+    m = tmp_path / "internvl"
+    m.mkdir()
+    (m / "config.json").write_text(json.dumps({"architectures": ["InternVLChatModel"], "model_type": "internvl_chat",
+                                               "auto_map": {"AutoConfig": "configuration_internvl_chat.InternVLChatConfig"}}))
+    (m / "configuration_internvl_chat.py").write_text("")
+    p = subprocess.run([py, "-c", "import sys, transformers\ntransformers.AutoConfig.from_pretrained(sys.argv[1])", str(m)],
+                       capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    ex = explain_text(p.stderr, mx)
+    assert ex.id == "trust-remote-code", p.stderr[-1500:]
+    assert "actor_rollout_ref.model.trust_remote_code=True" in ex.fix

@@ -411,3 +411,12 @@ def test_model_type_unknown_to_the_installed_transformers(tmp_path):
     (d / "config.json").write_text(json.dumps(cfg))
     rc, rows = config(BASE + ["actor_rollout_ref.model.path=%s" % d], python=py)
     assert "model.model_type" not in facts(rows)
+
+
+def test_async_rollout_of_060_needs_a_newer_vllm():
+    """case 44: without vLLM in the target the row warns; the release's declared cap is 0.9.1."""
+    rc, rows = config(BASE + ["actor_rollout_ref.rollout.mode=async"], verl="0.6.0")
+    r = facts(rows)["feature.async_vllm"]
+    assert r["status"] == "warn" and "vllm.v1.engine.utils" in r["message"] and "0.6.1" in r["fix"]
+    rc, rows = config(BASE + ["actor_rollout_ref.rollout.mode=async"], verl="0.6.1")
+    assert "feature.async_vllm" not in facts(rows)

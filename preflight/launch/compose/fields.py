@@ -6,6 +6,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from packaging.version import Version
 
 from ...matrix import parse_version
+from ...shell import override, quote
 from .stored import _json
 from .tree import HYDRA_KEYS, _has, _parts, flatten, get_path
 
@@ -62,7 +63,7 @@ def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, 
     target = parent.get("_target_") if isinstance(parent, dict) else None
     fields = (dataclasses_.get(target) or {}).get("fields") if isinstance(target, str) else None
     if fields is not None and parts[-1] in fields:
-        return "not in the YAML, but a field of %s" % target, "add it with +%s" % text.lstrip("+")
+        return "not in the YAML, but a field of %s" % target, "add it with %s" % quote("+" + text.lstrip("+"))
     ren = _renames(config_name)
     rec = ren.get(key)
     pv = parse_version(release) if release else None
@@ -73,27 +74,29 @@ def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, 
             new = ren[new].get("replacement") or ""
         why = "verl %s dropped %s (last in %s)" % (rec["removed_in"], key, rec["last_in"])
         if new and _has(tree, _parts(new)):
-            return why + "; %s took its place" % new, "write %s=%s instead of %s" % (new, value, text)
-        return why, "delete the override %s (verl %s has no such option)" % (text, release or rec["removed_in"])
+            return why + "; %s took its place" % new, "write %s instead of %s" % (override(new, value), quote(text))
+        return why, "delete the override %s (verl %s has no such option)" % (quote(text), release or rec["removed_in"])
     if fields is not None:
         near = difflib.get_close_matches(parts[-1], [f for f in fields if not f.startswith("_")], n=1, cutoff=0.75)
         why = "verl builds %s into %s, which has no field '%s' (a +%s passes Hydra, then verl stops with " \
               "TypeError: unexpected keyword argument)" % (".".join(parts[:-1]), target, parts[-1], key)
         if near:
-            return why, "write %s.%s=%s instead of %s" % (".".join(parts[:-1]), near[0], value, text)
-        return why, "delete the override %s" % text
+            return why, "write %s instead of %s" % (
+                override("%s.%s" % (".".join(parts[:-1]), near[0]), value), quote(text))
+        return why, "delete the override %s" % quote(text)
     if ".megatron." in ".%s." % key and config_name != "ppo_megatron_trainer":
         return "the megatron keys live in ppo_megatron_trainer", \
             "add --config-name=ppo_megatron_trainer (the megatron keys live in that config)"
     added = first_release_with(key, config_name, release)
     if added is not None:
         return "verl %s has no %s (it came in verl %s)" % (release, key, added), \
-            "upgrade verl to %s or later for %s, or delete the override %s" % (added, parts[-1], text)
+            "upgrade verl to %s or later for %s, or delete the override %s" % (added, parts[-1], quote(text))
     cands = near_keys(key, tree)
     if cands:
-        return "no such key (did you mean %s?)" % cands[0], "write %s=%s instead of %s" % (cands[0], value, text)
-    return "no such key in the composed config", "add it with +%s if your own code reads it, else delete it" % \
-        text.lstrip("+")
+        return "no such key (did you mean %s?)" % cands[0], "write %s instead of %s" % (
+            override(cands[0], value), quote(text))
+    return "no such key in the composed config", "add it with %s if your own code reads it, else delete it" % \
+        quote("+" + text.lstrip("+"))
 
 
 def near_keys(key: str, tree: Dict[str, Any]) -> List[str]:

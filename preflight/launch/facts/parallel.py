@@ -169,8 +169,27 @@ def _rollout_release_rows(get: Any, release: Optional[str], facts: Dict[str, Any
                                    up[0] if up else max(ranks)), item="lora_rank",
                                evidence={"ranks": ranks, "source": src, "verl_source": f["source"]},
                                stops="vLLM's LoRAConfig refuses max_lora_rank when the rollout engine starts"))
-    f = _feature("chunked_prefill_raise", release)
     mode = str(get("actor_rollout_ref.rollout.mode", "sync") or "sync")
+    f = _feature("async_server_needs_v1_engine_utils", release)
+    multi = str(get("actor_rollout_ref.rollout.multi_turn.enable", False)).lower() == "true"
+    if vllm and f is not None and (mode == "async" or multi):
+        v = facts.get("vllm") or {}
+        why = "rollout.mode=async" if mode == "async" else "multi-turn"
+        if v.get("version") and v.get("has_v1_engine_utils") is False:
+            out.append(Finding("feature", "fail", "%s: verl %s's async vLLM server imports vllm.v1.engine.utils "
+                               "(CoreEngineProcManager), which the installed vLLM %s does not have" % (
+                                   why, release, v["version"]),
+                               "install vLLM 0.10.0 (verl 0.6.0's own image), or verl >= 0.6.1 with vLLM <= 0.11.0",
+                               item="async_vllm", evidence={"source": f["source"], "vllm": v["version"]},
+                               stops="ModuleNotFoundError 'No module named vllm.v1.engine.utils' when the rollout "
+                                     "server starts, after Ray started"))
+        elif not v.get("version"):
+            out.append(Finding("feature", "warn", "%s: verl %s's async vLLM server imports vllm.v1.engine.utils, "
+                               "which no vLLM inside 0.6.0's declared range (<= 0.9.1) has (vLLM >= 0.10)" % (
+                                   why, release),
+                               "install vLLM 0.10.0 (verl 0.6.0's own image), or verl >= 0.6.1 with vLLM <= 0.11.0",
+                               item="async_vllm", evidence={"source": f["source"]}))
+    f = _feature("chunked_prefill_raise", release)
     if vllm and f is not None and mode != "async" and str(get("actor_rollout_ref.rollout.enable_chunked_prefill",
                                                               True)).lower() == "true":
         p, r = _i(get("data.max_prompt_length", None)), _i(get("data.max_response_length", None))

@@ -253,8 +253,8 @@ def unwrap(command: Union[str, Sequence[str]], cwd: Optional[str] = None) -> Tup
     w = Wrapper()
     try:
         words = _words(command)
-    except ValueError:
-        return list(command) if not isinstance(command, str) else [command], w
+    except ValueError:  # unbalanced quotes: parse_launch reports them
+        return command, w  # type: ignore[return-value]
     lead: List[str] = []
     for _ in range(4):  # at most a few layers: uv run > ray job submit > bash run.sh
         i = 0

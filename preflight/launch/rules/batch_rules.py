@@ -3,6 +3,7 @@
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .. import batch as bm
 from ..overrides import override_line
+from ...shell import override
 from .values import Values
 from .arith import _near, divisors
 from .context import _Ctx
@@ -39,7 +40,7 @@ def _dp(v: Values, role: str = "actor") -> Optional[int]:
 def _mandatory(x: _Ctx, missing: Sequence[str]) -> None:
     for key in missing:
         hint = "vllm (or sglang)" if key.endswith("rollout.name") else "a value"
-        x.add("mandatory", "fail", "%s is ??? (mandatory) and not set" % key, "set %s=%s" % (
+        x.add("mandatory", "fail", "%s is ??? (mandatory) and not set" % key, "set %s" % override(
             key, hint.split(" ")[0] if hint != "a value" else "..."), item=key.replace(".", "_"),
             alts=[{key: "vllm"}, {key: "sglang"}] if hint != "a value" else [])
 
