@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 11 on a GPU node: every report format from a real gpu + nccl run (and vllm when the
 # interpreter has vLLM), plus --status-dir, written under $OUT for the tests to read back:
-#   ./test.sh tests/test_report.py -k gpu_run  with  PREFLIGHT_GPU_REPORTS=<the returned folder>
+#   ./test.sh tests/report/test_report.py -k gpu_run  with  PREFLIGHT_GPU_REPORTS=<the returned folder>
 # validates the JSON against the schema, the JUnit with junitparser, the Prometheus text with
 # prometheus_client (NCCL busbw per size; vLLM timings when that stage ran) and the Markdown.
 #

@@ -6,13 +6,16 @@ Subcommands live in :mod:`preflight.commands`.
 """
 
 import argparse
+import difflib
 import os
+import pkgutil
 import signal
 import sys
 from typing import Optional, Sequence
 
 from . import __version__
 from .commands import COMMANDS
+from .commands.argtypes import Parser, refuse_empty
 from .errors import UsageError
 from .redact import redact_text
 from .report import EXIT_USAGE
@@ -20,19 +23,14 @@ from .report import EXIT_USAGE
 __all__ = ["main", "build_parser", "UsageError"]
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        raise UsageError("%s: %s (see '%s --help')" % (self.prog, message, self.prog))
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser for every command."""
-    p = _Parser(prog="preflight", description="Tells whether this machine can run verl, and why not.",
+    p = Parser(prog="preflight", description="Tells whether this machine can run verl, and why not.",
                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=COMMANDS[0].EPILOG)
     p.add_argument("--version", action="store_true", help="print the tool and matrix versions and exit")
     p.add_argument("--completion", choices=("bash", "zsh"), default=None,
                    help="print the shell completion script (generated when the zipapp is built) and exit")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", parser_class=Parser)
     for mod in COMMANDS:
         sp = sub.add_parser(mod.NAME, help=mod.HELP, epilog=mod.EPILOG,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -41,31 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _refuse_empty(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str] = ()) -> None:
-    """UsageError naming the first option or argument given as an empty string (``--launch ""``,
-    ``--verl "$UNSET"``): an unset variable in a script must not pass as "not given"."""
-    sub = None
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            sub = action.choices.get(getattr(args, "command", None) or "")
-    for action in (sub._actions if sub is not None else []):
-        value = getattr(args, action.dest, None)
-        values = value if isinstance(value, list) else [value]
-        for v in values:
-            if isinstance(v, str) and not v.strip():
-                typed = [o for o in action.option_strings  # the spelling the user typed (config --config)
-                         if any(a == o or a.startswith(o + "=") for a in argv)]
-                longs = [o for o in action.option_strings if o.startswith("--")]
-                name = (typed or longs or action.option_strings or [action.metavar or action.dest])[0]
-                raise UsageError("%s is empty (an unset variable in a script?); give it a value or leave it out" % name)
-
-
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str], implicit: bool) -> argparse.Namespace:
     """``parser.parse_args(argv)``, except that arguments nobody took are a UsageError naming the
     subcommand that refused them (``preflight check: unrecognized arguments: --bogus (see
     'preflight check --help')``), or, when the first word was taken for a command (``check`` was
     ``implicit``), ``unknown command 'chek' (did you mean 'check'?)``."""
-    import difflib
 
     args, extras = parser.parse_known_args(argv)
     if not extras:
@@ -73,7 +51,7 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str], implicit: bool)
     names = [m.NAME for m in COMMANDS]
     word = argv[1] if implicit and len(argv) > 1 else None
     if word is not None and not word.startswith("-") and word in extras:
-        from .report.render import invocation
+        from .report.invocation import invocation
 
         near = difflib.get_close_matches(word, names, n=1)
         raise UsageError("unknown command '%s' (%s see '%s --help')" % (
@@ -95,7 +73,6 @@ def _normalise(argv: Sequence[str]) -> list:
 
 
 def _print_completion(shell: str) -> int:
-    import pkgutil
 
     name = {"bash": "preflight.bash", "zsh": "_preflight"}[shell]
     try:
@@ -145,7 +122,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     try:
         parser = build_parser()
         args = _parse(parser, argv, implicit=len(argv) > len(raw))
-        _refuse_empty(parser, args, argv)
+        refuse_empty(parser, args, argv)
         if args.version:
             from . import matrix as matrix_mod
 
@@ -155,7 +132,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             return _print_completion(args.completion)
         return args._run(args)
     except (UsageError, MatrixError) as exc:
-        from .report.render import escape_controls, localise_commands
+        from .report.invocation import localise_commands
+        from .report.text import escape_controls
 
         print("error: %s" % escape_controls(localise_commands(redact_text(str(exc)))), file=sys.stderr)
         return EXIT_USAGE
@@ -168,7 +146,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     except Exception as exc:  # the checker's own failure: one line plus where to look
         import traceback
 
-        from .report.render import escape_controls
+        from .report.text import escape_controls
 
         tb = traceback.extract_tb(exc.__traceback__)
         where = "%s:%d" % (os.path.basename(tb[-1].filename), tb[-1].lineno) if tb else "?"

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Optional
 
+from .shell import quote
+
 __all__ = ["Diagnosis", "classify"]
 
 
@@ -38,10 +40,12 @@ def classify(matrix, text: str, **fill: str) -> Optional[Diagnosis]:
         if not m:
             continue
         groups = {k: v for k, v in m.groupdict().items() if v}
-        values = _Safe(fill)
-        values.update(groups)
+        # every value is one shell word in the fix (a version or name read from a package's
+        # metadata or an error message is not trusted to be free of shell syntax)
+        values = _Safe({k: quote(v) for k, v in fill.items()})
+        values.update({k: quote(v) for k, v in groups.items()})
         if "module" in groups and "missing_dist" not in fill:
-            values["missing_dist"] = matrix.module_dist(groups["module"])
+            values["missing_dist"] = quote(matrix.module_dist(groups["module"]))
         return Diagnosis(sig["id"], sig["cause"], sig["fix"].format_map(values), sig.get("source", ""),
                          sig.get("confidence", "U"), groups)
     return None

@@ -8,7 +8,8 @@ branch of each GPU architecture) come from the matrix rows passed in.
 import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-__all__ = ["driver_tuple", "cuda_from_int", "arch_covers", "sm_list", "arch_driver_rule", "driver_supports_gpu"]
+__all__ = ["driver_tuple", "cuda_from_int", "arch_covers", "sm_list", "arch_driver_rule", "driver_supports_gpu",
+           "visible_entries", "visible_devices"]
 
 
 def driver_tuple(v: Optional[str]) -> Tuple[int, ...]:
@@ -93,3 +94,41 @@ def driver_supports_gpu(rows: Iterable[Dict[str, Any]], driver: str, cc: str) ->
         return False, ("driver %s is newer than the last branch for %s GPUs (compute capability %s): R%s is the "
                        "last driver branch that supports them" % (driver, row["arch"], cc, row["last_branch"])), row
     return True, None, row
+
+
+def visible_entries(cvd: str) -> List[str]:
+    """The entries of a ``CUDA_VISIBLE_DEVICES`` value that CUDA takes, read without the devices:
+    indices and ``GPU-``/``MIG-`` UUIDs (prefixes allowed), up to the first invalid entry (an
+    empty one, ``-1``, anything else), each once (``"0,1,-1,3"`` -> ``["0", "1"]``; ``""`` -> []).
+
+    Source: the CUDA C++ Programming Guide, "CUDA Environment Variables": only the devices
+    before an invalid entry are visible."""
+    seen: List[str] = []
+    for tok in [t.strip() for t in cvd.split(",")]:
+        if not tok or tok.startswith("-") or not (tok.isdigit() or tok.startswith(("GPU-", "MIG-"))):
+            break
+        if tok not in seen:
+            seen.append(tok)
+    return seen
+
+
+def visible_devices(devices: Iterable[Dict[str, Any]], cvd: Optional[str]) -> List[Dict[str, Any]]:
+    """The NVML ``devices`` (dicts with ``index`` and ``uuid``; ones with an ``error`` left out) a
+    process sees under ``CUDA_VISIBLE_DEVICES=cvd``, in the order CUDA numbers them: every
+    readable device when ``cvd`` is None; else the devices :func:`visible_entries` names (an
+    index, or a prefix of the uuid), stopping at the first entry no device answers, each device
+    once."""
+    devs = [d for d in devices if not d.get("error")]
+    if cvd is None:
+        return devs
+    picked: List[Dict[str, Any]] = []
+    for tok in visible_entries(cvd):
+        if tok.isdigit():
+            match = [d for d in devs if d.get("index") == int(tok)]
+        else:
+            match = [d for d in devs if str(d.get("uuid") or "").startswith(tok)]
+        if not match:
+            break  # CUDA stops at the first entry it cannot resolve
+        if match[0] not in picked:
+            picked.append(match[0])
+    return picked

@@ -87,7 +87,7 @@ _CACHE: Dict[str, Dict[str, Any]] = {}
 
 def load_index(directory: Optional[str] = None) -> Dict[str, Any]:
     """The proof index (matrices/proofs.json) as a dict; empty when absent."""
-    from .matrix import _read  # the same lookup as every matrix file (zipapp or checkout)
+    from .matrix import read_file as _read  # the same lookup as every matrix file (zipapp or checkout)
 
     key = directory or ""
     if key not in _CACHE:

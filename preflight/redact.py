@@ -42,7 +42,7 @@ import threading
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from urllib.parse import quote, urlsplit, urlunsplit
 
-__all__ = ["MASK", "redact", "redact_text", "is_secret_key", "secret_strength", "plain_value", "hides", "add_secret", "collect", "collect_environ",
+__all__ = ["MASK", "redact", "redact_text", "is_secret_key", "secret_strength", "plainly_secret", "plain_value", "hides", "add_secret", "collect", "collect_environ",
            "forget_secrets",
            "strip_userinfo", "url_has_userinfo"]
 
@@ -57,6 +57,8 @@ MASK = "***"
 # reward_fn_key, image_key name dataset columns). A plural "tokens" after a counting or content
 # word (max_tokens, max_new_tokens, special_tokens) is a count or a list of words, not a secret.
 #
+# Any part "auth" makes a name strong (SSH_AUTH_SOCK, auth_header, use_auth_token).
+#
 # Names are strong or weak (:func:`secret_strength`). A strong name says what it holds: api,
 # secret, token, password, auth, credential (api_key, HF_TOKEN, secret_key). A weak one only ends
 # in key(s) or tokens (wandb_key, num_cpus_key, hf_tokens): its value is hidden unless it is
@@ -66,7 +68,7 @@ _SECRET_LAST = {"token", "secret", "password", "passwd", "pwd", "pass", "passphr
                 "credentials", "auth", "authorization", "cookie", "apikey", "accesskey", "secretkey", "privatekey",
                 "pat", "sessiontoken", "authtoken", "accesstoken", "refreshtoken", "clientsecret"}
 _SECRET_ANY = {"password", "passwords", "passwd", "secret", "secrets", "credentials", "apikey", "apikeys",
-               "passphrase"}
+               "passphrase", "auth"}
 _SWITCH = {"disable", "enable", "disabled", "enabled"}
 _SECRET_SUFFIX = ("token", "password", "passwd", "secret", "apikey")
 #: Words before "key"/"keys" that make the name strong (api_key, private_keys).
@@ -123,6 +125,15 @@ def secret_strength(key: str) -> int:
     if last in _SECRET_LAST or _SECRET_ANY.intersection(parts) or last.endswith(_SECRET_SUFFIX):
         return 2
     return 0
+
+
+def plainly_secret(key: str) -> bool:
+    """True when the name ``key`` says outright that it holds a secret (a strong name, see
+    :func:`secret_strength`: ``password``, ``api_key``, ``..._token``, ``SSH_AUTH_SOCK``), not merely
+    that it ends in ``key`` (``data.prompt_key``) or holds ``token`` inside
+    (``ppo_max_token_len_per_gpu``). Launch preflight hides the string value of one of verl's own
+    config keys only when this is true of its last part."""
+    return secret_strength(key) == 2
 
 
 def is_secret_key(key: str) -> bool:

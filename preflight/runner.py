@@ -11,7 +11,7 @@ import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from .checks.base import REGISTRY, Check, Deferred, Outcome
+from .checks.base import REGISTRY, Check, Deferred, to_result
 from .context import Context
 from .result import Result, Status
 from .stages import STAGES, Stage, stage as stage_of
@@ -39,17 +39,6 @@ def _skip_row(ctx: Context, c: Check, blocked: Sequence[str]) -> Result:
     return Result(c.id, c.stage, Status.SKIP, "skipped: %s %s" % (blocked[0], verb), caused_by=list(blocked))
 
 
-def _to_result(c: Check, o: Outcome, duration: float) -> Result:
-    rid = c.id if not o.item else "%s.%s" % (c.id, o.item)
-    fix = o.fix
-    status = o.status
-    if status in (Status.WARN, Status.FAIL) and not fix:  # a check bug, not the user's problem
-        fix = "(no fix recorded: please report this as a bug in verl-preflight)"
-    return Result(id=rid, stage=c.stage, status=status, message=o.message,
-                  evidence=o.evidence, fix=fix or None,
-                  caused_by=list(o.caused_by), duration_s=duration)
-
-
 def _outcomes(c: Check, fn: Callable[[], Any], t0: float, may_defer: bool) -> Union[List[Result], Deferred]:
     """Call ``fn`` (the check, or a Deferred's finish) and turn what it returns into rows, timed
     from ``t0``; a Deferred is handed back as it is where ``may_defer``."""
@@ -65,7 +54,7 @@ def _outcomes(c: Check, fn: Callable[[], Any], t0: float, may_defer: bool) -> Un
         return out
     dt = time.monotonic() - t0
     outs = [] if out is None else (out if isinstance(out, list) else [out])
-    return [_to_result(c, o, dt) for o in outs]
+    return [to_result(c.id, o, dt) for o in outs]
 
 
 def load_stage(s: Stage) -> List[Check]:
@@ -74,7 +63,7 @@ def load_stage(s: Stage) -> List[Check]:
     return list(REGISTRY.get(s.name, []))
 
 
-def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None) -> List[Result]:
+def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None) -> List[Result]:  # noqa: C901  TODO(issue 22): split
     """Run ``stages`` (names, any order; run in pipeline order) and return every row.
 
     Results are also stored in ``ctx.results`` by id, where later gates look them up. A check that
@@ -125,14 +114,15 @@ def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None
         for rid in s.implied(ctx):  # another stage's check this one cannot do without, run once
             if rid not in ctx.results:
                 other = next(c for c in load_stage(stage_of(rid.split(".", 1)[0])) if c.id == rid)
-                group = []
-                groups.append(group)
+                implied: List[Result] = []
+                groups.append(implied)
                 held = _blocked(ctx, other.needs)
                 if held:
-                    add(group, _skip_row(ctx, other, held))
+                    add(implied, _skip_row(ctx, other, held))
                     continue
-                for r in _outcomes(other, lambda o=other: o.func(ctx), time.monotonic(), False):
-                    add(group, r)
+                answered = _outcomes(other, lambda o=other: o.func(ctx), time.monotonic(), False)  # type: ignore[misc]
+                for r in answered if isinstance(answered, list) else []:  # may_defer False: never a Deferred
+                    add(implied, r)
         settle(s.gate(ctx))  # a deferred row this stage is gated on: its wait belongs to its own stage
         timings[s.name] = {"start_s": round(time.monotonic() - t_run, 3)}
         open_rows[s.name] = 0
@@ -148,7 +138,7 @@ def run(ctx: Context, stages: Sequence[str], progress: Optional[Progress] = None
             if progress:
                 progress("start:%s" % c.id, None)
             t0 = time.monotonic()
-            rows = _outcomes(c, lambda c=c: c.func(ctx), t0, True)
+            rows = _outcomes(c, lambda c=c: c.func(ctx), t0, True)  # type: ignore[misc]
             if isinstance(rows, Deferred):
                 pending[c.id] = (c, rows, t0, group)
                 open_rows[c.stage] += 1

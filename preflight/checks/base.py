@@ -11,11 +11,54 @@ runs, and asks for the answer when something is gated on it, or at the end of th
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
-from ..result import Status
+from ..result import Result, Status
 
-__all__ = ["Outcome", "Deferred", "Check", "check", "REGISTRY", "passed", "warned", "failed", "skipped", "errored"]
+if TYPE_CHECKING:  # for annotations only: the concrete context sits a layer below and imports nothing of checks/
+    from packaging.markers import Marker
+
+    from ..context import Dist, Options
+    from ..matrix import Matrix
+    from ..probes.process import ProbeOutput
+
+__all__ = ["Outcome", "Deferred", "Check", "check", "REGISTRY", "passed", "warned", "failed", "skipped", "errored",
+           "to_result", "Context", "CheckResult"]
+
+
+class Context(Protocol):
+    """What a check may ask of the run: the facts it reads, memoised (the one implementation is
+    :class:`preflight.context.Context`, which the runner passes; tests pass the same class with
+    facts injected). A check reads no other state: the rows of earlier checks only through
+    :attr:`results` (result id -> :class:`~preflight.result.Result`, filled by the runner)."""
+
+    options: "Options"
+    matrix: "Matrix"
+    results: Dict[str, Any]
+
+    def memo(self, key: str, fn: Callable[[], Any]) -> Any: ...
+    def peek(self, key: str, default: Any = None) -> Any: ...
+    def put(self, key: str, value: Any) -> None: ...
+    def host(self) -> Dict[str, Any]: ...
+    def target_probe(self) -> "ProbeOutput": ...
+    def target(self) -> Optional[Dict[str, Any]]: ...
+    def target_malformed(self) -> List[str]: ...
+    def dists(self) -> Dict[str, "Dist"]: ...
+    def broken_dists(self) -> List[Dict[str, Any]]: ...
+    def installed(self, name: str) -> Optional["Dist"]: ...
+    def bytecode(self) -> Dict[str, Any]: ...
+    @property
+    def python_cmd(self) -> str: ...
+    def target_fix(self, fix: Optional[str]) -> Optional[str]: ...
+    def marker_env(self, extra: str = "") -> Dict[str, str]: ...
+    def marker_true(self, marker: Optional["Marker"], extra: str = "") -> bool: ...
+    def verl_release(self) -> Tuple[Optional[str], str]: ...
+    def verl_row(self) -> Optional[Dict[str, Any]]: ...
+    def backend(self) -> Tuple[Optional[str], str]: ...
+    def imports(self, items: List[Dict[str, Any]]) -> Dict[str, Any]: ...
+    def torch_cuda(self) -> "ProbeOutput": ...
+    def nvml(self) -> Dict[str, Any]: ...
+    def gpu_expected(self) -> bool: ...
 
 
 @dataclass
@@ -73,7 +116,10 @@ class Deferred:
     finish: Callable[[], Union[Outcome, List[Outcome], None]]
 
 
-CheckFunc = Callable[[Any], Union[Outcome, List[Outcome], Deferred, None]]
+#: What a check function returns: one outcome, several (one per item), a Deferred, or None (no row).
+CheckResult = Union[Outcome, List[Outcome], Deferred, None]
+#: A check function: ``f(ctx) -> CheckResult``.
+CheckFunc = Callable[[Context], CheckResult]
 
 
 @dataclass
@@ -89,6 +135,19 @@ class Check:
     def stage(self) -> str:
         """The stage name (the id's first part)."""
         return self.id.split(".", 1)[0]
+
+
+def to_result(check_id: str, o: Outcome, duration: float) -> Result:
+    """The report row of outcome ``o`` of check ``check_id`` (``<stage>.<name>``): id ``check_id``
+    or ``check_id.item``, the stage from the id, ``duration`` in seconds. A WARN or FAIL without a
+    fix gets one saying it is a checker bug (every WARN and FAIL names a fix)."""
+    rid = check_id if not o.item else "%s.%s" % (check_id, o.item)
+    fix = o.fix
+    status = o.status
+    if status in (Status.WARN, Status.FAIL) and not fix:  # a check bug, not the user's problem
+        fix = "(no fix recorded: please report this as a bug in verl-preflight)"
+    return Result(id=rid, stage=check_id.split(".", 1)[0], status=status, message=o.message,
+                  evidence=o.evidence, fix=fix or None, caused_by=list(o.caused_by), duration_s=duration)
 
 
 #: stage name -> checks in registration (= run) order.

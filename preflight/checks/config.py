@@ -8,7 +8,8 @@ trainer.nnodes), ``given`` (compose even with no overrides: verl's defaults).
 
 Rows: ``config.compose`` (the effective config), ``config.batch`` (the batch pipeline),
 ``config.rules.<rule>[.<role>]`` (verl's rules and the known silent failures, see
-:mod:`preflight.launch.rules`) and ``config.data.<file>.<column>`` (the datasets in
+:mod:`preflight.launch.rules`), ``config.verl.*`` (verl's own start-up run dry in the target, when
+it has verl: :mod:`preflight.checks.verl_startup`) and ``config.data.<file>.<column>`` (the datasets in
 data.train_files / data.val_files that exist on this machine).
 """
 
@@ -23,15 +24,15 @@ from ..launch.compose import ComposeUnsupported, FileUnreadable, compose, flatte
 from ..launch.overrides import ConfigError, parse_launch, parse_override
 from ..launch.rules import Finding, entry_point, evaluate, mandatory_keys, ruleset
 from ..matrix import parse_version
-from .base import Outcome, check, errored, failed, passed, skipped, warned
+from .base import Context, Outcome, check, errored, failed, passed, skipped, warned
 
-__all__ = ["launch_facts", "evaluation", "outcome_of", "rules_release", "not_ppo_reason"]
+__all__ = ["launch_facts", "launch_wrapper", "evaluation", "outcome_of", "rules_release", "not_ppo_reason"]
 
 NO_LAUNCH = ("no launch command or config given: pass --launch \"python3 -m verl.trainer.main_ppo ...\" or "
              "--config FILE (or run 'preflight config -- <overrides>')")
 
 
-def launch_facts(ctx: Any) -> Optional[Dict[str, Any]]:
+def launch_facts(ctx: Context) -> Optional[Dict[str, Any]]:
     """The composed launch of this run (memoised), or None when none was given.
 
     Returns ``{"spec", "composed"}`` or ``{"error": ConfigError}`` or ``{"unsupported": exc}`` (with
@@ -47,7 +48,7 @@ def launch_facts(ctx: Any) -> Optional[Dict[str, Any]]:
 
     def build() -> Dict[str, Any]:
         try:
-            spec = parse_launch(launch or [])
+            spec = parse_launch(launch_wrapper(ctx)[0] if launch else [])
             if lo.gpus is not None:
                 spec.overrides.append(parse_override("trainer.n_gpus_per_node=%d" % lo.gpus, "--gpus"))
             if lo.nnodes is not None:
@@ -75,6 +76,14 @@ def launch_facts(ctx: Any) -> Optional[Dict[str, Any]]:
             return {"spec": spec, "entry": ep, "usage": exc}
         return {"spec": spec, "entry": ep, "composed": comp}
     return ctx.memo("launch", build)
+
+
+def launch_wrapper(ctx: Any) -> Any:
+    """(inner launch words, :class:`preflight.launch.facts.wrapper.Wrapper`) of this run's launch
+    (memoised): ``ray job submit``, ``torchrun`` or a shell script around verl's entry point."""
+    from ..launch.facts.wrapper import unwrap
+
+    return ctx.memo("launch_wrapper", lambda: unwrap(ctx.options.launch.words or []))
 
 
 def _not_verl_launch(spec: Any, words: Any) -> Optional[str]:
@@ -116,7 +125,7 @@ def _not_ppo(ep: Dict[str, Any]) -> str:
                                                                         ep["config_name"])
 
 
-def not_ppo_reason(ctx: Any, short: bool = False) -> Optional[str]:
+def not_ppo_reason(ctx: Context, short: bool = False) -> Optional[str]:
     """Why the PPO rules are skipped for this launch (a non-PPO verl entry point), else None."""
     facts = launch_facts(ctx) or {}
     if facts.get("not_verl"):
@@ -127,7 +136,7 @@ def not_ppo_reason(ctx: Any, short: bool = False) -> Optional[str]:
     return "PPO rules do not apply to %s (%s)" % (ep["module"], ep["kind"]) if short else _not_ppo(ep)
 
 
-def rules_release(ctx: Any, comp: Any) -> Optional[str]:
+def rules_release(ctx: Context, comp: Any) -> Optional[str]:
     """The verl release whose rules apply: the installed one when Hydra composed in the target,
     else the one asked for (``--verl``, else the newest in the matrix), whose stored defaults may
     be a nearby release's."""
@@ -136,7 +145,7 @@ def rules_release(ctx: Any, comp: Any) -> Optional[str]:
     return ctx.verl_release()[0] or comp.verl_version
 
 
-def evaluation(ctx: Any) -> Dict[str, Any]:
+def evaluation(ctx: Context) -> Dict[str, Any]:
     """The rules run on the composed launch (memoised): ``{plan, findings, note, model, model_why}``."""
     from ..launch.model import read_model
     from ..launch.model_rules import meta_module_names, needs_meta_probe
@@ -163,7 +172,7 @@ def evaluation(ctx: Any) -> Dict[str, Any]:
 
 def outcome_of(f: Finding, item: Optional[str] = None) -> Outcome:
     """A rule finding as a check outcome (item: ``item``, else the finding's id)."""
-    from ..launch.rules import override_line
+    from ..launch.overrides import override_line
 
     ev = dict(f.evidence)
     ev.update({"verl_check": f.check, "verl_where": f.where, "verl_stops": f.stops, "silent": f.silent})
@@ -180,7 +189,7 @@ def outcome_of(f: Finding, item: Optional[str] = None) -> Outcome:
 
 
 @check("config.compose")
-def compose_check(ctx: Any) -> Outcome:
+def compose_check(ctx: Context) -> Outcome:
     facts = launch_facts(ctx)
     if facts is None:
         return skipped(NO_LAUNCH)
@@ -230,7 +239,7 @@ def compose_check(ctx: Any) -> Outcome:
 
 
 @check("config.batch", needs=("config.compose",))
-def batch_check(ctx: Any) -> Outcome:
+def batch_check(ctx: Context) -> Outcome:
     why = not_ppo_reason(ctx)
     if why:
         return skipped(why)
@@ -251,12 +260,27 @@ def batch_check(ctx: Any) -> Outcome:
 
 
 @check("config.rules", needs=("config.compose",))
-def rules_check(ctx: Any) -> List[Outcome]:
+def rules_check(ctx: Context) -> List[Outcome]:
     why = not_ppo_reason(ctx, short=True)
     if why:
         return [skipped(why)]
     ev = evaluation(ctx)
+    from .verl_startup import recheck_fix
+
+    recheck_fix(ctx, launch_facts(ctx), ev["findings"])  # a fix verl's own start-up rejects is never printed
     return [outcome_of(f) for f in ev["findings"] if f.rule != "config_values"]
+
+
+@check("config.verl", needs=("config.compose",))
+def verl_check(ctx: Context) -> List[Outcome]:
+    """verl's own start-up, dry in the target (:mod:`preflight.checks.verl_startup`): its verdict,
+    what it did silently, the reward function on a few rows, and where the rules disagree."""
+    from .verl_startup import startup_rows
+
+    why = not_ppo_reason(ctx, short=True)
+    if why:
+        return [skipped(why, item="startup")]
+    return startup_rows(ctx, launch_facts(ctx), evaluation(ctx)["findings"])
 
 
 def _data_files(value: Any) -> List[str]:
@@ -268,7 +292,7 @@ def _data_files(value: Any) -> List[str]:
 
 
 @check("config.data", needs=("config.compose",))
-def data_check(ctx: Any) -> List[Outcome]:
+def data_check(ctx: Context) -> List[Outcome]:
     from ..launch.dataset import NoPyarrow, check_files
 
     why = not_ppo_reason(ctx, short=True)
@@ -330,7 +354,7 @@ def data_check(ctx: Any) -> List[Outcome]:
     return out
 
 
-def _smoke(ctx: Any, c: Any, local: List[str], found: List[Finding]) -> List[Outcome]:
+def _smoke(ctx: Context, c: Any, local: List[str], found: List[Finding]) -> List[Outcome]:
     """The first rows through the model's chat template and the custom reward function
     (:mod:`preflight.launch.smoke`), when the files were readable."""
     from ..launch.smoke import reward_findings, run_smoke, template_findings
@@ -362,11 +386,11 @@ def _smoke(ctx: Any, c: Any, local: List[str], found: List[Finding]) -> List[Out
 
 
 @check("config.megatron", needs=("config.compose",))
-def megatron_check(ctx: Any) -> Outcome:
+def megatron_check(ctx: Context) -> Outcome:
     """strategy=megatron (actor or critic): megatron-core is installed in the target, at least the
     release's documented version, and the modules verl's Megatron workers import load
     (failure_cases #14, #15). FSDP launches are never asked for Megatron."""
-    from ..launch.megatron import megatron_outcome
+    from .megatron import megatron_outcome
 
     why = not_ppo_reason(ctx, short=True)
     if why:
@@ -376,3 +400,30 @@ def megatron_check(ctx: Any) -> Outcome:
     if comp is None or comp.error is not None:
         return skipped("the launch did not compose")
     return megatron_outcome(ctx, comp, rules_release(ctx, comp))
+
+
+@check("config.facts", needs=("config.compose",))
+def facts_check(ctx: Any) -> List[Outcome]:
+    """Facts outside the Hydra config (:mod:`preflight.launch.facts`): the launcher around the entry
+    point, the variables the job inherits, Ray's temp dir, the loggers' credentials, reward scorer
+    imports, prompt lengths in tokens, Megatron layers vs pipeline sizes, features per release."""
+    from ..launch.facts import gather
+
+    why = not_ppo_reason(ctx, short=True)
+    facts = launch_facts(ctx) or {}
+    comp = facts.get("composed")
+    if why or comp is None or comp.error is not None:
+        return [skipped(why or "the launch did not compose")]
+    wrapper = launch_wrapper(ctx)[1]
+    paths = _data_files(comp.get("data.train_files")) + _data_files(comp.get("data.val_files"))
+    local = sorted({os.path.expanduser(p) for p in paths if os.path.isfile(os.path.expanduser(p))})
+    found = gather(ctx.options.python, comp.get, rules_release(ctx, comp), dict(comp.env), wrapper,
+                   evaluation(ctx).get("model"), local, timeout=min(ctx.options.timeout, 120),
+                   verl_target=comp.method == "hydra", overridden=[o.key for o in facts["spec"].overrides])
+    out = [outcome_of(f) for f in found]
+    if wrapper.kind:
+        out.insert(0, passed("launcher %s: read %s; ignored %s%s" % (
+            wrapper.kind, ", ".join("%s %s" % rv for rv in wrapper.read) or "nothing",
+            ", ".join(wrapper.ignored) or "nothing", "; " + "; ".join(wrapper.notes) if wrapper.notes else ""),
+            wrapper.to_dict(), item="launcher"))
+    return out

@@ -6,13 +6,12 @@ launches one kernel). Driver minimums, arch lists and GPU names come from the ma
 """
 
 import os
-import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from ..diagnose import classify
 from ..hw import arch_covers, cuda_from_int, driver_supports_gpu, driver_tuple  # noqa: F401 (re-exported)
 from ..redact import redact
-from .base import check, errored, failed, passed, skipped, warned
+from .base import CheckResult, Context, check, errored, failed, passed, skipped, warned
 
 _NVML_FIX = {
     "library_not_found": ("no NVIDIA driver: libnvidia-ml.so.1 is not on this machine (or not in this container)",
@@ -28,16 +27,16 @@ _NVML_FIX = {
 }
 
 
-def _nvml(ctx) -> Dict[str, Any]:
+def _nvml(ctx: Context) -> Dict[str, Any]:
     return ctx.nvml()
 
 
-def _torch_cuda(ctx) -> Optional[Dict[str, Any]]:
+def _torch_cuda(ctx: Context) -> Optional[Dict[str, Any]]:
     out = ctx.torch_cuda()
     return out.last("torch_cuda")
 
 
-def _torch_cuda_version(ctx) -> Tuple[Optional[str], str]:
+def _torch_cuda_version(ctx: Context) -> Tuple[Optional[str], str]:
     """CUDA version of the target's torch and where it came from."""
     imp = ctx.peek("imports") or {}
     facts = (imp.get("torch") or {}).get("facts") or {}
@@ -52,7 +51,7 @@ def _torch_cuda_version(ctx) -> Tuple[Optional[str], str]:
 
 
 @check("gpu.nvml")
-def nvml(ctx):
+def nvml(ctx: Context) -> CheckResult:
     """NVML loads and sees GPUs; each NVML failure (no driver, module not loaded, permission, GPU lost) has its own fix."""
     snap = _nvml(ctx)
     err = snap.get("error")
@@ -72,7 +71,7 @@ def nvml(ctx):
 
 
 @check("gpu.driver", needs=("gpu.nvml",))
-def driver(ctx):
+def driver(ctx: Context) -> CheckResult:
     """The driver runs the CUDA of the target's torch: natively, through minor-version compatibility (warn), or not."""
     snap = _nvml(ctx)
     drv = snap.get("driver")
@@ -126,7 +125,7 @@ def driver(ctx):
                   "is insufficient'" % (drv, cuda, need), "upgrade the NVIDIA driver to >= %s%s" % (need, alt_txt), ev)
 
 
-def _variant_for_driver(ctx, series: Optional[Dict[str, Any]], drv: Optional[str]) -> Tuple[Optional[str], bool]:
+def _variant_for_driver(ctx: Context, series: Optional[Dict[str, Any]], drv: Optional[str]) -> Tuple[Optional[str], bool]:
     """(newest CUDA variant of a torch series this driver runs, natively?): natively if any does,
     else the oldest one it runs through minor-version compatibility; (None, False) if none runs."""
     if not series or not drv:
@@ -147,7 +146,7 @@ def _variant_for_driver(ctx, series: Optional[Dict[str, Any]], drv: Optional[str
 
 
 @check("gpu.torch", needs=("gpu.nvml", "imports.torch"))
-def torch_view(ctx):
+def torch_view(ctx: Context) -> CheckResult:
     """torch's view from the target: CUDA build, is_available, device count vs NVML (CUDA_VISIBLE_DEVICES), a test kernel."""
     t = ctx.installed("torch")
     if t is None:
@@ -197,7 +196,7 @@ def torch_view(ctx):
 
 
 @check("gpu.arch", needs=("gpu.nvml",))
-def arch(ctx):
+def arch(ctx: Context) -> CheckResult:
     """Each GPU's compute capability is in torch's arch list (same-major SASS or PTX rules)."""
     snap = _nvml(ctx)
     t = ctx.installed("torch")
@@ -247,7 +246,7 @@ def arch(ctx):
 
 
 @check("gpu.health", needs=("gpu.nvml",))
-def health(ctx):
+def health(ctx: Context) -> CheckResult:
     """Per GPU: ECC errors, pending memory repair, thermal/power throttling, MIG, compute mode, memory in use, PCIe width, persistence."""
     from ..probes.nvml import THROTTLE_BAD
 
@@ -311,15 +310,26 @@ def health(ctx):
 
 
 @check("gpu.topology", needs=("gpu.nvml",))
-def topology(ctx):
+def topology(ctx: Context) -> CheckResult:
     """Peer-to-peer access between every pair of GPUs, and whether the links are NVLink or PCIe."""
     snap = _nvml(ctx)
     pairs = snap.get("pairs") or []
+    count = snap.get("device_count") or len(snap.get("devices") or [])
+    if not pairs and count > 1:  # several GPUs and no pair read: unknown, not "one GPU"
+        return warned("peer-to-peer access between the %d GPUs could not be read from NVML" % count,
+                      "check it with: nvidia-smi topo -p2p r", {"device_count": count})
     if not pairs:
         return passed("one GPU: no peer links to check", {"device_count": snap.get("device_count")})
     links = {d["index"]: d.get("nvlinks_active") or 0 for d in snap.get("devices", []) if "index" in d}
-    ev = {"pairs": pairs, "nvlinks_active": links}
+    ev: Dict[str, Any] = {"pairs": pairs, "nvlinks_active": links}
     no_p2p = ["%d-%d" % (p["a"], p["b"]) for p in pairs if p.get("p2p_read") is False]
+    # a pair whose P2P status NVML did not give, and that no NVLink joins, is not known to work (H200
+    # nodes report no P2P status over NVSwitch: tests/data/gpu_run_h200x2; the NVLink answers there)
+    unread = ["%d-%d" % (p["a"], p["b"]) for p in pairs if p.get("p2p_read") is None and not (
+        p.get("nvlink") == "switch" or str(p.get("nvlink") or "").startswith("direct:"))]
+    if unread and not no_p2p:
+        return warned("peer-to-peer status of GPU pair(s) %s could not be read from NVML" % ", ".join(unread[:8]),
+                      "check it with: nvidia-smi topo -p2p r", ev)
     if no_p2p:
         return warned("peer-to-peer access is unavailable between GPUs %s: NCCL falls back to shared memory, far slower"
                       % ", ".join(no_p2p), "check ACS/IOMMU settings in BIOS and the kernel (iommu=pt), and the "
@@ -340,7 +350,7 @@ def topology(ctx):
 
 
 @check("gpu.env")
-def env(ctx):
+def env(ctx: Context) -> CheckResult:
     """CUDA/NCCL/torch variables that are set (values redacted where secret), those known to hurt, and
     NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME against the host's interfaces (see :mod:`preflight.netif`)."""
     rules = ctx.matrix.curated.get("env", {})

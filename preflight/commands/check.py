@@ -1,14 +1,15 @@
 """``preflight check``: run the staged checks against a target interpreter and report."""
 
 import argparse
-import os
-import sys
 import time
-from typing import Optional
 
 from .. import __version__
 from ..errors import UsageError
+from ..paths import check_output_dir, file_problem
+from ..stages import STAGE_NAMES
 from .argtypes import positive_int, positive_seconds
+from .output import add_output_options, check_outputs, console_stream, emit
+from .stack import resolve_python
 
 NAME = "check"
 HELP = "run the staged checks (the default command)"
@@ -28,7 +29,6 @@ exit codes: 0 ready (warnings allowed), 1 not ready (a check failed), 2 usage er
 
 
 def _stages_arg(text: str):
-    from ..stages import STAGE_NAMES
 
     names = [s.strip() for s in text.split(",") if s.strip()]
     bad = [n for n in names if n not in STAGE_NAMES]
@@ -51,7 +51,6 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="only these stages (comma-separated, repeatable)")
     p.add_argument("--skip", type=_stages_arg, action="append", default=None, metavar="NAMES",
                    help="leave out these stages")
-    from ..report.render import add_output_options
 
     add_output_options(p)
     p.add_argument("--status-dir", metavar="DIR", default=None,
@@ -73,41 +72,14 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="show evidence under every row")
 
 
-def _resolve_python(path: Optional[str]) -> str:
-    if path is None:
-        return sys.executable
-    expanded = os.path.expanduser(path)
-    if os.sep not in expanded:
-        import shutil
-
-        found = shutil.which(expanded)
-        if found:
-            return found
-    if not os.path.exists(expanded):
-        raise UsageError("--python %s: no such file; pass the path of a Python interpreter "
-                         "(e.g. ~/venvs/verl/bin/python)" % path)
-    if os.path.isdir(expanded):
-        cand = os.path.join(expanded, "bin", "python")
-        if os.path.exists(cand):
-            return cand
-        raise UsageError("--python %s is a directory without bin/python; pass the interpreter itself" % path)
-    if not os.access(expanded, os.X_OK):
-        raise UsageError("--python %s is not executable; pass the path of a Python interpreter" % path)
-    return os.path.abspath(expanded)
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the checks; return the exit code (0 ready, 1 not ready)."""
-    from ..report.console import SafeConsole as Console
-
     from .. import matrix as matrix_mod
     from ..context import Context, LaunchOptions, NcclOptions, Options, VllmOptions
-    from ..paths import check_output_dir
     from ..report import Report
     from ..report.console import LiveProgress
-    from ..report.render import check_outputs, console_stream, emit
+    from ..report.console import SafeConsole as Console
     from ..runner import run
-    from ..stages import STAGE_NAMES
 
     check_outputs(args)
     if args.status_dir:
@@ -118,16 +90,14 @@ def run(args: argparse.Namespace) -> int:
     if args.config is not None and not args.config.strip():
         raise UsageError("--config is empty (an unset variable in a script?); pass a saved verl config file or "
                          "leave --config out")
-    python = _resolve_python(args.python)
-    from ..paths import file_problem
+    python = resolve_python(args.python)
 
     why = file_problem(args.config) if args.config else None
     if why is not None:
         raise UsageError("--config %s: %s; pass a saved verl config (YAML or JSON)" % (args.config, why))
     mx = matrix_mod.load()
-    if args.verl and mx.verl(args.verl) is None:
-        raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (
-            args.verl, mx.version, ", ".join(mx.verl_versions())))
+    if args.verl:
+        mx.require_verl(args.verl)
     selected = [s for group in (args.stage or [list(STAGE_NAMES)]) for s in group]
     skipped = {s for group in (args.skip or []) for s in group}
     stages = [s for s in STAGE_NAMES if s in selected and s not in skipped]

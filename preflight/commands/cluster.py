@@ -7,6 +7,7 @@ the report (:mod:`preflight.cluster`).
 """
 
 import argparse
+import dataclasses
 import os
 import re
 import sys
@@ -16,7 +17,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .. import __version__
 from ..errors import UsageError
+from ..result import Status
+from ..stages import STAGE_NAMES
 from .argtypes import positive_int, positive_seconds
+from .output import add_output_options, check_outputs, console_stream, emit
+from .stack import resolve_python
 
 NAME = "cluster"
 HELP = "check every node of a Ray cluster, drift between them, the job's resources, cross-node NCCL"
@@ -37,7 +42,6 @@ _ADDR = re.compile(r"^(ray://)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})$")
 
 
 def _stages_arg(text: str) -> List[str]:
-    from ..stages import STAGE_NAMES
 
     names = [s.strip() for s in text.split(",") if s.strip()]
     bad = [n for n in names if n not in STAGE_NAMES or n == "config"]
@@ -85,7 +89,6 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="the zipapp sent to the nodes (default: the one running this)")
     p.add_argument("-v", "--verbose", action="store_true", help="show evidence under every row")
     p.add_argument("overrides", nargs="*", metavar="-- OVERRIDES", help="the launch's overrides, after --")
-    from ..report.render import add_output_options
 
     add_output_options(p, "the cluster report")
 
@@ -167,23 +170,18 @@ def _launch(args: argparse.Namespace, python: str, mx) -> Tuple[Optional[Dict[st
 def run(args: argparse.Namespace) -> int:
     """Attach, check every node, compare them, fit the launch, run the collective; return the exit
     code (0 ready, 1 not ready)."""
-    from ..report.console import SafeConsole as Console
-
     from .. import cluster as cl
     from .. import matrix as matrix_mod
-    from ..probes.process import load_script, run_script
-    from ..report.render import check_outputs, console_stream, emit
-    from ..stages import STAGE_NAMES
-    from .check import _resolve_python
+    from ..probes.process import LOADER, load_script, run_script
+    from ..report.console import SafeConsole as Console
 
     check_outputs(args)
     if args.launch and args.overrides:
         raise UsageError("give the launch either as --launch \"...\" or after --, not both")
-    python = _resolve_python(args.python)
+    python = resolve_python(args.python)
     mx = matrix_mod.load()
-    if args.verl and mx.verl(args.verl) is None:
-        raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (
-            args.verl, mx.version, ", ".join(mx.verl_versions())))
+    if args.verl:
+        mx.require_verl(args.verl)
     selected = [s for g in (args.stage or [list(_NODE_STAGES)]) for s in g]
     skipped_st = {s for g in (args.skip or []) for s in g}
     stages = [s for s in STAGE_NAMES if s in selected and s not in skipped_st]
@@ -205,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         m = mx.curated.get("nccl", {}).get("measure", {})
         coll = None
         if args.collective != "none":
-            coll = {"backend": args.collective, "world": args.world, "rank_script": load_script("nccl_rank"),
+            coll = {"backend": args.collective, "world": args.world, "rank_script": load_script("nccl_rank"), "loader": LOADER,
                     "timeout_s": args.timeout,
                     "nccl": {"sizes": [s << 20 for s in m.get("sizes_mib", [1, 64])], "warmup": m.get("warmup", 5),
                              "iters": m.get("iters", 20), "min_timed_s": m.get("min_timed_ms", 0) / 1000.0,
@@ -231,10 +229,8 @@ def run(args: argparse.Namespace) -> int:
 def view(report, console, verbose: bool) -> None:
     """The console view: every cluster row, and a node's own rows only when they are not PASS
     (all of them with ``verbose``); the other formats keep every row."""
-    import dataclasses
 
     from ..report.console import render
-    from ..result import Status
 
     shown = [r for r in report.results if verbose or r.stage == "cluster" or r.status != Status.PASS]
     render(dataclasses.replace(report, results=shown), console, verbose)

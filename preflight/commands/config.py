@@ -7,11 +7,14 @@ failures, each with the smallest fix.
 """
 
 import argparse
-import os
 import time
 
 from ..errors import UsageError
+from ..paths import file_problem
+from ..redact import redact
 from .argtypes import positive_int, positive_seconds
+from .output import add_output_options, check_outputs, emit
+from .stack import resolve_python
 
 NAME = "config"
 HELP = "check a verl launch command or saved config before it starts"
@@ -41,7 +44,6 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="a saved config (YAML or JSON) applied over the defaults, before the overrides")
     p.add_argument("--print", dest="print_all", action="store_true", help="print every config value, not only "
                    "the ones that matter")
-    from ..report.render import add_output_options
 
     add_output_options(p, "the findings")
     p.add_argument("--timeout", type=positive_seconds, default=120.0, metavar="SECONDS",
@@ -57,16 +59,12 @@ def run(args: argparse.Namespace) -> int:
     from .. import matrix as matrix_mod
     from ..checks.config import evaluation, launch_facts
     from ..context import Context, LaunchOptions, Options
-    from ..launch import render
-    from ..redact import redact
     from ..report import Report, jsonreport
-    from ..report.render import check_outputs, emit
+    from ..report import launch as render
     from ..runner import run as run_stages
-    from .check import _resolve_python
 
     check_outputs(args)
-    python = _resolve_python(args.python)
-    from ..paths import file_problem
+    python = resolve_python(args.python)
 
     why = file_problem(args.file) if args.file else None
     if why is not None:
@@ -74,9 +72,8 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise UsageError("--timeout must be > 0")
     mx = matrix_mod.load()
-    if args.verl and mx.verl(args.verl) is None:
-        raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (
-            args.verl, mx.version, ", ".join(mx.verl_versions())))
+    if args.verl:
+        mx.require_verl(args.verl)
     words = list(args.launch or [])
     if words and words[0] == "--":
         words = words[1:]

@@ -13,7 +13,10 @@ import time
 from typing import List, Tuple
 
 from ..errors import UsageError
+from ..paths import file_problem
 from .argtypes import non_negative_int, positive_seconds
+from .output import add_output_options, check_outputs, emit
+from .stack import resolve_python
 
 NAME = "data"
 HELP = "check RL parquet files for the columns verl reads"
@@ -46,7 +49,6 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="actor_rollout_ref.model.path (a local directory or a cached Hugging Face repo): the first "
                    "rows are rendered through its chat template")
     p.add_argument("--examples", type=non_negative_int, default=3, metavar="N", help="bad rows to show per column (default 3)")
-    from ..report.render import add_output_options
 
     add_output_options(p, "the findings")
     p.add_argument("--timeout", type=positive_seconds, default=300.0, metavar="SECONDS", help="limit for reading (default 300)")
@@ -57,25 +59,21 @@ def run(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from .. import matrix as matrix_mod
+    from ..checks.base import to_result
     from ..checks.config import outcome_of
-    from ..checks.base import Check
     from ..context import Context, Options
-    from ..launch import render
     from ..launch.dataset import NoPyarrow, check_files
     from ..report import Report
-    from ..report.render import check_outputs, emit
-    from ..runner import _to_result
-    from .check import _resolve_python
+    from ..report import launch as render
 
     check_outputs(args)
-    python = _resolve_python(args.python)
+    python = resolve_python(args.python)
     files, dirs = expand_files(args.files)
     if args.examples < 0 or args.timeout <= 0:
         raise UsageError("--examples must be >= 0 and --timeout > 0")
     mx = matrix_mod.load()
-    if args.verl and mx.verl(args.verl) is None:
-        raise UsageError("--verl %s: not a verl release in the matrix (%s); known: %s" % (
-            args.verl, mx.version, ", ".join(mx.verl_versions())))
+    if args.verl:
+        mx.require_verl(args.verl)
     ctx = Context(Options(python=python, verl=args.verl, timeout=args.timeout), mx)
     t0 = time.time()
     release, how = ctx.verl_release()
@@ -87,10 +85,8 @@ def run(args: argparse.Namespace) -> int:
                          "depends on pyarrow)" % (python, exc))
     except RuntimeError as exc:
         raise UsageError(str(exc))
-    chk = Check("data.files", lambda c: None)
-    results = [_to_result(chk, outcome_of(f, f.item), time.time() - t0) for f in found]
-    results += [_to_result(Check("data.smoke", lambda c: None), o, time.time() - t0)
-                for o in _smoke(args, python, files, found, release)]
+    results = [to_result("data.files", outcome_of(f, f.item), time.time() - t0) for f in found]
+    results += [to_result("data.smoke", o, time.time() - t0) for o in _smoke(args, python, files, found, release)]
     tinfo = ctx.target() or {}
 
     def view(rep: Report, console, verbose: bool) -> None:
@@ -158,7 +154,6 @@ def expand_files(paths: List[str]) -> Tuple[List[str], List[Tuple[str, List[str]
     if missing:
         raise UsageError("%s: no such file; pass the parquet files of data.train_files / data.val_files" %
                          ", ".join(missing))
-    from ..paths import file_problem
 
     odd = ["%s: %s" % (p, file_problem(p)) for p in paths if not os.path.isdir(p) and file_problem(p)]
     if odd:

@@ -3,13 +3,18 @@ host's driver, the right Python, the lock installed with hashes, the checker run
 for the stages that need no GPU and at start for the GPU ones), with --build to run a builder."""
 
 import argparse
+import copy
 import os
 import shutil
 import subprocess
+import sys
 
 from ..errors import UsageError
-from .spec import add_stack_options, make_spec
+from ..shell import command, quote
+from ..paths import check_output_dir
+from ..redact import redact_text
 from ..report.render import print_safe
+from .stack import add_stack_options, make_spec, resolve_stack
 
 NAME = "image"
 HELP = "write a Dockerfile (and lock) for the resolved stack; --build runs docker/podman/buildah"
@@ -60,10 +65,8 @@ def prefer_base_python(args: argparse.Namespace, say) -> None:
     Sets ``args.python``; leaves it unset when the stack needs another Python."""
     if args.python is not None:
         return
-    import copy
 
     from ..outputs.dockerfile import base_image_for
-    from .spec import resolve_stack
 
     mx, res, _, _ = resolve_stack(args)
     if not res.ok:
@@ -83,24 +86,28 @@ def prefer_base_python(args: argparse.Namespace, say) -> None:
         say("Python %s: the base image's own (the stack runs on it; %s was only a preference)" % (own, res.python))
 
 
+def build_line(tag: str, out: str, secret: bool) -> str:
+    """The ``docker build`` command printed for the context ``out`` and image ``tag``, every user
+    value shell-quoted (:func:`preflight.shell.command`); with ``secret``, the ``--secret`` of the
+    index's ~/.netrc, whose ``$HOME`` is the tool's own text, left for the user's shell."""
+    return "docker build%s %s" % (' --secret "id=netrc,src=$HOME/.netrc"' if secret else "", command(["-t", tag, out]))
+
+
 def run(args: argparse.Namespace) -> int:
     """Write the build context; with --build, build it or print the exact command."""
-    from ..report.console import SafeConsole as Console
-
     from .. import __version__
     from ..outputs.dockerfile import ImageSpec, base_image_for, render_dockerfile
+    from ..report.console import SafeConsole as Console
 
-    from ..redact import redact_text
 
     console = Console(highlight=False, stderr=True)
     say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
     out = args.output
-    from ..paths import check_output_dir
 
     check_output_dir(out, "-o")
     prefer_base_python(args, say)
     if args.dry_run:
-        from .spec import dry_run
+        from .stack import dry_run
 
         return dry_run(args, "lock it and write a Dockerfile, the locks and the checker into %s%s" % (
             out, ", then build it" if args.build else ""))
@@ -118,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         outdir.copy("preflight.pyz", checker)
     else:
         say("note: running from a source tree: build the zipapp (python3 tools/build_pyz.py) and copy "
-            "dist/preflight.pyz into %s before building" % out)
+            "dist/preflight.pyz into %s before building" % quote(out))
     text = render_dockerfile(ImageSpec(base=base, python=res.python, verl=res.verl, tool_version=__version__,
                                        index_secret=bool(spec.index_credentials)))
     if spec.post_install:
@@ -128,21 +135,25 @@ def run(args: argparse.Namespace) -> int:
     path = outdir.write("Dockerfile", redact_text(text))
     print_safe(os.path.abspath(path))
     tag = args.tag or "verl:%s" % res.verl
-    secret = " --secret id=netrc,src=$HOME/.netrc" if spec.index_credentials else ""
+    secret = bool(spec.index_credentials)
     if secret:
         say("the index needs credentials: put them in ~/.netrc (machine HOST login USER password PW) and pass it "
             "as a build secret, never as a build argument (see README, Index credentials)")
+    shown = build_line(tag, out, secret)
     if not args.build:
-        say("build it with: docker build%s -t %s %s" % (secret, tag, out))
+        say("build it with: %s" % shown)
         return 0
     name, cmd = find_builder()
     if name is None:
         say("no working container builder (%s); build it where one runs with:" % cmd)
-        say("  docker build%s -t %s %s" % (secret, tag, out))
+        say("  %s" % shown)
         return 0
     say("building with %s ..." % name)
-    proc = subprocess.run(cmd + (["--secret", "id=netrc,src=%s" % os.path.expanduser("~/.netrc")] if secret else [])
-                          + ["-t", tag, out])
+    from ..probes import child
+
+    # its output shown live, each line redacted (a RUN step that prints a token shows ***)
+    proc = child.run_live(cmd + (["--secret", "id=netrc,src=%s" % os.path.expanduser("~/.netrc")] if secret else [])
+                          + ["-t", tag, out], sys.stderr)
     if proc.returncode != 0:
         raise UsageError("%s build of %s failed (exit %d); its output is above" % (name, out, proc.returncode))
     return 0

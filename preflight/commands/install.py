@@ -6,10 +6,15 @@ other. An interrupted or failed install leaves the prefix marked incomplete, whi
 reports and the next install resumes."""
 
 import argparse
+import json
 import os
+from typing import List, Optional, Sequence
 
 from ..errors import UsageError
-from .spec import add_stack_options, make_spec
+from ..paths import check_output_dir, file_problem
+from ..redact import redact_text, strip_userinfo
+from .argtypes import Parser, refuse_empty
+from .stack import add_stack_options, make_spec, resolve_stack
 
 NAME = "install"
 HELP = "create a venv with the resolved, locked stack and check it"
@@ -58,12 +63,9 @@ def satisfied_lock(args: argparse.Namespace, prefix: str, spec_dir: str):
     lock was made for the same top-level pins, indexes and Python as the stack resolved now
     (seconds: no pip); else None. The installed marker records the lock's sha256; the lock's header
     its top-level pins; the venv's pyvenv.cfg its Python."""
-    import json
 
     from ..outputs.install import INCOMPLETE, INSTALLED, lock_digest
     from ..outputs.spec import top_level
-    from ..redact import strip_userinfo
-    from .spec import resolve_stack
 
     lock = os.path.join(spec_dir, "requirements.lock")
     marker = os.path.join(prefix, INSTALLED)
@@ -91,21 +93,17 @@ def satisfied_lock(args: argparse.Namespace, prefix: str, spec_dir: str):
 
 def run(args: argparse.Namespace) -> int:
     """Install, then check; see the module docstring for exit codes."""
-    from ..report.console import SafeConsole as Console
-
     from ..outputs.install import install
     from ..outputs.lock import find_interpreter
-    from ..redact import redact_text
+    from ..report.console import SafeConsole as Console
 
     console = Console(highlight=False, stderr=True)
     say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
     prefix = os.path.abspath(os.path.expanduser(args.prefix))
     from ..outputs.install import check_prefix
-    from ..paths import check_output_dir
 
     check_output_dir(prefix, "--prefix")
     check_prefix(prefix)
-    from ..paths import file_problem
 
     why = file_problem(args.lock) if args.lock else None
     if why:
@@ -129,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
                 len(left), os.path.join(wh_dir, "wheelhouse.json"), ", ".join(
                     "%s==%s" % (o["name"], o["version"]) for o in left)))
     if args.dry_run and not args.lock:
-        from .spec import dry_run
+        from .stack import dry_run
 
         return dry_run(args, "lock it into %s.spec, create the venv %s and install the lock with hashes "
                                   "required, then check it" % (prefix.rstrip("/"), prefix))
@@ -147,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
                 "required%s (nothing was changed)" % (prefix, python, n, lock_path,
                                                      ", then check it" if not args.no_check else ""))
             return 0
-        creds = []
+        creds: List[str] = []
     else:
         spec_dir = prefix.rstrip("/") + ".spec"
         done = satisfied_lock(args, prefix, spec_dir)
@@ -182,9 +180,23 @@ def run(args: argparse.Namespace) -> int:
                                  result.tool, result.python))
     if args.no_check:
         return 0
-    from ..cli import main as cli_main
+    return run_checks(result.python, args.check_args, args.backend)
 
-    extra = [a for a in (args.check_args or []) if a != "--"]
-    if args.backend == "none" and "--backend" not in extra:
+
+def run_checks(python: str, check_args: Optional[Sequence[str]], backend: Optional[str]) -> int:
+    """Run ``preflight check`` against the installed ``python`` with the options given after
+    ``--`` (``check_args``; ``--backend none`` added when the install had no backend) through
+    the check command's own parser and run (the runner), not the whole command line; returns
+    its exit code. Raises UsageError for a bad check option."""
+    from . import check
+
+    extra = [a for a in (check_args or []) if a != "--"]
+    if backend == "none" and "--backend" not in extra:
         extra = ["--backend", "none"] + extra
-    return cli_main(["check", "--python", result.python] + extra)
+    argv = ["--python", python] + extra
+    parser = Parser(prog="preflight check", description=check.HELP, epilog=check.EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.register(parser)
+    parsed = parser.parse_args(argv)
+    refuse_empty(parser, parsed, argv)
+    return check.run(parsed)

@@ -103,6 +103,6 @@ def run(args: argparse.Namespace) -> int:
             diff.count("\n"), " (not written: --dry-run)" if args.dry_run else "")), file=sys.stderr)
         return 0
     mx = matrix_mod.load()
-    from ..matrix.show import show
+    from ..report.matrix import show
 
     return show(mx, args.verl)

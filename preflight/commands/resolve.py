@@ -2,10 +2,9 @@
 each choice with the matrix row it comes from; or why none does and the nearest fixes."""
 
 import argparse
-import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List
 
-from ..errors import UsageError
+from .stack import resolve_args
 
 NAME = "resolve"
 HELP = "choose the stack (Python, torch + CUDA variant, vLLM/SGLang, flash-attn) for a verl release"
@@ -46,73 +45,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="deadline of the live proof in seconds (default 180)")
     p.add_argument("--no-probe", action="store_true",
                    help="do not read this machine (NVML); unknown facts are not checked")
-    from ..report.render import add_output_options
+    from .output import add_output_options
 
     add_output_options(p, "the resolution")
-
-
-def machine_facts(args: argparse.Namespace) -> Tuple[Dict[str, Any], List[str]]:
-    """Inputs for :func:`preflight.resolve.resolve` from the arguments, filled from this machine
-    (NVML, the running interpreter) where not given; returns (kwargs, how each was obtained)."""
-    kw: Dict[str, Any] = {"driver": args.driver, "gpu": args.gpu, "cc": args.cc, "python": args.python}
-    how: List[str] = []
-    need_nvml = not args.no_probe and (args.driver is None or (args.gpu is None and args.cc is None))
-    snap: Dict[str, Any] = {}
-    if need_nvml:
-        from ..probes.nvml import snapshot
-
-        snap = snapshot()
-    err = (snap.get("error") or {}) if need_nvml else {}
-    if args.driver is None:
-        if snap.get("driver"):
-            kw["driver"] = str(snap["driver"])
-            how.append("driver %s from NVML" % kw["driver"])
-        else:
-            how.append("driver unknown (%s): not checked" % ("--no-probe" if args.no_probe else
-                                                             "NVML: %s" % (err.get("kind") or "no driver")))
-    if args.gpu is None and args.cc is None:
-        devs = [d for d in snap.get("devices") or [] if d.get("capability")]
-        if devs:
-            low = min(devs, key=lambda d: tuple(int(x) for x in d["capability"].split(".")))
-            kw["cc"] = low["capability"]
-            names = sorted({"%s (%s)" % (d.get("name"), d["capability"]) for d in devs})
-            how.append("GPU %s from NVML%s" % (", ".join(names), "; resolving for the oldest, %s" % low["capability"]
-                                                if len(names) > 1 else ""))
-        else:
-            how.append("GPU unknown: compute capability not checked")
-    arch = getattr(args, "arch", None)
-    if arch is None and not args.no_probe and args.gpu is None and args.cc is None:
-        import platform
-
-        arch = {"arm64": "aarch64", "amd64": "x86_64"}.get(platform.machine().lower(), platform.machine().lower())
-        if arch in ("x86_64", "aarch64"):
-            how.append("architecture %s (this machine, platform.machine())" % arch)
-        else:
-            how.append("architecture %s (this machine) is not x86_64 or aarch64: resolved for x86_64" % arch)
-            arch = None
-    kw["arch"] = arch
-    if args.python is None:
-        kw["prefer_python"] = "%d.%d" % sys.version_info[:2]
-        how.append("Python %s preferred (the interpreter running this; pass --python to require one)"
-                   % kw["prefer_python"])
-    return kw, how
-
-
-def resolve_args(mx, verl: str, args: argparse.Namespace):
-    """(Resolution, how the machine facts were obtained) for the machine options in ``args``;
-    a ResolveError (bad --driver, unknown GPU...) becomes a UsageError."""
-    from ..resolve import ResolveError, resolve
-
-    kw, how = machine_facts(args)
-    try:
-        res = resolve(mx, verl, backend=args.backend, backend_build=getattr(args, "backend_build", None), **kw)
-    except ResolveError as exc:
-        raise UsageError(str(exc))
-    if getattr(args, "prove", False):
-        from ..resolve.proof import prove_now
-
-        how.append(prove_now(mx, res, float(getattr(args, "prove_timeout", 180.0))))
-    return res, how
 
 
 def rows_of(res) -> List[Any]:
@@ -175,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     from .. import __version__
     from .. import matrix as matrix_mod
     from ..report import Report
-    from ..report.render import check_outputs, emit
+    from .output import check_outputs, emit
     from ..report.resolve_view import view
 
     check_outputs(args)

@@ -3,10 +3,9 @@ environment spec: requirements.lock (every package pinned with its hashes) and e
 
 import argparse
 import os
-from typing import Any, Dict, List, Tuple
 
-from ..errors import UsageError
 from ..report.render import print_safe
+from .stack import add_stack_options, dry_run, make_spec
 
 NAME = "spec"
 HELP = "write requirements.lock (pinned, hashed) and environment.json for a verl release"
@@ -19,117 +18,10 @@ exit codes: 0 written, 1 no stack works (nothing written), 2 bad input or pip co
 """
 
 
-def add_stack_options(p: argparse.ArgumentParser) -> None:
-    """The options spec, install and image share: the release, the machine, overrides."""
-    p.add_argument("--verl", metavar="VERSION", default=None, help="verl release (default: the newest in the matrix)")
-    p.add_argument("--backend", choices=("vllm", "sglang", "none"), default=None,
-                   help="rollout backend (default: vllm; 'none': verl without a rollout engine, its core extra only, "
-                        "e.g. CPU-only test environments; the same spelling as check --backend none)")
-    p.add_argument("--no-backend", dest="backend", action="store_const", const="none",
-                   help=argparse.SUPPRESS)  # the old spelling of --backend none, still accepted
-    p.add_argument("--driver", metavar="VERSION", default=None, help="NVIDIA driver (default: this machine's)")
-    p.add_argument("--gpu", metavar="NAME", default=None, help="GPU name, e.g. H200 (default: this machine's)")
-    p.add_argument("--cc", metavar="X.Y", default=None, help="compute capability instead of --gpu")
-    p.add_argument("--python", metavar="X.Y", default=None, help="CPython minor of the environment, e.g. 3.12")
-    p.add_argument("--backend-build", metavar="cuXYZ", default=None,
-                   help="a published CUDA build of the backend instead of its PyPI wheel, e.g. cu129")
-    p.add_argument("--arch", choices=("x86_64", "aarch64"), default=None,
-                   help="machine architecture (Linux) of the environment (default: this machine's, or the one a "
-                        "given --gpu implies)")
-    p.add_argument("--no-probe", action="store_true", help="do not read this machine's GPUs (NVML)")
-    p.add_argument("--torch", metavar="VERSION", default=None,
-                   help="pin torch to this release instead of the resolved one (torchvision/torchaudio follow)")
-    p.add_argument("--torch-index", metavar="URL", default=None,
-                   help="index for torch ('none': only pip's configured indexes, e.g. a mirror or find-links); "
-                        "a user:password in it is used for resolving but never written to a file")
-    p.add_argument("--force", action="store_true",
-                   help="replace files in the output directory that verl-preflight did not write (or that changed)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="resolve and print what would be locked, written or installed; change nothing (seconds: "
-                        "no package download, no lock)")
-
-
 def register(p: argparse.ArgumentParser) -> None:
     """Add ``spec``'s options."""
     add_stack_options(p)
     p.add_argument("-o", "--output", metavar="DIR", default="verl-spec", help="output directory (default verl-spec)")
-
-
-def resolve_stack(args: argparse.Namespace) -> Tuple[Any, Any, List[str], Any]:
-    """(matrix, resolution, how the machine facts were obtained, SpecOptions) for the arguments."""
-    from .. import matrix as matrix_mod
-    from ..outputs.spec import SpecOptions
-    from .resolve import resolve_args
-
-    mx = matrix_mod.load()
-    verl = args.verl or mx.verl_versions()[-1]
-    if mx.verl(verl) is None:
-        raise UsageError("--verl %s: not a verl release in the matrix (known: %s)" % (verl, ", ".join(mx.verl_versions())))
-    if args.torch and mx.torch_series(args.torch) is None:
-        raise UsageError("--torch %s: not a torch release in the matrix" % args.torch)
-    no_backend = args.backend == "none"
-    res, how = resolve_args(mx, verl, args)  # --backend none: verl's core, its torch and the bounds
-    opts = SpecOptions(torch=args.torch, torch_index=args.torch_index, no_backend=no_backend)
-    return mx, res, how, opts
-
-
-def machine_doc() -> Dict[str, Any]:
-    """Stable facts of this machine for environment.json."""
-    from ..outputs.environment import machine_facts as stable
-    from ..probes.host import read_host
-    from ..probes.nvml import snapshot
-
-    return stable(read_host(), snapshot())
-
-
-def dry_run(args: argparse.Namespace, what: str) -> int:
-    """``--dry-run`` for spec, install and image: resolve (no pip, no download), print the stack, the
-    top-level pins and ``what`` would happen, on stdout (the plan is the command's output, not its
-    progress); 0 when a stack works, 1 when none does."""
-    from ..outputs.spec import top_level
-
-    say = print_safe
-    mx, res, how, opts = resolve_stack(args)
-    for h in how:
-        say("machine: %s" % h)
-    if not res.ok:
-        say("no stack works for verl %s here: %s" % (res.verl, "; ".join(res.problems[:2])))
-        for o in res.options[:3]:
-            say("  option: %s" % o)
-        return 1
-    reqs, extra, post = top_level(mx, res, opts)
-    say("dry run: verl %s, Python %s, %s" % (res.verl, res.python, "no rollout backend" if opts.no_backend else
-                                              "%s %s" % (res.backend, res.backend_version)))
-    say("top-level pins: %s" % " ".join(reqs))
-    for u in extra:
-        say("extra index: %s" % u)
-    for p in post:
-        say("after the lock: %s" % p)
-    say("would %s (nothing was written)" % what)
-    return 0
-
-
-def prove_spec(spec, res) -> str:
-    """Record in ``spec.stack["proof"]`` how the spec's install line was proven live, and return
-    the line to print. On x86_64 the lock is that proof (pip or uv resolved exactly these
-    top-level lines for the target Python just now); on aarch64 the lock's wheels are x86_64
-    ones, so pip's resolver runs again for aarch64 (preflight.proofs.prove_live, bounded)."""
-    from ..proofs import prove_live
-
-    if getattr(res, "arch", "x86_64") == "x86_64":
-        p = {"status": "proven", "live": True, "resolver": spec.lock.mode, "python": res.python, "arch": "x86_64",
-             "packages": len(spec.lock.packages)}
-    else:
-        p = prove_live(spec.requirements, res.python or "", res.arch, spec.stack.get("extra_index_urls") or [],
-                       timeout=180.0)
-        p = {k: v for k, v in p.items() if k not in ("report", "installed", "output_tail")}
-    spec.stack["proof"] = p
-    if p["status"] == "proven":
-        return "proof: works: %s resolved the install line for CPython %s on Linux %s" % (
-            p.get("resolver"), res.python, p["arch"])
-    if p["status"] == "failed":
-        raise UsageError("the install line does not install on Linux %s: %s" % (res.arch, (p.get("error") or "")[-300:]))
-    return "proof: unproven on Linux %s: %s" % (res.arch, p.get("reason"))
 
 
 def download_size(lock) -> str:
@@ -141,42 +33,6 @@ def download_size(lock) -> str:
     known = [s for s in sizes if isinstance(s, int)]
     return ("at least %.2f GB (%d of %d artifacts with a known size)" % (sum(known) / 1e9, len(known), len(sizes))
             if known else "unknown (pip's resolution report has no sizes; with uv on PATH the lock has them)")
-
-
-def make_spec(args: argparse.Namespace, out_dir: str, say, option: str = "-o",
-              more_files: Tuple[str, ...] = ()) -> Tuple[Any, Any, Any, List[str]]:
-    """Resolve, lock and write the spec into ``out_dir``; returns (matrix, resolution, spec, paths).
-    Raises UsageError (exit 2) for bad input, a pip failure, or files in ``out_dir`` (the spec's
-    and ``more_files``) that the tool did not write (without --force; checked before any work);
-    returns res.ok False untouched."""
-    from ..outputs.owned import OutputDir
-    from ..outputs.lock import find_uv
-    from ..outputs.spec import SPEC_FILES, build_spec, write_spec
-    from ..redact import redact_text
-
-    out = OutputDir(out_dir, option, getattr(args, "force", False))
-    out.check(SPEC_FILES + tuple(more_files))
-    mx, res, how, opts = resolve_stack(args)
-    for h in how:
-        if "not checked" in h or "unknown" in h:
-            say("note: %s" % h)
-    if not res.ok:
-        return mx, res, None, []
-    say(redact_text("resolved: verl %s, Python %s, torch %s (%s), %s" % (
-        res.verl, res.python, args.torch or res.torch,
-        "pip's configured indexes" if args.torch_index == "none" else args.torch_index or res.variant,
-        "no rollout backend" if opts.no_backend else "%s %s" % (res.backend, res.backend_version))))
-    say("locking the complete set with %s (metadata only) ..." % ("uv" if find_uv() else "pip"))
-    spec = build_spec(mx, res, opts)
-    say(prove_spec(spec, res))
-    if spec.index_credentials:
-        say("note: the user name and password of %s are used for this run only; requirements.lock and "
-            "environment.json name the index without them: %s" % (
-                redact_text(", ".join(spec.index_credentials)), spec.stack.get("private_index")))
-    inputs = {"verl": res.verl, "backend": None if opts.no_backend else res.backend, "driver": res.driver,
-              "cc": res.cc, "gpu": res.gpu, "python": res.python, "machine_from": how}
-    paths = write_spec(spec, out_dir, mx, res, machine_doc(), inputs, out)
-    return mx, res, spec, paths
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,8 +7,11 @@ import argparse
 import json
 import os
 import sys
+from typing import Callable
 
 from ..errors import UsageError
+from ..paths import check_output_dir
+from ..redact import redact_text
 from ..report.render import print_safe
 
 NAME = "wheelhouse"
@@ -57,53 +60,72 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build, verify or check a wheelhouse; see EPILOG for exit codes."""
-    from ..outputs import wheelhouse as wh
-    from ..redact import redact_text
     from ..report.console import SafeConsole as Console
-    from ..paths import check_output_dir
 
     console = Console(highlight=False, stderr=True)
     say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
     if args.action == "verify":
-        if not args.dir:
-            raise UsageError("wheelhouse verify needs DIR: the wheelhouse or parts directory")
-        d, m = wh.open_wheelhouse(args.dir, say, "wheelhouse verify")
-        print_safe("%s: %d wheels for CPython %s verified (%d bytes); %d left out on purpose" % (
-            d, len(m["wheels"]), m["python"], m.get("total_bytes", 0), len(m.get("omitted", []))))
-        return 0
+        return _verify(args, say)
     if args.check:
-        if not args.python:
-            raise UsageError("--check needs --python PATH: the interpreter to install into (e.g. /opt/verl/bin/python)")
-        if not os.path.exists(args.python):
-            raise UsageError("--python %s: no such interpreter; give the path of the Python to install into "
-                             "(e.g. /opt/verl/bin/python)" % args.python)
-        if os.path.isdir(args.python) or not os.access(args.python, os.X_OK):
-            raise UsageError("--python %s: not an executable file; give the path of the Python to install into "
-                             "(e.g. /opt/verl/bin/python)" % args.python)
-        ans = wh.check_complete(args.check, args.python, say)
-        if args.json:
-            text = json.dumps(ans, indent=1, sort_keys=True) + "\n"
-            if args.json == "-":
-                sys.stdout.write(text)
-            else:
-                with open(args.json, "w", encoding="utf-8") as fh:
-                    fh.write(text)
-        if not ans["python_matches"]:
-            say("note: the wheelhouse is for CPython %s, %s is %s" % (ans["wheelhouse_python"], args.python,
-                                                                       ans["python_version"]))
-        if ans["complete"]:
-            print_safe("complete: pip resolves every pin of %s for %s offline (%d to install, the rest already there)" % (
-                ans["wheelhouse"], args.python, len(ans["would_install"])))
-            for row in ans["missing"]:  # pip is the verdict; the metadata walk disagreeing is worth seeing
-                print_safe("  note: metadata lists %s as unmet (required by %s)" % (row["name"], row["required_by"][0]))
-            return 0
-        print_safe("incomplete for %s: pip says: %s" % (args.python, ans["pip_error"]))
-        for row in ans["missing"]:
-            print_safe("  missing %s%s, required by %s%s" % (
-                row["name"], " (%s there does not fit)" % row["have"] if row["have"] else "",
-                "; ".join(row["required_by"][:3]), "; left out on purpose: %s" % row["omitted"]
-                if row.get("omitted") else ""))
-        return 1
+        return _check(args, say)
+    return _build(args, say)
+
+
+def _verify(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    """``wheelhouse verify DIR``: reassemble (parts) and check every wheel; 0, or a UsageError."""
+    from ..outputs import wheelhouse as wh
+
+    if not args.dir:
+        raise UsageError("wheelhouse verify needs DIR: the wheelhouse or parts directory")
+    d, m = wh.open_wheelhouse(args.dir, say, "wheelhouse verify")
+    print_safe("%s: %d wheels for CPython %s verified (%d bytes); %d left out on purpose" % (
+        d, len(m["wheels"]), m["python"], m.get("total_bytes", 0), len(m.get("omitted", []))))
+    return 0
+
+
+def _check(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    """``wheelhouse --check DIR --python PATH``: 0 complete for that interpreter, 1 not."""
+    from ..outputs import wheelhouse as wh
+
+    if not args.python:
+        raise UsageError("--check needs --python PATH: the interpreter to install into (e.g. /opt/verl/bin/python)")
+    if not os.path.exists(args.python):
+        raise UsageError("--python %s: no such interpreter; give the path of the Python to install into "
+                         "(e.g. /opt/verl/bin/python)" % args.python)
+    if os.path.isdir(args.python) or not os.access(args.python, os.X_OK):
+        raise UsageError("--python %s: not an executable file; give the path of the Python to install into "
+                         "(e.g. /opt/verl/bin/python)" % args.python)
+    ans = wh.check_complete(args.check, args.python, say)
+    if args.json:
+        text = json.dumps(ans, indent=1, sort_keys=True) + "\n"
+        if args.json == "-":
+            sys.stdout.write(text)
+        else:
+            with open(args.json, "w", encoding="utf-8") as fh:
+                fh.write(text)
+    if not ans["python_matches"]:
+        say("note: the wheelhouse is for CPython %s, %s is %s" % (ans["wheelhouse_python"], args.python,
+                                                                   ans["python_version"]))
+    if ans["complete"]:
+        print_safe("complete: pip resolves every pin of %s for %s offline (%d to install, the rest already there)" % (
+            ans["wheelhouse"], args.python, len(ans["would_install"])))
+        for row in ans["missing"]:  # pip is the verdict; the metadata walk disagreeing is worth seeing
+            print_safe("  note: metadata lists %s as unmet (required by %s)" % (row["name"], row["required_by"][0]))
+        return 0
+    print_safe("incomplete for %s: pip says: %s" % (args.python, ans["pip_error"]))
+    for row in ans["missing"]:
+        print_safe("  missing %s%s, required by %s%s" % (
+            row["name"], " (%s there does not fit)" % row["have"] if row["have"] else "",
+            "; ".join(row["required_by"][:3]), "; left out on purpose: %s" % row["omitted"]
+            if row.get("omitted") else ""))
+    return 1
+
+
+def _build(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    """``wheelhouse --lock FILE -o DIR [--split SIZE]``: build (and split) it; 0, or a UsageError."""
+    from ..outputs import wheelhouse as wh
+    from ..outputs.owned import check_dir_is_ours
+
     if not args.lock or not args.output:
         raise UsageError("wheelhouse needs --lock FILE and -o DIR (or 'verify DIR', or '--check DIR --python PATH')")
     check_output_dir(args.output, "-o")
@@ -117,8 +139,6 @@ def run(args: argparse.Namespace) -> int:
         if os.path.realpath(parts_dir) == os.path.realpath(args.output):
             raise UsageError("--parts-dir %s is the wheelhouse directory -o %s; give the parts their own directory "
                              "(default: %s.parts)" % (args.parts_dir, args.output, args.output.rstrip("/")))
-    from ..outputs.owned import check_dir_is_ours
-
     check_dir_is_ours(args.output, "-o", wh.MANIFEST, args.force)
     if size:
         check_dir_is_ours(parts_dir, "--parts-dir", wh.PARTS_MANIFEST, args.force)

@@ -183,9 +183,9 @@ def default_sources(release: Optional[str]) -> Dict[str, Any]:
 
     from packaging.version import Version
 
-    from ..matrix import _read, parse_version
+    from ..matrix import parse_version, read_data
 
-    raw = _read("verl_reward_sources.json", None)
+    raw = read_data("verl_reward_sources.json")
     table = json.loads(raw.decode("utf-8"))["versions"] if raw else {}
     table = {v: r for v, r in table.items() if r.get("sources") is not None}
     if table:
@@ -223,7 +223,11 @@ def custom_reward_findings(path: str, rs: Dict[str, Any]) -> List[Finding]:
     if os.path.isfile(full):
         return [Finding("data", "pass", "custom reward function file %s exists" % path, item="custom_reward",
                         evidence={"path": full}, **meta)]
-    why = "is a directory, not a Python file" if os.path.isdir(full) else "does not exist"
+    from ..paths import file_problem
+
+    problem = file_problem(full)
+    why = ("is a directory, not a Python file" if os.path.isdir(full) else "does not exist"
+           if problem in (None, "no such file") else "is %s" % problem)
     return [Finding("data", "fail", "custom reward function file %s %s%s: verl stops with FileNotFoundError "
                     "'Custom module file not found' when it builds the reward function" % (
                         path, why, "" if full == path else " (%s)" % full),

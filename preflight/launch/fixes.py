@@ -13,14 +13,15 @@ changed key follow it, as OmegaConf would resolve them):
   line is offered only for the failures it really fixes.
 """
 
-import re
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+from .interpolation import reference_of
+from .overrides import format_value, or_list, override_line
 
 __all__ = ["overlay", "verify", "group", "fix_line"]
 
 Get = Callable[[str, Any], Any]
 Runner = Callable[[Get], List[Any]]
-_INTERP = re.compile(r"^\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}$")
 
 
 def overlay(get: Get, raw: Optional[Get], alt: Dict[str, Any]) -> Get:
@@ -35,13 +36,11 @@ def overlay(get: Get, raw: Optional[Get], alt: Dict[str, Any]) -> Get:
         while True:
             if k in alt:
                 return alt[k]
-            r = raw(k, None) if raw is not None else None
-            m = _INTERP.match(r.strip()) if isinstance(r, str) else None
-            if not m or k in seen:
+            t = reference_of(raw(k, None) if raw is not None else None, k)
+            if t is None or k in seen:
                 return get(key, default)
             seen.add(k)
-            t = m.group(1)
-            k = k.rsplit(".", 1)[0] + t if t.startswith(".") else t
+            k = t
     return g
 
 
@@ -85,10 +84,8 @@ def _works(run: Runner, get: Get, raw: Optional[Get], f: Any, alt: Dict[str, Any
 
 
 def _text(f: Any, alts: List[Dict[str, Any]]) -> Optional[str]:
-    from .rules import _fmt, _or, override_line
-
     if f.fix_key and all(list(a) == [f.fix_key] for a in alts):
-        return "set %s to %s%s" % (f.fix_key, _or([_fmt(a[f.fix_key]) for a in alts]), f.fix_tail)
+        return "set %s to %s%s" % (f.fix_key, or_list([format_value(a[f.fix_key]) for a in alts]), f.fix_tail)
     return "set " + " or ".join(override_line(a) for a in alts)
 
 

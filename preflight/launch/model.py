@@ -21,7 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-__all__ = ["ModelFacts", "hf_cache_dir", "find_config", "read_model", "SUBCONFIG_KEYS"]
+__all__ = ["ModelFacts", "hf_cache_dir", "find_config", "read_model", "SUBCONFIG_KEYS", "model_file", "read_head",
+           "UnreadableModelFile", "MODEL_FILE_MAX"]
 
 #: Keys under which multimodal configs keep the language model's config (transformers' names).
 SUBCONFIG_KEYS = ("text_config", "llm_config", "language_config")
@@ -98,6 +99,10 @@ def find_config(model_path: Any, env: Optional[Mapping[str, str]] = None) -> Tup
         return None, "%s is a remote path; it is not read (no network)" % model_path
     if os.path.isdir(p):
         cfg = os.path.join(p, "config.json")
+        if os.path.lexists(cfg) and not os.path.isfile(cfg):
+            from ..paths import file_problem
+
+            return None, "%s: %s (model files are read only as regular files)" % (cfg, file_problem(cfg))
         return (cfg, "local directory") if os.path.isfile(cfg) else (None, "%s has no config.json" % model_path)
     if os.path.isfile(p) and os.path.basename(p) == "config.json":
         return p, "local file"
@@ -109,10 +114,12 @@ def find_config(model_path: Any, env: Optional[Mapping[str, str]] = None) -> Tup
                 model_path, hf_cache_dir(env))
         rev = None
         try:
-            with open(os.path.join(root, "refs", "main"), encoding="utf-8") as fh:
-                rev = fh.read().strip()
-        except OSError:
+            ref = model_file(os.path.join(root, "refs", "main"), REF_MAX)
+            rev = ref.decode("utf-8", "replace").strip() if ref is not None else None
+        except UnreadableModelFile:
             pass
+        if rev and (os.sep in rev or rev.startswith(".")):
+            rev = None  # a revision is a hash or a name, never a path
         cands = [rev] if rev else []
         cands += sorted(os.listdir(snaps), key=lambda d: -os.path.getmtime(os.path.join(snaps, d)))
         for c in cands:
@@ -141,11 +148,64 @@ def _estimate(c: Dict[str, Any]) -> Optional[int]:
     return layers * (attn + mlp + 2 * h) + emb + h
 
 
-def _json(path: str) -> Optional[Any]:
+#: Most bytes read from one model or tokenizer file (the largest tokenizer_config.json and
+#: safetensors indexes of public models are a few MiB; refs/main is a 40-character revision).
+MODEL_FILE_MAX = 64 * 1024 * 1024
+REF_MAX = 4096
+
+
+class UnreadableModelFile(Exception):
+    """A model or tokenizer file that is there but not a regular file of a sane size (a FIFO,
+    /dev/zero, a directory, a 2 GB config.json); ``str()`` is one line naming it and why."""
+
+
+def model_file(path: str, limit: int = MODEL_FILE_MAX) -> Optional[bytes]:
+    """The bytes of a model or tokenizer file, read only as a regular file of at most ``limit``
+    bytes (:func:`preflight.paths.read_regular`: opened non-blocking, so a FIFO or a device is
+    never waited on); None when there is no such file. Raises :class:`UnreadableModelFile`
+    when it exists and is anything else."""
+    from ..paths import read_regular
+
+    if not os.path.lexists(path):
+        return None
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
+        return read_regular(path, limit)
+    except OSError as exc:
+        if not os.path.lexists(path):
+            return None
+        raise UnreadableModelFile("%s: %s" % (path, exc.strerror or exc))
+
+
+def read_head(path: str, n: int) -> bytes:
+    """At most the first ``n`` bytes of the regular file ``path`` (a safetensors header), opened
+    non-blocking and checked with fstat: a FIFO or device raises OSError, never blocks."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        chunks, got = [], 0
+        while got < n:
+            b = os.read(fd, min(n - got, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _json(path: str) -> Optional[Any]:
+    """The JSON in ``path`` (bounded, see :func:`model_file`); None when absent or not JSON
+    (a deep or malformed file included). Raises :class:`UnreadableModelFile`."""
+    data = model_file(path)
+    if data is None:
+        return None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
 
 
@@ -155,11 +215,9 @@ def _template(d: str) -> Tuple[Optional[str], str]:
     cands: List[Tuple[Any, str]] = []
     if isinstance(tok, dict):
         cands.append((tok.get("chat_template"), "tokenizer_config.json"))
-    try:
-        with open(os.path.join(d, "chat_template.jinja"), encoding="utf-8") as fh:
-            cands.append((fh.read(), "chat_template.jinja"))
-    except OSError:
-        pass
+    jinja = model_file(os.path.join(d, "chat_template.jinja"))
+    if jinja is not None:
+        cands.append((jinja.decode("utf-8", "replace"), "chat_template.jinja"))
     proc = _json(os.path.join(d, "chat_template.json"))
     if isinstance(proc, dict):
         cands.append((proc.get("chat_template"), "chat_template.json"))
@@ -178,10 +236,17 @@ def read_model(model_path: Any, env: Optional[Mapping[str, str]] = None) -> Tupl
     if cfg is None:
         return None, how
     try:
-        with open(cfg, encoding="utf-8") as fh:
-            raw = json.load(fh)
-    except (OSError, ValueError) as exc:
-        return None, "%s could not be read: %s" % (cfg, exc)
+        return _read_model(cfg, how)
+    except UnreadableModelFile as exc:  # a FIFO or /dev/zero as tokenizer_config.json: one line, never a hang
+        return None, "%s (model files are read only as regular files)" % exc
+
+
+def _read_model(cfg: str, how: str) -> Tuple[Optional[ModelFacts], str]:
+    try:
+        data = model_file(cfg)
+        raw = json.loads((data or b"").decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        return None, "%s could not be read: %s" % (cfg, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     if not isinstance(raw, dict):
         return None, "%s is not a JSON object" % cfg
     text_key = next((k for k in SUBCONFIG_KEYS if isinstance(raw.get(k), dict)), None)

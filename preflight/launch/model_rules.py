@@ -18,6 +18,9 @@ import re
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..shell import override, overrides
+from ..hw import visible_entries
+from .interpolation import reference_of
 from .model import ModelFacts
 
 __all__ = ["token_budgets", "trust_remote_code", "compute_capability", "lora_modules", "host_memory",
@@ -51,19 +54,7 @@ def _has(get: Get, key: str) -> bool:
 def _interp_of(raw: Optional[Get], key: str) -> Optional[str]:
     """The dotted key that ``key``'s unresolved value interpolates (``${a.b}``,
     ``${oc.select:a.b,default}``), or None."""
-    if raw is None:
-        return None
-    r = raw(key, None)
-    if not isinstance(r, str):
-        return None
-    m = re.match(r"^\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}$", r.strip())
-    if not m:
-        return None
-    target = m.group(1)
-    if target.startswith("."):  # relative to the key's parent
-        parent = key.rsplit(".", 1)[0]
-        target = parent + target
-    return target
+    return reference_of(raw(key, None), key) if raw is not None else None
 
 
 # ---- token budgets (case 34) -----------------------------------------------------------------
@@ -223,8 +214,8 @@ def compute_capability(x: Any, v: Any, get: Get, gpus: Optional[List[Dict[str, A
         parts.append("FlashAttention 2 (%s)" % ", ".join(flash))
     x.add("compute_capability", "fail", "%s has compute capability %d.%d but the config uses %s, which need >= 8.0" % (
         (name,) + low + (" and ".join(parts),)),
-          "set %s (fp16 and SDPA attention), or run on an Ampere or newer GPU" % " ".join(
-              "%s=%s" % (k, "False" if val is False else val) for k, val in alt.items()),
+          "set %s (fp16 and SDPA attention), or run on an Ampere or newer GPU" % overrides(
+              {k: "False" if val is False else val for k, val in alt.items()}),
           alts=[alt], compute_capability="%d.%d" % low, bf16_keys=bf16, flash_keys=flash)
 
 
@@ -232,13 +223,15 @@ def compute_capability(x: Any, v: Any, get: Get, gpus: Optional[List[Dict[str, A
 def safetensors_names(path: str, limit: int = 100 * 1024 * 1024) -> Optional[List[str]]:
     """Tensor names in a ``.safetensors`` file's header (8-byte little-endian length, then a JSON
     object of name -> {dtype, shape, data_offsets}); None when it is not one."""
+    from .model import read_head
+
     try:
-        with open(path, "rb") as fh:
-            n = struct.unpack("<Q", fh.read(8))[0]
-            if n <= 0 or n > limit:
-                return None
-            head = json.loads(fh.read(n).decode("utf-8"))
-    except (OSError, ValueError, struct.error, UnicodeDecodeError):
+        first = read_head(path, 8)  # never blocks: a FIFO or a device is refused, not waited on
+        n = struct.unpack("<Q", first)[0]
+        if n <= 0 or n > limit:
+            return None
+        head = json.loads(read_head(path, 8 + n)[8:].decode("utf-8"))
+    except (OSError, ValueError, struct.error, UnicodeDecodeError, RecursionError):
         return None
     return sorted(k for k in head if k != "__metadata__") if isinstance(head, dict) else None
 
@@ -323,7 +316,8 @@ def lora_modules(x: Any, v: Any, get: Get, model: Optional[ModelFacts],
     fix_list = keep or linear_like[:7]
     x.add("lora_modules", "fail", "LoRA target_modules %s match no module of %s (%s has %s)" % (
         ", ".join(missing), model.directory, src, ", ".join(linear_like[:12]) or ", ".join(leaves[:12])),
-          "set %s=[%s], or all-linear" % (key, ",".join(fix_list)) if fix_list else "set %s=all-linear" % key,
+          "set %s, or all-linear" % override(key, "[%s]" % ",".join(fix_list)) if fix_list else
+          "set %s" % override(key, "all-linear"),
           alts=[{key: list(fix_list)}] if fix_list else [{key: "all-linear"}],
           missing=missing, modules_from=src)
 
@@ -386,13 +380,7 @@ def count_visible(cvd: str) -> int:
     """GPUs a CUDA_VISIBLE_DEVICES value names, counted the way CUDA reads it without knowing
     the devices: entries up to the first invalid one (``-1`` or a non-index/UUID), duplicates
     once."""
-    seen: List[str] = []
-    for tok in [t.strip() for t in cvd.split(",")]:
-        if not tok or tok.startswith("-") or not (tok.isdigit() or tok.startswith(("GPU-", "MIG-"))):
-            break
-        if tok not in seen:
-            seen.append(tok)
-    return len(seen)
+    return len(visible_entries(cvd))
 
 
 def launch_gpus(x: Any, v: Any, launch_env: Dict[str, str]) -> bool:

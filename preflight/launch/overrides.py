@@ -14,7 +14,10 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-__all__ = ["Override", "LaunchSpec", "ConfigError", "parse_launch", "parse_override"]
+from ..shell import overrides
+
+__all__ = ["Override", "LaunchSpec", "ConfigError", "parse_launch", "parse_override", "override_line", "format_value",
+           "or_list", "fix_overrides"]
 
 
 class ConfigError(Exception):
@@ -200,3 +203,63 @@ def parse_override(text: str, origin: str = "override") -> Override:
         kind, s = "add", s[1:]
     key, eq, val = s.partition("=")
     return Override(text, kind, key.strip(), val if eq else None, bool(eq), origin)
+
+
+# ---- override formatting: fixes written as launch words ---------------------------------------
+def or_list(xs: Sequence[Any]) -> str:
+    """``a, b or c``; ``""`` for no items (a fix text is only built for a finding that has one)."""
+    xs = [str(x) for x in xs]
+    if not xs:
+        return ""
+    return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " or " + xs[-1]
+
+
+def format_value(v: Any) -> str:
+    """An override value as Hydra reads it back: ``True``/``False``, ``null``, ``[a,b]``, else ``str``."""
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if v is None:
+        return "null"
+    if isinstance(v, (list, tuple)):
+        return "[%s]" % ",".join(format_value(i) for i in v)
+    return str(v)
+
+
+def override_line(alt: Dict[str, Any]) -> str:
+    """Overrides as launch words: ``{"a.b": 8, "c": True}`` -> ``a.b=8 c=True``."""
+    return overrides({k: format_value(v) for k, v in alt.items()})  # each word shell-quoted
+
+
+_SET_WORD = re.compile(r"^([A-Za-z_][\w.]*)=([\w.+-]+)$")
+
+
+def fix_overrides(fix: str) -> List[Dict[str, Any]]:
+    """The overrides a fix text stands for when it is exactly ``set k=v [k2=v2 ...]`` with
+    literal values (``set a.b=4``, ``set x=vllm``), as one alternative; [] for any other text.
+
+    Values are read as Hydra reads an override's value (int, float, bool, null, else a string).
+    """
+    if not fix.startswith("set "):
+        return []
+    words = fix[4:].split()
+    out: Dict[str, Any] = {}
+    for w in words:
+        m = _SET_WORD.match(w)
+        if not m or m.group(2) == "...":
+            return []
+        out[m.group(1)] = _literal(m.group(2))
+    return [out] if out else []
+
+
+def _literal(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "null":
+        return None
+    for typ in (int, float):
+        try:
+            return typ(text)
+        except ValueError:
+            pass
+    return text

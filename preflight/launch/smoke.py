@@ -31,10 +31,11 @@ def tokens(model: ModelFacts) -> Tuple[str, str]:
     """(bos_token, eos_token) from tokenizer_config.json (string or ``{"content": ...}``)."""
     import json
 
+    from .model import UnreadableModelFile, model_file
+
     try:
-        with open(os.path.join(model.directory, "tokenizer_config.json"), encoding="utf-8") as fh:
-            tok = json.load(fh)
-    except (OSError, ValueError):
+        tok = json.loads((model_file(os.path.join(model.directory, "tokenizer_config.json")) or b"{}").decode("utf-8"))
+    except (UnreadableModelFile, ValueError, UnicodeDecodeError, RecursionError):
         return "", ""
 
     def one(v: Any) -> str:
@@ -60,7 +61,7 @@ def run_smoke(python: str, files: Sequence[str], prompt_key: str, source_key: st
         args["bos_token"], args["eos_token"] = tokens(model)
     out = run_script(python, "data_smoke", args, timeout=timeout)
     return {"events": list(out.events), "probe": out.evidence(), "finished": out.returncode == 0,
-            "describe": out.describe()}
+            "timed_out": out.timed_out, "describe": out.describe()}
 
 
 def _f(rule: str, status: str, msg: str, fix: Optional[str] = None, item: Optional[str] = None,
@@ -83,6 +84,19 @@ def template_findings(res: Dict[str, Any], model: Optional[ModelFacts], prompt_k
         return [_f("chat_template", "skip", "the target cannot import jinja2 (%s), which transformers needs for chat "
                    "templates" % nj[0]["error"], meta=_TEMPLATE_META)]
     t = [e for e in evs if e.get("event") == "template"]
+    rows_ev = next((e for e in evs if e.get("event") == "rows"), None)
+    count = int((rows_ev or {}).get("count") or 0)
+    if not res.get("finished", True) and count and len(t) < count and all(e.get("ok") for e in t):
+        # rows were read and a render never came back: not a pass (x03); at the deadline, verl's
+        # dataloader would hang on the same row
+        if res.get("timed_out"):
+            return [_f("chat_template", "fail", "the chat template of %s did not finish rendering row %d within the "
+                       "check's time limit (%s): verl's dataloader would stall on it the same way" % (
+                           model.template_from, len(t), res.get("describe")),
+                       "fix the template (a loop that does not end, or output that grows without bound); if it is "
+                       "only slow, raise --timeout", meta=_TEMPLATE_META, rendered_rows=len(t), rows=count)]
+        return [_f("chat_template", "warn", "the template check stopped at row %d of %d: %s; the template is not "
+                   "known to render" % (len(t), count, res.get("describe")), meta=_TEMPLATE_META)]
     if not t:
         rows = next((e for e in evs if e.get("event") == "rows"), None)
         if rows is not None and not rows.get("count"):

@@ -24,12 +24,14 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ..errors import UsageError
+
 try:  # Python >= 3.11
     import tomllib as _toml
 except ImportError:  # pragma: no cover - exercised on 3.8-3.10
     import tomli as _toml  # type: ignore[no-redef]
 
-__all__ = ["Matrix", "MatrixError", "AnySpec", "load", "parse_version"]
+__all__ = ["Matrix", "MatrixError", "UnknownRelease", "AnySpec", "load", "parse_version", "read_file", "read_data"]
 
 CURATED = ("meta", "host", "gpus", "cuda", "torch", "verl", "known_bad", "modules", "signatures", "env", "nccl", "vllm",
            "sglang", "flash_attn", "images", "wheels", "base_images", "bounds")
@@ -40,6 +42,11 @@ GENERATED = ("verl", "vllm", "torch", "torchvision", "torchaudio", "sglang", "te
 
 class MatrixError(ValueError):
     """A matrix file is missing or malformed; the message names the file and what to do."""
+
+
+class UnknownRelease(UsageError):
+    """A verl release the user named (``--verl``) that the matrix has no row for; the message
+    names the matrix version and the known releases (:meth:`Matrix.unknown_verl`)."""
 
 
 def parse_version(text: Optional[str]) -> Optional[Version]:
@@ -78,7 +85,7 @@ def _default_dirs() -> List[str]:
     return [os.path.join(pkg, "_matrices"), os.path.join(os.path.dirname(pkg), "matrices")]
 
 
-def _read(rel: str, directory: Optional[str]) -> Optional[bytes]:
+def read_file(rel: str, directory: Optional[str]) -> Optional[bytes]:
     """Bytes of ``rel`` under the matrix directory: a given directory, the copy inside the
     zipapp (``preflight/_matrices``), or the source checkout's ``matrices/``."""
     if directory:
@@ -100,6 +107,14 @@ def _read(rel: str, directory: Optional[str]) -> Optional[bytes]:
             except OSError:
                 continue
     return None
+
+
+def read_data(rel: str, directory: Optional[str] = None) -> Optional[bytes]:
+    """Bytes of the matrix data file ``rel`` (a ``/``-separated path under ``matrices/``, e.g.
+    ``verl_rules.toml`` or ``verl_config/0.9.1.json``), from ``directory`` when given, else the
+    zipapp's copy or the checkout's; None when the file is absent. Raises OSError only for a
+    ``directory`` file that exists but cannot be read."""
+    return read_file(os.path.join(*rel.split("/")), directory)
 
 
 class Matrix:
@@ -148,6 +163,19 @@ class Matrix:
         """Every verl release with a curated row, oldest first."""
         vs = [str(r["version"]) for r in self.curated["verl"].get("release", [])]
         return sorted(vs, key=Version)
+
+    def unknown_verl(self, version: str, option: str = "--verl") -> str:
+        """The one message for a verl release the matrix does not hold, given as ``option``."""
+        return "%s %s: not a verl release in the matrix (%s); known: %s; pass one of them" % (
+            option, version, self.version, ", ".join(self.verl_versions()))
+
+    def require_verl(self, version: str, option: str = "--verl") -> Dict[str, Any]:
+        """:meth:`verl`'s row of ``version``; raises :class:`UnknownRelease` (a UsageError) when
+        the matrix has none."""
+        row = self.verl(version)
+        if row is None:
+            raise UnknownRelease(self.unknown_verl(version, option))
+        return row
 
     def verl(self, version: str) -> Optional[Dict[str, Any]]:
         """Curated row of verl ``version`` (merged with its metadata as ``_meta``), or None."""
@@ -212,7 +240,7 @@ class Matrix:
     def paired(self, package: str, torch_version: str) -> List[str]:
         """Releases of ``package`` (torchvision, torchaudio) whose metadata pins ``torch==torch_version``."""
         pv = parse_version(torch_version)
-        out = []
+        out: List[str] = []
         if pv is None:
             return out
         for v in self.versions(package):
@@ -445,7 +473,7 @@ def load(directory: Optional[str] = None) -> Matrix:
         return _CACHE[key]
     curated: Dict[str, Dict[str, Any]] = {}
     for stem in CURATED:
-        raw = _read(stem + ".toml", directory)
+        raw = read_file(stem + ".toml", directory)
         if raw is None:
             raise MatrixError("matrix file %s.toml not found (in %s); rebuild the zipapp or restore "
                               "matrices/ from the repository" % (stem, directory or "the package"))
@@ -456,7 +484,7 @@ def load(directory: Optional[str] = None) -> Matrix:
                               "from the repository" % (stem, exc))
     metadata: Dict[str, Dict[str, Dict[str, Any]]] = {}
     for pkg in GENERATED:
-        raw = _read(os.path.join("metadata", pkg + ".json"), directory)
+        raw = read_file(os.path.join("metadata", pkg + ".json"), directory)
         if raw is None:
             metadata[pkg] = {}
             continue

@@ -25,7 +25,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..outputs import child
+from ..probes import child
 
 __all__ = ["PACKAGES", "fetch_metadata", "list_versions", "parse_index_versions", "parse_report", "select_versions",
            "refresh", "RefreshError"]

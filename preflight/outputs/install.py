@@ -18,15 +18,15 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
 from ..errors import UsageError
-from . import child
+from ..probes import child
 from ..redact import redact_text
+from ..shell import command
 
 __all__ = ["InstallResult", "install", "check_prefix", "prefix_lock", "INCOMPLETE", "INSTALLED", "CREATED",
            "LOCKFILE", "lock_digest"]
@@ -162,8 +162,9 @@ def _compile_prefix(py: str, prefix: str, log: List[str], say: Callable[[str], N
 def _run(cmd: List[str], log: List[str], say: Callable[[str], None], timeout: float,
          env: Optional[Dict[str, str]] = None, live: Optional[bool] = None, tolerate: Sequence[int] = ()) -> int:
     """Run one install step and return its exit status. On a terminal (``live``, default: stderr
-    is a terminal) the installer's own output and progress bars go straight to it (``--quiet``
-    dropped), so a multi-gigabyte download is never a silent wait; elsewhere (CI logs) it is
+    is a terminal) the installer's own output and progress bars are shown as they come (``--quiet``
+    dropped), so a multi-gigabyte download is never a silent wait, each line redacted on the way
+    (:func:`preflight.probes.child.run_live`: a hook printing a token shows ``***``); elsewhere (CI logs) it is
     captured and only the last line is quoted on failure. A status other than 0 and those in
     ``tolerate`` raises UsageError, as does the timeout."""
     import sys
@@ -172,12 +173,12 @@ def _run(cmd: List[str], log: List[str], say: Callable[[str], None], timeout: fl
         live = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
     if live:
         cmd = [c for c in cmd if c != "--quiet"]
-    shown = redact_text(" ".join(cmd))
+    shown = redact_text(command(cmd))
     log.append(shown)
     say("$ " + shown)
     try:
         if live:
-            proc = child.run(cmd, stdout=sys.stderr, timeout=timeout, env=env)
+            proc = child.run_live(cmd, sys.stderr, timeout=timeout, env=env)
         else:
             proc = child.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                                   timeout=timeout, env=env)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from ..errors import UsageError
-from . import child
+from ..probes import child
 
 __all__ = ["Locked", "LockResult", "resolve_lock", "render_lock", "render_pylock", "parse_lock", "find_interpreter",
            "find_uv", "UV_PLATFORM"]

@@ -6,7 +6,7 @@ nobody changed it since: each :class:`OutputDir` keeps a manifest, ``.verl-prefl
 with the sha256 of every file it wrote. A file that is not in the manifest, or whose content no
 longer matches it (the user edited the lock), is the user's: the command refuses before any
 work, lists those files, and replaces them only with ``--force``. A directory written before the
-manifest existed is recognised by the tool's own header in each file (see :func:`_has_our_header`).
+manifest existed is recognised by the tool's own header in each file (see :func:`has_our_header`).
 """
 
 import hashlib
@@ -34,7 +34,7 @@ def _sha256_file(path: str) -> Optional[str]:
     return h.hexdigest()
 
 
-def _has_our_header(path: str) -> bool:
+def has_our_header(path: str) -> bool:
     """True for a file an earlier verl-preflight wrote (before manifests): a requirements.lock
     or Dockerfile that starts with its comment header, an environment.json or pylock.toml naming
     the tool, or a zipapp holding the ``preflight`` package."""
@@ -98,7 +98,7 @@ class OutputDir:
                 out.append(p)
                 continue
             if manifest is None:
-                ours = _has_our_header(p)
+                ours = has_our_header(p)
             else:
                 ours = manifest.get(name) is not None and manifest.get(name) == _sha256_file(p)
             if not ours:

@@ -1,4 +1,4 @@
-# The supervisor of one probe: runs as ``python -I -S -c <this file> CTL_FD DIR CWD COMMAND...`` under the
+# The supervisor of one probe: runs as ``python -I -S -c <this file> CTL_FD DIR`` under the
 # checker's own interpreter, standard library only (it never imports the checker's code).
 #
 # It starts the probe command in a new session, waits for it, and then removes every process the
@@ -12,7 +12,8 @@
 # the checker closed it (deadline passed) or the checker died in any way, SIGKILL included, since
 # the kernel closes a dead process's descriptors. SIGTERM, SIGINT and SIGHUP do the same.
 #
-# Arguments: CTL_FD DIR CWD COMMAND... (CWD "" for the supervisor's own). It imports nothing heavy
+# Arguments: CTL_FD DIR; DIR/.supervise-cmd holds CWD and COMMAND... separated by NUL bytes (CWD "" for the
+# supervisor's own), so neither is on any command line the supervisor shows. It imports nothing heavy
 # (no json, subprocess or shutil: fork and exec by hand), so it starts in a few milliseconds.
 # It writes <dir>/pid (the probe's pid, as soon as it runs) and <dir>/status (the probe's exit
 # status in the Popen convention: negative for a signal; "killed" when it was stopped early), and
@@ -76,8 +77,12 @@ def _children(me):
 def main():
     ctl = int(sys.argv[1])
     d = sys.argv[2]
-    cwd = sys.argv[3] or None
-    argv = sys.argv[4:]
+    # the command and its directory: NUL-separated in DIR/.supervise-cmd (0600), never on our command line
+    with open(os.path.join(d, ".supervise-cmd"), "rb") as fh:
+        parts = [os.fsdecode(p) for p in fh.read().split(b"\0")]
+    os.unlink(os.path.join(d, ".supervise-cmd"))
+    cwd = parts[0] or None
+    argv = parts[1:]
     parent = os.getppid()
     me = os.getpid()
     libc = _libc() if sys.platform.startswith("linux") else None

@@ -41,7 +41,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 MARKER = "@@PREFLIGHT@@ "
 TAIL_CHARS = 4000
 
-__all__ = ["ProbeOutput", "run_script", "run_argv", "load_script", "spawn_script", "collect", "kill_all", "MARKER"]
+__all__ = ["ProbeOutput", "run_script", "run_argv", "load_script", "spawn_script", "collect", "kill_all", "MARKER",
+           "target_argv", "supervisor_argv", "LOADER", "SCRIPT_ENV", "ARGS_ENV"]
 
 
 @dataclass
@@ -282,7 +283,9 @@ _LIVE: "set" = set()
 _LIVE_LOCK = threading.Lock()
 
 
-def _supervisor_code() -> str:
+def supervisor_code() -> str:
+    """The source of ``probes/_supervise.py`` (read from the package, zipapp included), run by
+    ``python -I -S -c`` as the supervisor of a probe or of pip/uv (:mod:`preflight.probes.child`)."""
     from .. import probes as _pkg
 
     path = os.path.join(os.path.dirname(_pkg.__file__), "_supervise.py")
@@ -293,13 +296,56 @@ def _supervisor_code() -> str:
         return fh.read()
 
 
-def _start(argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[str]) -> _Probe:
+#: Environment variables naming the private files a target script reads its code and its ``ARGS``
+#: from (see target/_prelude.py); both are taken out of the environment as the script starts.
+SCRIPT_ENV = "PREFLIGHT_SCRIPT"
+ARGS_ENV = "PREFLIGHT_ARGS"
+#: The whole ``-c`` program of every target script: a fixed loader with no user data in it. It
+#: runs the script named by ``$PREFLIGHT_SCRIPT`` in ``__main__`` (``sys.path[0]`` stays ``''``, the
+#: child's private working directory, as for any ``-c``).
+LOADER = ("import os as _o; _p = _o.environ.pop(%r); _f = open(_p, 'rb'); _s = _f.read(); _f.close(); "
+          "exec(compile(_s, _p, 'exec')); del _o, _p, _f, _s" % SCRIPT_ENV)
+
+
+def _private_file(workdir: str, name: str, data: bytes) -> str:
+    """Write ``data`` to a new file ``workdir/name`` (mode 0600; ``workdir`` is the 0700 directory
+    :func:`tempfile.mkdtemp` made for this probe); return its path. Raises OSError."""
+    path = os.path.join(workdir, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    return path
+
+
+def supervisor_argv(ctl_r: int, workdir: str, cwd: str, argv: Sequence[str]) -> List[str]:
+    """The supervisor's command line: the checker's interpreter, fixed flags, its fixed code and
+    two tool-made values (a descriptor number, the private ``workdir``). The command it runs and
+    that command's directory go in ``workdir/.supervise-cmd`` (NUL-separated, 0600), never on this line.
+    Raises OSError when the file cannot be written."""
+    _private_file(workdir, ".supervise-cmd", b"\0".join(os.fsencode(a) for a in [cwd or ""] + list(argv)))
+    return [sys.executable or "python3", "-I", "-S", "-c", supervisor_code(), str(ctl_r), workdir]
+
+
+def _start(argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[str],
+           files: Optional[Mapping[str, Tuple[str, bytes]]] = None) -> _Probe:
     """Start ``argv`` under a supervisor (see ``probes/_supervise.py``); raises OSError when even
-    the supervisor cannot start."""
+    the supervisor cannot start. ``files``: {environment variable: (file name, bytes)} written
+    0600 into the probe's private 0700 directory before it starts, each named to the child by
+    that variable (how a target script gets its code and arguments)."""
     t0 = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="preflight-probe-")
     child_env = _child_env(env)
     child_env[EVENTS_ENV] = os.path.join(workdir, "events")
+    try:
+        for var, (fname, data) in (files or {}).items():
+            child_env[var] = _private_file(workdir, fname, data)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     ctl_r, ctl_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -311,8 +357,8 @@ def _start(argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[
     argv = list(argv)
     if argv and os.sep in argv[0] and not os.path.isabs(argv[0]):
         argv[0] = os.path.abspath(argv[0])  # relative to the caller's directory, not the private one
-    sup = [sys.executable or "python3", "-I", "-S", "-c", _supervisor_code(), str(ctl_r), workdir, cwd] + argv
     try:
+        sup = supervisor_argv(ctl_r, workdir, cwd, argv)
         popen = subprocess.Popen(sup, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w, env=child_env,
                                  pass_fds=(ctl_r,), start_new_session=True)
     except BaseException:
@@ -328,19 +374,34 @@ def _start(argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[
     return probe
 
 
+def target_argv(python: str) -> List[str]:
+    """The command line of every target script: the interpreter, ``-c`` and the fixed
+    :data:`LOADER`; the same for every script and every input."""
+    return [python, "-c", LOADER]
+
+
 def spawn_script(python: str, name: str, args: Any = None, env: Optional[Mapping[str, str]] = None,
                  cwd: Optional[str] = None, to_files: bool = False) -> _Probe:
-    """Start ``python -c <script NAME> <json args>`` under a supervisor; return the running probe
-    (``poll()``/``wait()`` like a Popen). Use :func:`collect` to wait for it and read it.
+    """Start target script ``name`` (``preflight/target/<name>.py``) under ``python`` and a
+    supervisor; return the running probe (``poll()``/``wait()`` like a Popen). Use :func:`collect`
+    to wait for it and read it.
+
+    The script's code and ``args`` (JSON) travel in private files (0600, in the probe's own 0700
+    directory), named by ``$PREFLIGHT_SCRIPT`` and ``$PREFLIGHT_ARGS``; the child's command line is
+    :func:`target_argv` (``python -c LOADER``), the same for every input, so no argument (a secret
+    resolved from the environment, a path, a list of 20 000 dataset shards) is ever readable in
+    ``/proc/PID/cmdline`` or limited by the kernel's argument-length limit.
 
     Output is read as it comes into a bounded tail, so no probe blocks on a full pipe however
     chatty it is (``to_files`` is accepted for callers of the older API and changes nothing).
-    Raises OSError if the supervisor cannot be started; an interpreter that cannot be executed
-    shows as ``launch_error`` in :func:`collect`'s result.
+    Raises OSError if the supervisor cannot be started (TypeError/ValueError when ``args`` is
+    not JSON-serialisable); an interpreter that cannot be executed shows as ``launch_error`` in
+    :func:`collect`'s result.
     """
-    code = load_script(name)
-    argv = [python, "-c", code, json.dumps(args if args is not None else {})]
-    return _start(argv, env, cwd)
+    code = load_script(name).encode("utf-8")
+    payload = json.dumps(args if args is not None else {}).encode("utf-8")
+    files = {SCRIPT_ENV: ("target_%s.py" % name, code), ARGS_ENV: ("args.json", payload)}
+    return _start(target_argv(python), env, cwd, files)
 
 
 def kill_all() -> int:
@@ -357,7 +418,9 @@ def kill_all() -> int:
     return len(live)
 
 
-def _read_events(path: str) -> List[Dict[str, Any]]:
+def read_events(path: str) -> List[Dict[str, Any]]:
+    """The ``@@PREFLIGHT@@`` events a target script wrote to the file ``path`` (at most
+    :data:`EVENTS_MAX_BYTES` read), in order; a missing or unreadable file gives []."""
     events: List[Dict[str, Any]] = []
     try:
         with open(path, "rb") as fh:
@@ -412,7 +475,7 @@ def collect(proc: _Probe, timeout: float, argv_label: List[str], started: Option
             out.timed_out = False  # it ended on its own just as the deadline passed
         elif not out.timed_out:
             out.returncode = proc.popen.returncode  # the supervisor itself failed
-        out.events = _read_events(os.path.join(proc.workdir, "events"))
+        out.events = read_events(os.path.join(proc.workdir, "events"))
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(proc)

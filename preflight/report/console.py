@@ -18,9 +18,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..result import Result, Status
-from ..stages import stage
+from ..stages import stage as stage_of
 from . import Report
-from .render import escape_controls
+from .text import escape_controls
 
 __all__ = ["render", "next_steps", "LiveProgress", "STYLE", "SafeConsole"]
 
@@ -53,7 +53,7 @@ STYLE = {
 
 def _title(name: str) -> str:
     try:
-        return stage(name).title
+        return stage_of(name).title
     except KeyError:  # a command's own group (cluster's "node n0 (10.0.0.2, head)"): its name says it all
         return ""
 
@@ -130,7 +130,7 @@ class LiveProgress:
 
     def __init__(self, console: Optional[Console]) -> None:
         self.console = console
-        self.status = None
+        self.status: Any = None
         self.done = 0
 
     def __enter__(self) -> "LiveProgress":

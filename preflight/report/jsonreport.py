@@ -7,13 +7,13 @@ redaction pass is at that boundary, not here.
 """
 
 import json
+import pkgutil
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from . import Report
 
-__all__ = ["SCHEMA_VERSION", "SCHEMA_ID", "SCHEMA_RESOURCE", "Redacted", "to_dict", "dumps", "document", "write",
-           "load_schema"]
+__all__ = ["SCHEMA_VERSION", "SCHEMA_ID", "SCHEMA_RESOURCE", "Redacted", "to_dict", "dumps", "load_schema"]
 
 #: Bump when a field is removed or changes meaning (adding fields keeps the version).
 SCHEMA_VERSION = 1
@@ -80,38 +80,8 @@ def dumps(report: Report) -> str:
     return json.dumps(to_dict(report), indent=2, sort_keys=False, default=str) + "\n"
 
 
-def document(report: Report, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """The report as the JSON document plus ``extra`` top-level sections, redacted at the
-    boundary (:func:`preflight.report.render.redact_report`)."""
-    from .render import redact_report
-
-    if extra:
-        report = _with_sections(report, extra)
-    return to_dict(redact_report(report))
-
-
-def write(report: Report, path: str, extra: Optional[Dict[str, Any]] = None, option: str = "--json") -> None:
-    """Write the JSON document to ``path`` ('-' is stdout) atomically; a shorthand for
-    ``render(report, "json", path)`` with ``extra`` sections added.
-
-    Raises OutputError (a UsageError) naming ``option`` when the file cannot be written.
-    """
-    from .render import render
-
-    if extra:
-        report = _with_sections(report, extra)
-    render(report, "json", path, option=option)
-
-
-def _with_sections(report: Report, extra: Dict[str, Any]) -> Report:
-    import dataclasses
-
-    return dataclasses.replace(report, sections=dict(report.sections, **extra))
-
-
 def load_schema() -> Dict[str, Any]:
     """The published JSON Schema of the report (read from the package, zip-safe)."""
-    import pkgutil
 
     data = pkgutil.get_data("preflight", SCHEMA_RESOURCE)
     if data is None:  # pragma: no cover - a broken install

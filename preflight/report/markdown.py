@@ -6,7 +6,7 @@ folded into one ``<details>`` line. Input is an already redacted report
 (:func:`preflight.report.render.redact_report`); nothing here reads the machine.
 """
 
-from typing import Any, List
+from typing import Any, Dict, List
 
 from ..result import Status
 from . import Report
@@ -60,7 +60,7 @@ def render(report: Report) -> str:
                                                      (host.get("cpu") or {}).get("usable") or "?"))
     nvml = (report.machine or {}).get("nvml") or {}
     if nvml.get("devices"):
-        names = {}
+        names: Dict[str, Any] = {}
         for d in nvml["devices"]:
             key = "%s (compute capability %s)" % (d.get("name"), d.get("capability"))
             names[key] = names.get(key, 0) + 1

@@ -106,9 +106,9 @@ def render(report: Report) -> str:
         st = stage_status(report, stage)
         if st is None:
             continue
-        for s in ("ready", "failed", "skipped"):
+        for state in ("ready", "failed", "skipped"):
             stages.append("verl_preflight_stage_status%s %d" % (
-                _labels({"command": cmd, "stage": stage, "status": s}), int(st == s)))
+                _labels({"command": cmd, "stage": stage, "status": state}), int(st == state)))
     walls = o.family("verl_preflight_stage_duration_seconds", "wall clock of each stage of the last run (stages "
                                                               "may overlap)")
     for stage in report.stages:

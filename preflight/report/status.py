@@ -20,7 +20,7 @@ older verl-preflight wrote) is the user's, and the run refuses before any work, 
 import os
 from typing import Dict, Iterable, List, Optional
 
-from ..atomic import OutputError, write_atomic
+from ..atomic import OutputError
 from ..errors import UsageError
 from ..result import Result, Status
 from ..stages import STAGE_NAMES

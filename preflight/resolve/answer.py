@@ -45,8 +45,7 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
             backend name.
     """
     if mx.verl(verl) is None:
-        raise ResolveError("--verl %s: not a verl release in the matrix (known: %s); pass one of them"
-                           % (verl, ", ".join(mx.verl_versions())))
+        raise ResolveError(mx.unknown_verl(verl))
     row = mx.verl(verl)
     gpu_row = None
     if gpu:

@@ -1,6 +1,5 @@
 """The nearest options when no stack works (or one works only with caveats), each with the command that selects it."""
 
-import re
 from typing import Any, Callable, List, Tuple
 
 from ..hw import driver_tuple

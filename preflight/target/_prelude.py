@@ -4,7 +4,27 @@ import json as _json
 import os as _os
 import sys as _sys
 
-ARGS = _json.loads(_sys.argv[1]) if len(_sys.argv) > 1 else {}
+
+
+def _load_args():
+    """The script's arguments: JSON in the private file named by $PREFLIGHT_ARGS (written 0600 by
+    the checker in a 0700 directory it made), never the command line, so nothing in them (a secret
+    reward kwarg, a model path, 20 000 dataset shards) shows in /proc/PID/cmdline or meets the
+    kernel's argument-length limit. The variable is taken out of the environment and the file is
+    removed once read, so the processes this script starts see neither. Without it: {}."""
+    path = _os.environ.pop("PREFLIGHT_ARGS", None)
+    if not path:
+        return {}
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        _os.unlink(path)
+    except OSError:
+        pass
+    return _json.loads(data.decode("utf-8"))
+
+
+ARGS = _load_args()
 # Events go to a private file the checker names (so stdout noise, a banner printed without a
 # newline, or a daemon keeping stdout open cannot break them); taken out of the environment so
 # the processes this script starts do not write there. Without it (run by hand): stdout.

@@ -8,7 +8,7 @@
 #        this machine, or None: no node checks), node_argv (the check command line for each node),
 #        node_timeout_s, pools ([{"name", "groups": [[{res: n}, ...], ...], "strategy"}]: verl's placement
 #        groups to try), pg_timeout_s, collective ({"backend": "auto"|"nccl"|"gloo", "world" (None: every
-#        GPU, or one rank per node with gloo), "rank_script", "timeout_s", "nccl"/"gloo": {"sizes",
+#        GPU, or one rank per node with gloo), "rank_script", "loader" (the -c program that runs it), "timeout_s", "nccl"/"gloo": {"sizes",
 #        "warmup", "iters", "min_timed_s", "max_iters"}} or None)}
 # Events: "address", "local_cpus", "gcs_probe", "step", "init_error", "init_kwargs_refused",
 #         "init_timeout", "attached", "nodes", "resources", "pool" (one per pool), "node_result" (one per alive node),
@@ -152,13 +152,30 @@ class RankActor(object):
                 "hostname": socket.gethostname(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()], "free_port": port,
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
-    def run(self, script, args, extra_env, timeout):
+    def run(self, script, args, extra_env, timeout, loader):
         import json
 
         env = dict(os.environ)
         env.pop("PYTHONPATH", None)
         env.update(extra_env)
-        rc, timed_out, text = _run_child([sys.executable, "-c", script, json.dumps(args)], timeout, env=env)
+        import tempfile
+
+        # code and arguments in private files (0600 in a 0700 directory), named through the
+        # environment, as the checker does for every target script: never on a command line
+        d = tempfile.mkdtemp(prefix="preflight-rank-")
+        try:
+            for var, name, data in (("PREFLIGHT_SCRIPT", "target_rank.py", script),
+                                    ("PREFLIGHT_ARGS", "args.json", json.dumps(args))):
+                fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(data)
+                env[var] = os.path.join(d, name)
+            env.pop("PREFLIGHT_EVENTS", None)  # events on stdout, read below
+            rc, timed_out, text = _run_child([sys.executable, "-c", loader], timeout, env=env)
+        finally:
+            import shutil
+
+            shutil.rmtree(d, ignore_errors=True)
         events, other = [], []
         for line in text.splitlines():
             if line.startswith("@@PREFLIGHT@@ "):
@@ -169,7 +186,7 @@ class RankActor(object):
                     pass
             other.append(line)
         nccl = [l.strip() for l in other if " NCCL " in l or l.startswith("NCCL ")]
-        plain = [l for l in other if not (" NCCL INFO " in l)]
+        plain = [l for l in other if " NCCL INFO " not in l]
         return {"rc": rc, "timed_out": timed_out, "events": events, "nccl_lines": nccl[-200:],
                 "tail": "\n".join(plain)[-3000:]}
 
@@ -388,9 +405,9 @@ def run_collective(ray, alive):
                     "iters": c["iters"], "min_timed_s": c.get("min_timed_s", 0.0),
                     "max_iters": c.get("max_iters", 1000), "init_timeout_s": max(10.0, timeout * 0.8),
                     "inject": c.get("inject")}
-            refs.append(a.run.remote(c["rank_script"], args, env, timeout))
+            refs.append(a.run.remote(c["rank_script"], args, env, timeout, c["loader"]))
         ranks = []
-        for i, r in enumerate(refs):
+        for r in refs:
             try:
                 ranks.append(ray.get(r, timeout=timeout + 30))
             except Exception as exc:

@@ -1,4 +1,4 @@
-"""Stands in for ``python -m pip`` in tests/test_matrix_refresh.py: answers ``index versions``
+"""Stands in for ``python -m pip`` in tests/matrix/test_matrix_refresh.py: answers ``index versions``
 and ``install --dry-run --report FILE REQ`` from the recorded files next to it, like pip would
 on the machine they were recorded on (README.md). Logs each argv to $FAKEPIP_LOG."""
 

@@ -1,0 +1,152 @@
+"""config.verl: verl's own start-up, run dry in the target, judges the launch.
+
+Runs when Hydra composed the launch in the target (the target has verl). Rows:
+
+* ``config.verl.startup``: PASS when verl reached its first Ray or worker call; FAIL quoting the
+  exception verl raised, its file:line inside verl, its kind and the smallest fix;
+* ``config.verl.<effect>``: what verl did silently (rows its filter dropped, prompts over
+  data.max_prompt_length, batches and total steps);
+* ``config.verl.reward``: one call of the reward function on the first rows;
+* ``config.verl.rules``: the rules' verdicts set beside verl's (a disagreement is a WARN naming
+  the rule: a bug in the rule or in the dry start-up);
+* ``config.verl.fix``: the rules' one-line fix re-run through verl's start-up: a fix verl rejects
+  is named here, and the ``config.rules.fix_line`` row drops it.
+
+Without verl in the target there are no such rows (one skip): the rules alone judge.
+"""
+
+from typing import Any, Dict, List, Optional
+
+from ..launch.compose.run import config_dir
+from ..launch.startup import Startup, classify, compare, run_startup, silent_rows, where
+from .base import Context, Outcome, failed, passed, skipped, warned
+
+__all__ = ["startup_of", "startup_rows", "recheck_fix"]
+
+
+def startup_of(ctx: Context, facts: Optional[Dict[str, Any]], extra: Optional[List[str]] = None) -> Optional[Startup]:
+    """verl's dry start-up of this run's launch (memoised; ``extra`` overrides appended for a fix
+    re-check), or None when the target has no verl (the launch was not composed there).
+    ``facts``: :func:`preflight.checks.config.launch_facts` of this run."""
+    facts = facts or {}
+    comp = facts.get("composed")
+    if comp is None or comp.error is not None or comp.method != "hydra" or ctx.options.launch.config_file:
+        return None
+    spec = facts["spec"]
+
+    ovs = list(spec.override_texts) + list(extra or [])
+    ep = facts.get("entry") or {}
+    entry = ep.get("module") if ep.get("kind") == "ppo" else None
+
+    def run() -> Startup:
+        return run_startup(ctx.options.python, ovs, comp.config_name, config_dir(spec), entry,
+                           timeout=ctx.options.timeout, env=dict(comp.env))
+    return ctx.memo("verl_startup:" + "\x00".join(extra or []), run)
+
+
+def startup_rows(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]) -> List[Outcome]:
+    """The ``config.verl.*`` rows (see the module doc); ``found``: the rules' findings."""
+    if ctx.options.launch.config_file:
+        return [skipped("a saved config (--config/--file) is judged by the rules; verl's dry start-up takes a "
+                        "launch's overrides", item="startup")]
+    st = startup_of(ctx, facts)
+    if st is None:
+        return [skipped("the target has no verl: the rules alone judge the launch (config.rules)", item="startup")]
+    ev = st.to_dict()
+    if not st.ran:
+        return [skipped("verl's dry start-up did not run: %s" % (st.no_verl or (st.probe or {}).get("exit")
+                                                                or "no answer"),
+                        evidence=dict(ev, probe=st.probe), item="startup")]
+    out: List[Outcome] = []
+    if st.error is not None:
+        kind, fix = classify(st.error)
+        ev["kind"] = kind
+        out.append(failed("verl %s stops at %s: %s: %s (%s)" % (st.verl_version, st.error.get("step"),
+                                                                 st.error.get("kind"), _first(st.error.get("message")),
+                                                                 where(st.error)), fix, ev, item="startup"))
+    elif st.stopped_at is None:
+        out.append(warned("verl's dry start-up ended without reaching its stop point (%s)" % (
+            (st.probe or {}).get("exit") or "main returned"), "see the evidence (probe)", dict(ev, probe=st.probe),
+            item="startup"))
+    else:
+        w = st.where or {}
+        out.append(passed("verl %s's own start-up accepts the launch: %s ran, stopped before %s (%s:%s) in %.1f s" % (
+            st.verl_version, ", ".join(dict.fromkeys(st.steps)) or "main", st.stopped_at, w.get("file"),
+            w.get("line"), st.seconds), ev, item="startup"))
+    for item, status, msg, fix in silent_rows(st):
+        if status == "fail":
+            out.append(failed(msg, fix or "", {"facts": st.facts, "lengths": st.lengths}, item=item))
+        elif status == "warn":
+            out.append(warned(msg, fix or "", {"facts": st.facts, "lengths": st.lengths}, item=item))
+        else:
+            out.append(passed(msg, {"facts": st.facts}, item=item))
+    out += _reward_rows(st)
+    dis = compare(found, st)
+    if dis:
+        out.append(warned("the rules and verl %s disagree on %d point(s): %s" % (
+            st.verl_version, len(dis), "; ".join("%s (rules: %s; verl: %s)" % (d["rule"] or "no rule", d["rules"],
+                                                                              d["verl"]) for d in dis)),
+            "report it: a rule that disagrees with verl's own start-up is a bug in one of the two",
+            {"disagreements": dis}, item="rules"))
+    else:
+        out.append(passed("the rules agree with verl %s's start-up" % st.verl_version, {"disagreements": []},
+                          item="rules"))
+    rec = (facts or {}).get("fix_recheck")
+    if rec is not None:
+        out.append(rec)
+    return out
+
+
+def _reward_rows(st: Startup) -> List[Outcome]:
+    r = st.reward
+    if not r:
+        return []
+    rows = r.get("rows") or []
+    bad = [x for x in rows if not x.get("ok")]
+    if r.get("error") or bad:
+        e = r.get("error") or bad[0]
+        return [failed("the reward function (%s) raised on %s: %s: %s (%s)" % (
+            r.get("function"), "loading" if r.get("error") else "data_source %s" % e.get("data_source"),
+            e.get("kind"), _first(e.get("message")), where(e)),
+            "fix the reward function's imports or the data_source it scores (verl calls it on every batch)",
+            {"reward": r}, item="reward")]
+    if not rows:
+        return []
+    return [passed("the reward function (%s) scored %d row(s): %s" % (
+        r.get("function"), len(rows), ", ".join("%s=%s" % (x.get("data_source"), x.get("score")) for x in rows[:4])),
+        {"reward": r}, item="reward")]
+
+
+def recheck_fix(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]) -> None:
+    """Re-run the rules' one-line fix (the ``fix_line`` finding) through verl's dry start-up, in
+    place, before any row is built: a fix verl rejects loses its overrides and its text (never
+    printed); the verdict is kept as ``facts["fix_recheck"]`` (a row of config.verl). No-op
+    without verl in the target."""
+    from ..launch.overrides import override_line
+
+    line = next((f for f in found if f.rule == "fix_line" and f.alts), None)
+    if line is None or facts is None or startup_of(ctx, facts) is None:
+        return
+    words = override_line(line.alts[0]).split()
+    again = startup_of(ctx, facts, words)
+    if again is None or not again.ran:
+        return
+    if again.error is not None:
+        kind, _fix = classify(again.error)
+        line.evidence["verl_rejects"] = {"kind": kind, "message": _first(again.error.get("message")),
+                                         "where": where(again.error), "fix": words}
+        line.alts = []
+        line.fix = "no one-line fix is offered: verl's own start-up rejects the rules' candidate (see config.verl.fix)"
+        facts["fix_recheck"] = warned(
+            "the rules' one-line fix is not offered: verl %s's start-up rejects it: %s (%s)" % (
+                again.verl_version, _first(again.error.get("message")), where(again.error)),
+            "fix the launch as config.verl.startup says", {"verl": again.to_dict()}, item="fix")
+        return
+    line.evidence["verl_accepts"] = True
+    facts["fix_recheck"] = passed("the rules' one-line fix passes verl %s's start-up" % again.verl_version,
+                                  {"fix": words}, item="fix")
+
+
+def _first(msg: Any) -> str:
+    lines = str(msg or "").strip().splitlines()
+    return lines[0][:400] if lines else ""

@@ -1,0 +1,28 @@
+"""The rules' context: the release's rule set and the findings added so far."""
+
+from typing import Any, Dict, List, Optional
+from ..overrides import fix_overrides, format_value, or_list
+from .finding import Finding
+
+
+class _Ctx:
+    def __init__(self, rs: Dict[str, Any], rules: Dict[str, Any]):
+        self.rs = rs
+        self.rules = rules
+        self.out: List[Finding] = []
+
+    def add(self, rule: str, status: str, message: str, fix: Optional[str] = None, item: Optional[str] = None,
+            silent: bool = False, alts: Optional[List[Dict[str, Any]]] = None, fix_key: Optional[str] = None,
+            fix_tail: str = "", **evidence: Any) -> Finding:
+        meta = self.rules.get(rule, {})
+        if fix is None and fix_key and alts:
+            fix = "set %s to %s%s" % (fix_key, or_list([format_value(a[fix_key]) for a in alts]), fix_tail)
+        elif fix is None and fix_key:
+            fix = "change %s%s" % (fix_key, fix_tail)
+        if not alts and fix:
+            alts = fix_overrides(fix)  # a fix phrased "set k=v": the one-line fix can use it too
+        f = Finding(rule, status, message, fix, item, meta.get("check", ""),
+                    (self.rs.get("where") or {}).get(rule, ""), meta.get("stops", ""), silent,
+                    {k: v for k, v in evidence.items() if v is not None}, list(alts or []), fix_key, fix_tail)
+        self.out.append(f)
+        return f

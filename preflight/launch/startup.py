@@ -1,0 +1,301 @@
+"""verl's own start-up, run dry in the target (preflight/target/verl_startup.py), read into a
+:class:`Startup`, and verl's verdict set beside the rules'.
+
+The target script runs the entry point's own ``main`` on the config Hydra composes from the
+installed verl's config directory, up to the first Ray or worker call (see the script's header
+for the stand-ins). What comes back: the steps verl reached (validate_config, the tokenizer, the
+reward manager, the RL datasets, the sampler, the trainer), where it stopped, the exception it
+raised (its message and the file:line inside verl), and what it did silently (rows dropped by its
+filter, prompts over ``data.max_prompt_length``, batches per epoch, total steps).
+
+:func:`classify` gives an exception of verl's start-up a kind and the smallest fix; :func:`compare`
+sets the rules' findings beside verl's verdict (a rule that fails a launch verl accepts, or a
+launch verl rejects that no rule fails, is a disagreement: a bug in one of the two).
+"""
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+__all__ = ["Startup", "run_startup", "run_startup_batch", "parse_events", "classify", "compare", "silent_rows",
+           "where"]
+
+
+@dataclass
+class Startup:
+    """What verl's dry start-up did for one launch.
+
+    Attributes:
+        ran: the script reached verl (False: no verl in the target, or the process died).
+        verl_version: the installed release.
+        stopped_at: the stop point reached (``ResourcePoolManager.create_resource_pool``,
+            ``ray.init``...), None when verl raised first.
+        where: ``{file, line, function}`` of the verl code that made that call.
+        error: ``{step, kind, message, file, line, function, verl_frame, frames}`` when verl raised.
+        steps: verl's functions that completed, in order (``validate_config``, ``create_rl_dataset``...).
+        facts: silent effects (``train_rows``, ``train_file_rows``, ``train_rows_dropped``,
+            ``train_batches``, ``total_training_steps``, ``workers``, ``tokenizer``...).
+        items: the dataset's ``__getitem__`` on the first rows (``ok`` or the error).
+        lengths: ``{counted, over_limit, longest, max_prompt_length}``: prompts in tokens.
+        reward: ``{function, rows: [{data_source, ok, score | kind, message}]}``.
+        seconds: wall time of the target process (s); import_seconds: verl's import (s).
+        probe: how the process ended (:meth:`ProbeOutput.evidence`) when it did not end cleanly.
+        no_verl: why verl could not be run (absent).
+    """
+
+    ran: bool = False
+    verl_version: Optional[str] = None
+    stopped_at: Optional[str] = None
+    where: Optional[Dict[str, Any]] = None
+    error: Optional[Dict[str, Any]] = None
+    steps: List[str] = field(default_factory=list)
+    facts: Dict[str, Any] = field(default_factory=dict)
+    items: List[Dict[str, Any]] = field(default_factory=list)
+    lengths: Optional[Dict[str, Any]] = None
+    reward: Optional[Dict[str, Any]] = None
+    seconds: float = 0.0
+    import_seconds: Optional[float] = None
+    probe: Dict[str, Any] = field(default_factory=dict)
+    no_verl: Optional[str] = None
+
+    @property
+    def accepted(self) -> bool:
+        """verl reached its stop point without raising."""
+        return self.ran and self.error is None and self.stopped_at is not None
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready evidence (frames kept to the last few)."""
+        return {"verl_version": self.verl_version, "stopped_at": self.stopped_at, "where": self.where,
+                "error": self.error, "steps": self.steps, "facts": self.facts, "items": self.items,
+                "lengths": self.lengths, "reward": self.reward, "seconds": round(self.seconds, 2),
+                "import_seconds": self.import_seconds}
+
+
+def run_startup(python: str, overrides: Sequence[str], config_name: str = "ppo_trainer",
+                config_dir: Optional[str] = None, entry: Optional[str] = None, timeout: float = 120.0,
+                env: Optional[Dict[str, str]] = None) -> Startup:
+    """verl's dry start-up of a launch under the target interpreter ``python`` within ``timeout`` s.
+
+    ``overrides``: the Hydra override texts as the user wrote them; ``entry``: the entry module
+    (default ``verl.trainer.main_ppo``); ``env``: the launch's own environment assignments.
+    Never raises for the child: a crash or timeout is in :attr:`Startup.probe`.
+    """
+    from ..probes.process import run_script
+
+    args = {"entry": entry or "verl.trainer.main_ppo", "config_name": config_name or "ppo_trainer",
+            "config_dir": config_dir, "overrides": list(overrides), "score_rows": 4, "item_rows": 2,
+            "length_rows": 256}
+    out = run_script(python, "verl_startup", args, timeout=timeout, env=env)
+    st = parse_events(out.events)
+    st.seconds = out.duration_s
+    if out.returncode != 0 or out.timed_out or (not st.ran and st.no_verl is None):
+        st.probe = out.evidence()
+    return st
+
+
+def run_startup_batch(python: str, cases: Sequence[Sequence[str]], config_name: str = "ppo_trainer",
+                      entry: Optional[str] = None, timeout: float = 600.0) -> List[Startup]:
+    """verl's dry start-up of several launches (override lists) in one target process (verl imported
+    once); one :class:`Startup` per case, in order (a case the process never reached has ran=False)."""
+    from ..probes.process import run_script
+
+    args = {"entry": entry or "verl.trainer.main_ppo", "config_name": config_name, "config_dir": None,
+            "overrides": [], "batch": [list(c) for c in cases], "score_rows": 2, "item_rows": 1, "length_rows": 32}
+    out = run_script(python, "verl_startup", args, timeout=timeout)
+    head: List[Dict[str, Any]] = []
+    per: List[List[Dict[str, Any]]] = []
+    for e in out.events:
+        if e.get("event") == "case":
+            per.append([])
+        elif per:
+            per[-1].append(e)
+        else:
+            head.append(e)
+    res = []
+    for i in range(len(cases)):
+        st = parse_events(head + per[i]) if i < len(per) else Startup()
+        if i >= len(per):
+            st.probe = out.evidence()
+        res.append(st)
+    return res
+
+
+def parse_events(events: Sequence[Dict[str, Any]]) -> Startup:
+    """A :class:`Startup` from the target script's events (see preflight/target/verl_startup.py)."""
+    st = Startup()
+    for e in events:
+        kind = e.get("event")
+        if kind == "no_verl":
+            st.no_verl = e.get("reason")
+        elif kind == "env":
+            st.ran = True
+            st.verl_version = e.get("verl_version")
+            st.import_seconds = e.get("import_seconds")
+        elif kind == "step" and e.get("state") == "ok":
+            st.steps.append(str(e.get("name")))
+        elif kind == "stopped":
+            st.stopped_at, st.where = e.get("at"), e.get("where")
+        elif kind == "error":
+            st.ran = True
+            st.error = {k: v for k, v in e.items() if k != "event"}
+        elif kind == "facts":
+            st.facts = {k: v for k, v in e.items() if k != "event"}
+        elif kind == "item":
+            st.items.append({k: v for k, v in e.items() if k != "event"})
+        elif kind == "lengths":
+            st.lengths = {k: v for k, v in e.items() if k != "event"}
+        elif kind == "reward":
+            st.reward = {k: v for k, v in e.items() if k != "event"}
+    return st
+
+
+# ---- classification -----------------------------------------------------------------------------
+_FULL_KEY = re.compile(r"full_key:\s*([\w.]+)")
+_REPO_ID = re.compile(r"Repo id must be in the form[^:]*:\s*'([^']+)'")
+_NOT_CACHED = re.compile(r"(?:not find|couldn't connect|offline mode|cannot find the requested files|"
+                         r"local_files_only|is not a local folder)", re.I)
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
+_NO_NAME = re.compile(r"cannot import name '([^']+)' from '([\w.]+)'")
+_MISSING_VAL = re.compile(r"Missing mandatory value:\s*([\w.]+)")
+_FILE_NOT_FOUND = re.compile(r"(?:No such file or directory|FileNotFoundError)[^']*'([^']+)'")
+
+
+def classify(err: Dict[str, Any]) -> Tuple[str, str]:
+    """(kind, smallest fix) for an exception verl's start-up raised (an ``error`` dict of
+    :class:`Startup`). Kinds: ``model_path``, ``hub_not_cached``, ``missing_module``,
+    ``incompatible_package``, ``missing_value``, ``data_file``, ``dataset``, ``reward``, ``validate_config``, ``config_value``."""
+    msg = str(err.get("message") or "")
+    step = str(err.get("step") or "")
+    key = _FULL_KEY.search(msg)
+    m = _REPO_ID.search(msg)
+    if m:
+        node = key.group(1) if key else "actor_rollout_ref.model"
+        return "model_path", "set %s.path to a local model directory (%r is neither a directory here nor a hub " \
+                             "id)" % (node, m.group(1))
+    if _NOT_CACHED.search(msg) and ("tokenizer" in step or "omega_conf_to_dataclass" in step or "model" in msg.lower()):
+        return "hub_not_cached", "download the model once (huggingface-cli download <id>) or point " \
+                                 "actor_rollout_ref.model.path at a local directory: the dry start-up never " \
+                                 "downloads (HF_HUB_OFFLINE=1)"
+    m = _NO_NAME.search(msg)
+    if m:
+        return "incompatible_package", "install a %s release that still has %s (verl imports it at %s; the installed " \
+            "%s is newer or older than the one this verl release was built with)" % (m.group(2), m.group(1),
+                                                                                    where(err), m.group(2))
+    m = _NO_MODULE.search(msg)
+    if m:
+        top = m.group(1).split(".")[0]
+        pkg = {"megatron": "megatron-core", "sglang": "sglang", "vllm": "vllm", "math_verify": "math-verify",
+               "flash_attn": "flash-attn"}.get(top, top)
+        return "missing_module", "install %s in the target environment (verl imports %s at %s)" % (
+            pkg, m.group(1), step or "start-up")
+    m = _MISSING_VAL.search(msg)
+    if m:
+        return "missing_value", "set %s (verl's config marks it mandatory: ???)" % m.group(1)
+    m = _FILE_NOT_FOUND.search(msg)
+    if m and ("dataset" in step or "data" in msg):
+        return "data_file", "point data.train_files / data.val_files at files on this machine (%s is absent)" % \
+            m.group(1)
+    if "dataset" in step or "getitem" in step:
+        return "dataset", "fix the dataset or the data.* option verl names in the message"
+    if "reward" in step:
+        return "reward", "fix the reward function or its imports (custom_reward_function / reward_manager)"
+    if step == "validate_config" or "validate" in str((err.get("verl_frame") or {}).get("function", "")):
+        return "validate_config", "change the option verl's validate_config names in the message"
+    return "config_value", "change the option verl names in the message"
+
+
+def where(err: Dict[str, Any]) -> str:
+    """``file:line`` inside verl (the deepest verl frame), else the raising frame."""
+    vf = err.get("verl_frame") or {}
+    if vf.get("file"):
+        return "%s:%s" % (vf["file"], vf.get("line"))
+    if err.get("file"):
+        return "%s:%s" % (err["file"], err.get("line"))
+    return "?"
+
+
+# ---- silent effects ------------------------------------------------------------------------------
+def silent_rows(st: Startup) -> List[Tuple[str, str, str, Optional[str]]]:
+    """(item, status, message, fix) rows for what verl did without a word: rows its filter dropped,
+    prompts over data.max_prompt_length, an epoch of no batch, total steps, reward calls that failed."""
+    out: List[Tuple[str, str, str, Optional[str]]] = []
+    f = st.facts
+    if not f:
+        return out
+    for part in ("train", "val"):
+        drop = f.get(part + "_rows_dropped")
+        if drop:
+            out.append(("%s_filtered" % part, "warn", "verl's dataset kept %s of %s %s rows: %d dropped (%s)" % (
+                f.get(part + "_rows"), f.get(part + "_file_rows"), part, drop,
+                "filter_overlong_prompts=True, prompts over data.max_prompt_length=%s" % f.get("max_prompt_length")
+                if f.get("filter_overlong_prompts") else "max_samples or the dataset's own filter"),
+                "raise data.max_prompt_length or shorten the prompts, if those rows matter"))
+    if f.get("train_batches") == 0:
+        out.append(("train_batches", "fail", "the train dataloader has no batch: %s rows, data.train_batch_size "
+                    "larger (drop_last)" % f.get("train_rows"), "lower data.train_batch_size below %s" %
+                    f.get("train_rows")))
+    ln = st.lengths
+    if ln and ln.get("over_limit"):
+        trunc = f.get("truncation")
+        status = "fail" if trunc == "error" and not f.get("filter_overlong_prompts") else "warn"
+        what = {"error": "verl raises on them ('Prompt length ... is longer than')", "left": "verl cuts them from "
+                "the left", "right": "verl cuts them from the right", "middle": "verl cuts their middle"}.get(
+                    str(trunc), "truncation=%s" % trunc)
+        if f.get("filter_overlong_prompts"):
+            what = "verl's filter drops them"
+        out.append(("prompt_length", status, "%d of %d prompts counted are longer than data.max_prompt_length=%s "
+                    "tokens with this tokenizer (longest %s): %s" % (ln["over_limit"], ln["counted"],
+                                                                       ln.get("max_prompt_length"), ln.get("longest"),
+                                                                       what),
+                    "set data.max_prompt_length=%s or data.filter_overlong_prompts=True" % ln.get("longest")))
+    if f.get("total_training_steps") is not None:
+        out.append(("steps", "pass", "%s train batches per epoch, %s total training steps; %s val batch(es)" % (
+            f.get("train_batches"), f.get("total_training_steps"), f.get("val_batches")), None))
+    return out
+
+
+# ---- verl against the rules ----------------------------------------------------------------------
+def compare(findings: Sequence[Any], st: Startup) -> List[Dict[str, Any]]:
+    """Disagreements between the rules' findings and verl's own start-up.
+
+    Returns ``[{"rule", "id", "rules", "verl", "why"}]``: a rule FAIL verl passed through (a
+    false positive when the rule says verl stops before Ray, i.e. at a step verl ran), and a verl
+    failure that no rule flagged. Rules that speak of later stages (workers, rollout, GPUs) are
+    not contradicted by a dry start-up that stops before them.
+    """
+    out: List[Dict[str, Any]] = []
+    if not st.ran:
+        return out
+    fails = [f for f in findings if getattr(f, "status", None) == "fail"]
+    if st.accepted:
+        for f in fails:
+            stops = str(getattr(f, "stops", "") or "")
+            where_ = str(getattr(f, "where", "") or "")
+            if _before_ray(stops, where_):
+                out.append({"rule": f.rule, "id": f.id, "rules": "fail: " + f.message,
+                            "verl": "accepted (stopped at %s)" % st.stopped_at,
+                            "why": "the rule says verl stops at %s, before Ray, but verl's own start-up passed it"
+                                   % (where_ or stops)})
+    elif st.error is not None and not fails:
+        kind, _fix = classify(st.error)
+        out.append({"rule": None, "id": None, "rules": "no rule fails",
+                    "verl": "%s: %s (%s)" % (st.error.get("kind"), _first(st.error.get("message")), where(st.error)),
+                    "why": "verl rejects the launch at %s (%s); no rule covers it" % (st.error.get("step"), kind)})
+    return out
+
+
+_PRE_RAY = ("validate_config", "main_ppo", "__post_init__", "omega_conf_to_dataclass", "rl_dataset",
+            "ray_trainer.py _validate_config", "RayPPOTrainer.__init__", "config/actor.py", "config/critic.py",
+            "config/rollout.py", "config/engine.py", "config/model.py", "create_rl_dataset")
+
+
+def _before_ray(stops: str, where_: str) -> bool:
+    text = "%s %s" % (stops, where_)
+    if "fsdp_workers" in text or "engine_workers" in text or "megatron_workers" in text or "vllm" in text:
+        return False
+    return any(k in text for k in _PRE_RAY)
+
+
+def _first(msg: Any) -> str:
+    lines = str(msg or "").strip().splitlines()
+    return lines[0][:300] if lines else ""

@@ -1,0 +1,43 @@
+"""Text safe to show: control characters (ESC sequences, BEL, C1 controls) escaped, for the
+console and markdown views. A leaf of the report layer."""
+
+import dataclasses
+import re
+from typing import Any
+
+from . import Report
+
+__all__ = ["escape_controls", "for_text"]
+
+
+#: C0 controls but newline and tab, DEL, and C1 controls (``\x9b`` is a one-byte CSI on some
+#: terminals): what a file name, a target's output or a config value must not send raw to a
+#: terminal or into markdown (ESC sequences recolour, retitle or hide text; BEL rings).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_controls(value: Any) -> Any:
+    """``value`` (str, or dicts/lists/tuples of them, recursively; keys too) with each control
+    character but newline and tab written as a visible escape (``\x1b``, ``\x07``); other values
+    unchanged. Idempotent."""
+    if isinstance(value, str):
+        return _CONTROLS.sub(lambda m: "\\x%02x" % ord(m.group()), value) if _CONTROLS.search(value) else value
+    if isinstance(value, dict):
+        return {escape_controls(k): escape_controls(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [escape_controls(v) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(escape_controls(v) for v in value)
+    return value
+
+
+def for_text(report: Report) -> Report:
+    """A copy of ``report`` fit for a terminal or markdown: every string (rows, target, machine
+    facts, sections) passed through :func:`escape_controls`."""
+    rows = [dataclasses.replace(r, id=escape_controls(r.id), message=escape_controls(r.message),
+                                evidence=escape_controls(r.evidence), fix=escape_controls(r.fix),
+                                caused_by=escape_controls(list(r.caused_by)))
+            for r in report.results]
+    return dataclasses.replace(report, results=rows, target=escape_controls(report.target),
+                               verl=escape_controls(report.verl), machine=escape_controls(report.machine),
+                               sections=escape_controls(report.sections), command=escape_controls(report.command))

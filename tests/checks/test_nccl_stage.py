@@ -1,0 +1,163 @@
+"""nccl stage: the rank processes for real with the gloo backend on CPU (2 and 4 ranks, a
+hanging rank, a wrong sum), and the bandwidth expectation from NVML topology."""
+
+import time
+
+import pytest
+from envs import real_env
+from fake_nvml import FakeNvml, h200s
+
+from preflight.checks.nccl import below_expectation, busbw, expected_peak
+from preflight.context import Context, Options
+from preflight.probes.nvml import collect
+from preflight.result import Status
+from preflight.runner import run
+
+
+def test_busbw_convention():
+    # nccl-tests: busbw = algbw * 2(n-1)/n; gpu_machine_facts.md: 1 GiB in 3.27 ms on 2 ranks
+    alg, bus = busbw(1 << 30, 3.27e-3, 2)
+    assert round(alg) == 328 and round(bus) == 328
+    alg, bus = busbw(1 << 30, 1e-3, 8)
+    assert bus == pytest.approx(alg * 14 / 8)
+    assert busbw(1 << 20, 1e-3, 1)[1] == 0.0
+
+
+def test_expected_peak_from_topology(matrix):
+    peak, how = expected_peak(matrix, collect(FakeNvml(h200s(2))), 2)
+    assert peak == 450.0 and "18 NVLink4" in how
+    pcie = collect(FakeNvml([{"name": "NVIDIA L4", "cc": (8, 9)}] * 2))
+    peak, how = expected_peak(matrix, pcie, 2)
+    assert peak == pytest.approx(16 * 3.938) and "PCIe gen5 x16" in how
+    assert expected_peak(matrix, collect(FakeNvml(h200s(1))), 1)[0] is None
+
+
+def test_measured_h200_figures_against_expectation(matrix):
+    frac = matrix.curated["nccl"]["expect"]["warn_below_fraction"]
+    assert not below_expectation(328.0, 450.0, frac)   # healthy 2 x H200
+    assert below_expectation(28.6, 450.0, frac)         # NCCL_P2P_DISABLE=1 on the same machine
+
+
+@pytest.fixture(scope="module")
+def torch_python():
+    return real_env("verl091-core", ["verl[verl-core]==0.9.1", "torch==2.13.0"])
+
+
+def gloo(matrix, python, world, timeout=60, inject=None):
+    opts = Options(python=python, timeout=timeout, nccl_world_size=world,
+                   extra={"nccl_backend": "gloo", "nccl_inject": inject})
+    ctx = Context(opts, matrix)
+    t0 = time.monotonic()
+    rows = {r.id: r for r in run(ctx, ["nccl"])}
+    return rows["nccl.allreduce"], time.monotonic() - t0
+
+
+@pytest.mark.realenv
+@pytest.mark.parametrize("world", [1, 2, 4, 8])
+def test_gloo_ranks_pass(matrix, torch_python, world):
+    r, dt = gloo(matrix, torch_python, world, timeout=120)
+    assert r.status == Status.PASS, (r.message, r.evidence)
+    assert r.evidence["world_size"] == world
+    sizes = r.evidence["sizes"]
+    assert [s["size_mib"] for s in sizes] == [1, 4] and all(s["timing"] == "wall clock" for s in sizes)
+    if world > 1:
+        assert "1 MiB latency" in r.message  # the latency-bound size beside the largest one's busbw
+    print("\n%d gloo ranks: init %.2f s, stage %.1f s wall" % (world, r.evidence["init_s"], dt))
+    sizes = r.evidence["sizes"]
+    assert [s["size_mib"] for s in sizes] == matrix.curated["nccl"]["measure"]["gloo_sizes_mib"]
+    assert all(s["time_us"] > 0 and s["algbw_gbps"] > 0 for s in sizes)
+    assert all((s["busbw_gbps"] > 0) == (world > 1) for s in sizes)  # one rank moves no bus traffic
+    assert r.evidence["init_s"] > 0
+    # three timed passes per size; the figure is the slowest rank's median pass, inside its spread;
+    # no CUDA graph on CPU, so the eager way is the only one
+    for s in sizes:
+        lo, hi = s["time_us_range"]
+        assert s["replays"] == 3 and lo <= s["time_us"] <= hi and s["time_us_eager"] == s["time_us"]
+        assert "time_us_graph" not in s
+
+
+@pytest.mark.realenv
+def test_hanging_rank_is_killed_and_named(matrix, torch_python):
+    r, dt = gloo(matrix, torch_python, 2, timeout=25, inject={"rank": 1, "fault": "hang_allreduce"})
+    assert r.status == Status.FAIL
+    assert "rank 1 in all_reduce 1 MiB" in r.message and "every rank killed" in r.message
+    assert "NCCL_DEBUG=INFO" in r.fix
+    assert dt < 60
+
+
+@pytest.mark.realenv
+def test_rank_hanging_before_init(matrix, torch_python):
+    r, dt = gloo(matrix, torch_python, 2, timeout=20, inject={"rank": 0, "fault": "hang_init"})
+    assert r.status == Status.FAIL and "init_process_group" in r.message
+    assert dt < 60
+
+
+@pytest.mark.realenv
+def test_wrong_sum_fails(matrix, torch_python):
+    r, _ = gloo(matrix, torch_python, 2, inject={"rank": 1, "fault": "wrong_sum"})
+    assert r.status == Status.FAIL and "wrong sums" in r.message
+    assert "expected 3.0" in r.message
+
+
+@pytest.mark.realenv
+def test_chatty_ranks_do_not_block(matrix, torch_python, tmp_path):
+    """A rank that prints far more than a pipe holds (as NCCL_DEBUG=INFO does) still finishes."""
+    wrapper = tmp_path / "python"
+    wrapper.write_text("#!/bin/sh\n%s -c \"import sys; sys.stdout.write('x' * 300000); sys.stderr.write('y' * 300000)\"\n"
+                       "exec %s \"$@\"\n" % (torch_python, torch_python))
+    wrapper.chmod(0o755)
+    r, dt = gloo(matrix, str(wrapper), 2, timeout=40)
+    assert r.status == Status.PASS, r.message
+    assert dt < 30
+
+
+def test_expected_peak_follows_cuda_visible_devices(matrix, monkeypatch):
+    # (which devices CUDA_VISIBLE_DEVICES leaves: tests/test_hw.py)
+    # the expectation uses the GPUs the ranks run on, not NVML's first ones
+    mixed = collect(FakeNvml([{"name": "NVIDIA H200", "cc": (9, 0), "nvlinks": 18},
+                              {"name": "NVIDIA L4", "cc": (8, 9)}, {"name": "NVIDIA L4", "cc": (8, 9)}]))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2")
+    peak, how = expected_peak(matrix, mixed, 2)
+    assert "PCIe" in how
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert expected_peak(matrix, mixed, 1)[0] is None
+
+
+def _topology_row(matrix, snap):
+    from preflight.checks import gpu as gpu_checks  # noqa: F401  (registers the checks)
+
+    ctx = Context(Options(python="/fake/bin/python"), matrix, {"nvml": snap})
+    return {r.id: r for r in run(ctx, ["gpu"])}["gpu.topology"]
+
+
+def test_nvswitch_node_all_pairs_through_switches(matrix):
+    """An HGX 8 x H200 board: 18 links per GPU, all to NVSwitches (nvidia-smi topo -m: NV18 everywhere)."""
+    snap = collect(FakeNvml(h200s(8, nvlink_to="switch")))
+    assert len(snap["pairs"]) == 28 and {p["nvlink"] for p in snap["pairs"]} == {"switch"}
+    assert all(d["nvlink_remote"] == {"switch": 18, "gpu": {}, "unknown": 0} for d in snap["devices"])
+    for world in (4, 8):
+        peak, how = expected_peak(matrix, snap, world)
+        # the datasheet's 900 GB/s bidirectional per GPU is 450 GB/s each way, for any number of ranks
+        assert peak == 450.0 and "to NVSwitch" in how and "Hopper architecture" in how
+    r = _topology_row(matrix, snap)
+    assert r.status == Status.PASS and "all 28 GPU pairs (NVLink through NVSwitch, every pair)" in r.message
+    frac = matrix.curated["nccl"]["expect"]["warn_below_fraction"]
+    assert below_expectation(28.3, peak, frac) and not below_expectation(330.0, peak, frac)
+
+
+def test_direct_nvlink_pair_and_pcie_bridged_pairs(matrix, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    pair = collect(FakeNvml([dict(g, nvlink_to=[1 - i] * 18) for i, g in enumerate(h200s(2))]))
+    assert pair["pairs"][0]["nvlink"] == "direct:18"
+    assert expected_peak(matrix, pair, 2)[0] == 450.0
+    assert "0-1 NV18" in _topology_row(matrix, pair).message
+    # four PCIe cards bridged two by two (0-1, 2-3): the ring crosses PCIe between the pairs
+    bridged = [{"name": "NVIDIA H100 NVL", "cc": (9, 0), "nvlinks": 4, "nvlink_to": [i ^ 1] * 4} for i in range(4)]
+    snap = collect(FakeNvml(bridged))
+    kinds = {(p["a"], p["b"]): p["nvlink"] for p in snap["pairs"]}
+    assert kinds[(0, 1)] == kinds[(2, 3)] == "direct:4" and kinds[(0, 2)] is None
+    peak, how = expected_peak(matrix, snap, 4)
+    assert "PCIe gen5 x16" in how and peak == pytest.approx(16 * 3.938)
+    assert expected_peak(matrix, snap, 2)[0] == 100.0  # ranks 0 and 1 only: their 4 direct links
+    r = _topology_row(matrix, snap)
+    assert "PCIe between 0-2, 0-3, 1-2, 1-3" in r.message

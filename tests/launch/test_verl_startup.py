@@ -1,0 +1,123 @@
+"""verl's own start-up, run dry in a real verl 0.9.1 environment (issue 23 item 1).
+
+The truth is verl's: the launches are judged by the installed verl's main(), and the counts are
+checked against what the fixture wrote (32 rows, 4 of them with prompts of about 600 words) and
+the batch arithmetic of the overrides given (drop_last dataloader, total_epochs).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from envs import real_env
+from verl_fixtures import tiny_inputs
+
+from preflight.launch.compose import compose
+from preflight.launch.overrides import parse_launch
+from preflight.launch.rules import evaluate
+from preflight.launch.startup import classify, compare, run_startup, where
+
+pytestmark = pytest.mark.realenv
+
+ROWS, LONG = 32, 4
+
+
+@pytest.fixture(scope="module")
+def env091():
+    return real_env("verl091-core", ["verl[verl-core]==0.9.1", "torch==2.13.0"])
+
+
+@pytest.fixture(scope="module")
+def inputs(env091, tmp_path_factory):
+    return tiny_inputs(env091, str(tmp_path_factory.mktemp("tiny")), ROWS, LONG)
+
+
+def base(i, **kw):
+    ovs = {"data.train_files": i["train"], "data.val_files": i["test"], "actor_rollout_ref.model.path": i["model"],
+           "data.train_batch_size": 8, "actor_rollout_ref.actor.ppo_mini_batch_size": 4,
+           "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 2,
+           "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": 2,
+           "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": 2, "algorithm.adv_estimator": "grpo",
+           "trainer.n_gpus_per_node": 1, "data.max_prompt_length": 64, "actor_rollout_ref.rollout.name": "vllm",
+           "actor_rollout_ref.rollout.tensor_model_parallel_size": 1}
+    ovs.update(kw)
+    return ["%s=%s" % (k, v) for k, v in ovs.items()]
+
+
+def test_accepted_launch_counts_what_verl_did_silently(env091, inputs):
+    epochs = 3
+    st = run_startup(env091, base(inputs, **{"data.filter_overlong_prompts": True, "trainer.total_epochs": epochs}),
+                     timeout=300)
+    assert st.error is None, st.error
+    assert st.accepted and st.verl_version == "0.9.1"
+    assert st.stopped_at == "ResourcePoolManager.create_resource_pool"
+    assert st.where["file"].startswith("verl/trainer/")
+    assert "validate_config" in st.steps and "create_rl_dataset" in st.steps
+    f = st.facts
+    # verl's filter dropped exactly the long rows the fixture wrote
+    assert f["train_file_rows"] == ROWS and f["train_rows_dropped"] == LONG and f["train_rows"] == ROWS - LONG
+    kept_batches = (ROWS - LONG) // 8  # drop_last
+    assert f["train_batches"] == kept_batches
+    assert f["total_training_steps"] == kept_batches * epochs
+    assert f["workers"]["ActorRollout"] == "ActorRolloutRefWorker"
+    assert all(x["ok"] for x in st.items)
+    assert st.reward["rows"] and all(r["ok"] for r in st.reward["rows"])
+
+
+def test_prompts_over_the_limit_are_counted_with_the_users_tokenizer(env091, inputs):
+    st = run_startup(env091, base(inputs), timeout=300)
+    assert st.accepted
+    assert st.lengths["over_limit"] == LONG and st.lengths["counted"] == ROWS
+    assert st.lengths["longest"] > 600  # 600 words, each at least one token
+    from preflight.launch.startup import silent_rows
+
+    rows = {r[0]: r for r in silent_rows(st)}
+    assert rows["prompt_length"][1] == "fail"  # truncation=error: verl raises on them at rollout
+    assert "data.filter_overlong_prompts=True" in rows["prompt_length"][3]
+
+
+def test_verl_raises_is_a_fail_with_its_message_and_line(env091, inputs):
+    st = run_startup(env091, base(inputs, **{"actor_rollout_ref.actor.ppo_mini_batch_size": 16}), timeout=300)
+    e = st.error
+    assert e is not None and e["step"] == "validate_config" and e["kind"] == "ValueError"
+    assert "train_batch_size (8) must be >= actor.ppo_mini_batch_size (16)" in e["message"]
+    assert where(e).startswith("verl/workers/config/actor.py:")
+    assert classify(e)[0] == "validate_config"
+    # the rules fail the same launch: no disagreement
+    c = compose(env091, parse_launch(base(inputs, **{"actor_rollout_ref.actor.ppo_mini_batch_size": 16})),
+                timeout=120)
+    _plan, found, _note = evaluate(c.get, "0.9.1")
+    assert any(x.status == "fail" and x.rule == "mini_le_train" for x in found)
+    assert compare(found, st) == []
+
+
+def test_model_path_and_reward_imports(env091, inputs, tmp_path):
+    st = run_startup(env091, base(inputs, **{"actor_rollout_ref.model.path": str(tmp_path / "no-model")}),
+                     timeout=300)
+    assert st.error is not None
+    kind, fix = classify(st.error)
+    assert kind in ("model_path", "hub_not_cached"), st.error
+    assert "actor_rollout_ref.model" in fix or "local directory" in fix
+    bad = tmp_path / "bad_reward.py"
+    bad.write_text("import not_a_real_scorer_pkg\n\ndef compute_score(*a, **k):\n    return 1.0\n")
+    st = run_startup(env091, base(inputs, **{"reward.custom_reward_function.path": str(bad)}), timeout=300)
+    assert st.accepted
+    err = st.reward["error"]
+    assert "not_a_real_scorer_pkg" in err["message"] and where(err).startswith("verl/utils/import_utils.py:")
+
+
+def test_config_command_rows(pyz, env091, inputs, tmp_path):
+    out = str(tmp_path / "r.json")
+    proc = subprocess.run([sys.executable, "-I", "-S", pyz, "config", "--python", env091, "--json", out, "--"]
+                          + base(inputs, **{"data.filter_overlong_prompts": True}),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    with open(out) as fh:
+        rows = {r["id"]: r for r in json.load(fh)["results"]}
+    assert rows["config.verl.startup"]["status"] == "pass"
+    assert rows["config.verl.train_filtered"]["status"] == "warn" and "%d dropped" % LONG in \
+        rows["config.verl.train_filtered"]["message"]
+    assert rows["config.verl.rules"]["status"] == "pass"
+    assert os.path.basename(inputs["model"]) == "model"
