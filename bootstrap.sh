@@ -15,10 +15,17 @@
 #   --python PATH       interpreter to check with --check-only
 #   --json FILE         write the JSON report there
 #   --log FILE          append everything this script and the checker print there (secrets masked);
-#                       a --log that cannot be written is one warning, never a failure
+#                       a --log that cannot be written is one warning, never a failure; it is never
+#                       a link, a FIFO or another user's file, nor in a directory others can write
+#                       (a sticky /tmp is fine): such a --log is refused the same way
 #   --dry-run           print the commands, run nothing
 #   -h, --help          this text
 #
+# environment: VERL_PREFLIGHT_CONNECT_TIMEOUT (s, default 20), VERL_PREFLIGHT_DOWNLOAD_TIMEOUT (s, total,
+#   default 300) and VERL_PREFLIGHT_DOWNLOAD_MAX_BYTES (default 268435456) bound the zipapp's download;
+#   a download that stalls (under 1 KiB/s for 30 s) stops too.
+# signals: SIGTERM, SIGHUP and SIGINT are passed on to the checker (as SIGTERM for SIGINT) and waited
+#   for, so its probes and installs stop; then this script exits 2.
 # exit codes: 0 ready; 1 not ready (a check failed); 2 usage error or checker/installer failure;
 #             3 no Python >= 3.8 found; 4 the zipapp could not be fetched or its sha256 does not match.
 # Safe to run twice: a prefix that already has the resolved lock is left as it is,
@@ -26,6 +33,7 @@
 # redacted by the checker's own redactor. A zipapp given with --sha256 is copied into a private
 # directory (mktemp -d), verified there and run from there, so no other user can swap it.
 set -u
+set -f  # no pathname expansion anywhere: --install-args words are never globbed
 
 here=$(cd "$(dirname "$0")" && pwd)
 PYZ=""
@@ -52,8 +60,23 @@ WORK=""
 cleanup() {
     if [ -n "$WORK" ]; then rm -rf "$WORK"; fi
 }
+CHILD=""
+# shellcheck disable=SC2317  # called by the traps
+on_signal() {
+    if [ -n "$CHILD" ]; then
+        # a background job of a non-interactive shell ignores SIGINT: it gets SIGTERM instead
+        kill -s "$1" "$CHILD" 2>/dev/null
+        wait "$CHILD" 2>/dev/null
+        CHILD=""
+    fi
+    say "bootstrap.sh: stopped by SIG$2"
+    cleanup
+    exit 2
+}
 trap cleanup EXIT
-trap 'cleanup; exit 2' HUP INT TERM
+trap 'on_signal TERM TERM' TERM
+trap 'on_signal HUP HUP' HUP
+trap 'on_signal TERM INT' INT
 
 die() {
     code=$1
@@ -64,7 +87,7 @@ die() {
 
 say() {
     if [ -n "$LOG" ]; then
-        printf '%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >>"$LOG" 2>/dev/null
+        printf '%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&3 2>/dev/null
     fi
     printf '%s\n' "$*" >&2
 }
@@ -94,7 +117,10 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --pyz) need_arg "$1" $#; PYZ=$2; shift 2 ;;
         --sha256) need_arg "$1" $#; SHA=$2; shift 2 ;;
-        --verl) need_arg "$1" $#; VERL=$2; shift 2 ;;
+        --verl) need_arg "$1" $#; VERL=$2; shift 2
+            case "$VERL" in
+                '' | [!0-9]* | *[!0-9A-Za-z.+!_-]*) die 2 "--verl '$VERL': not a version (digits, letters and . + ! _ - only)" ;;
+            esac ;;
         --backend) need_arg "$1" $#; BACKEND=$2; shift 2 ;;
         --prefix) need_arg "$1" $#; PREFIX=$2; shift 2 ;;
         --install-args) need_arg "$1" $#; INSTALL_ARGS=$2; shift 2 ;;
@@ -134,27 +160,83 @@ sha256_of() {
     fi
 }
 
+# Run the command in the background and wait for it, so that a signal reaches the trap at once
+# (a trap waits for a foreground command) and is passed on; with --log, its output goes through a
+# FIFO in the private directory to tee, which appends to the log's verified descriptor 3.
 run() {
     say "+ $(shown "$@")"
     [ "$DRY" -eq 1 ] && return 0
+    teepid=""
     if [ -n "$LOG" ]; then
-        # keep the command's exit status (in the private directory) while copying its output to the log
-        rm -f "$WORK/rc"
-        { "$@" 2>&1; echo "$?" >"$WORK/rc"; } | tee -a "$LOG"
-        rc=$(cat "$WORK/rc" 2>/dev/null)
-        case "$rc" in
-            '' | *[!0-9]*) rc=2 ;;
-        esac
-        return "$rc"
+        rm -f "$WORK/out"
+        if mkfifo -m 600 "$WORK/out" 2>/dev/null; then
+            tee -a "$LOG_SINK" <"$WORK/out" &
+            teepid=$!
+            "$@" <&0 >"$WORK/out" 2>&1 &
+        else
+            "$@" <&0 &
+        fi
+    else
+        "$@" <&0 &
     fi
-    "$@"
+    CHILD=$!
+    wait "$CHILD"
+    rc=$?
+    CHILD=""
+    if [ -n "$teepid" ]; then wait "$teepid"; fi
+    return "$rc"
 }
 
-if [ -n "$LOG" ] && ! (: >>"$LOG") 2>/dev/null; then
-    bad_log=$LOG
-    LOG=""
-    say "bootstrap.sh: warning: --log $bad_log cannot be written (missing directory or no permission); logging to stderr only"
-fi
+# --log FILE: checked (no link owned by another user on its way, not a link, a regular file of this
+# user's if it exists, in a directory owned by this user or root that others cannot write unless it
+# is sticky), created new with O_EXCL (mode 0600) when missing, opened once as descriptor 3, and
+# checked again through that descriptor (same file as the path names); every write goes there.
+LOG_CHECK='import os, stat, sys
+p, fd, me = os.path.abspath(sys.argv[1]), int(sys.argv[2]), os.geteuid()
+def bad(why):
+    print(why)
+    sys.exit(1)
+cur, todo, hops = "/", [c for c in os.path.dirname(p).split("/") if c], 0
+while todo:
+    c = todo.pop(0)
+    nxt = os.path.normpath(os.path.join(cur, c))
+    try:
+        st = os.lstat(nxt)
+    except OSError as e:
+        bad("%s: %s" % (nxt, e.strerror))
+    if stat.S_ISLNK(st.st_mode):
+        hops += 1
+        if st.st_uid not in (0, me) or hops > 40:
+            bad("%s is a link owned by uid %d, another user" % (nxt, st.st_uid))
+        t = os.readlink(nxt)
+        cur = "/" if t.startswith("/") else cur
+        todo[:0] = [x for x in t.split("/") if x]
+        continue
+    cur = nxt
+ds = os.stat(cur)
+if ds.st_uid not in (0, me):
+    bad("directory %s is owned by uid %d, another user" % (cur, ds.st_uid))
+if ds.st_mode & 0o002 and not ds.st_mode & 0o1000:
+    bad("directory %s is writable by every user" % cur)
+q = os.path.join(cur, os.path.basename(p))
+try:
+    st = os.lstat(q)
+except FileNotFoundError:
+    st = None
+if st is not None and stat.S_ISLNK(st.st_mode):
+    bad("%s is a link; name the file itself" % q)
+if st is not None and not stat.S_ISREG(st.st_mode):
+    bad("%s is not a regular file" % q)
+if st is not None and st.st_uid != me:
+    bad("%s is owned by uid %d, another user" % (q, st.st_uid))
+if fd < 0:
+    if st is None:
+        os.close(os.open(q, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+    print(q)
+    sys.exit(0)
+fs = os.fstat(fd)
+if st is None or (fs.st_dev, fs.st_ino) != (st.st_dev, st.st_ino):
+    bad("%s changed while it was opened" % q)'
 case "$SHA" in
     '') ;;
     *[!0-9a-fA-F]*) die 2 "--sha256 $SHA: not a sha256 (64 hexadecimal digits)" ;;
@@ -163,11 +245,56 @@ esac
 SHA=$(printf '%s' "$SHA" | tr 'A-F' 'a-f')
 
 PY=$(find_python) || die 3 "no Python >= 3.8 found on PATH; install python3 first"
+if [ -n "$LOG" ]; then
+    bad_log=$LOG
+    LOG=""
+    if why=$("$PY" -I -S -c "$LOG_CHECK" "$bad_log" -1 2>&1); then
+        real_log=$why
+        if exec 3>>"$real_log" && why=$("$PY" -I -S -c "$LOG_CHECK" "$real_log" 3 2>&1); then
+            LOG=$real_log
+            LOG_SINK=$LOG
+            if [ -w /dev/fd/3 ]; then LOG_SINK=/dev/fd/3; fi  # the very file checked, reopened for appending
+        else
+            exec 3>&-
+        fi
+    fi
+    if [ -z "$LOG" ]; then
+        say "bootstrap.sh: warning: --log $bad_log cannot be written (${why:-no permission}); logging to stderr only (name a file of yours in a directory only you can write)"
+    fi
+fi
 # private (mode 0700, a fresh name): mktemp, else Python's tempfile
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/verl-preflight.XXXXXXXX" 2>/dev/null) ||
     WORK=$("$PY" -c 'import tempfile; print(tempfile.mkdtemp(prefix="verl-preflight."))') ||
     die 2 "cannot make a private temporary directory in ${TMPDIR:-/tmp}; set TMPDIR to a writable directory"
 say "bootstrap.sh: using $PY ($("$PY" -c 'import platform; print(platform.python_version())'))"
+
+CONNECT_S=${VERL_PREFLIGHT_CONNECT_TIMEOUT:-20}
+TOTAL_S=${VERL_PREFLIGHT_DOWNLOAD_TIMEOUT:-300}
+MAX_BYTES=${VERL_PREFLIGHT_DOWNLOAD_MAX_BYTES:-268435456}
+for v in "$CONNECT_S" "$TOTAL_S" "$MAX_BYTES"; do
+    case "$v" in
+        '' | *[!0-9]*) die 2 "VERL_PREFLIGHT_CONNECT_TIMEOUT, _DOWNLOAD_TIMEOUT and _DOWNLOAD_MAX_BYTES take whole numbers" ;;
+    esac
+done
+
+# download URL FILE: bounded in connect time, total time, stall and size; exit 4 otherwise
+download() {
+    if command -v curl >/dev/null 2>&1; then
+        set -- curl -fsSL --proto =http,https --retry 2 --connect-timeout "$CONNECT_S" --max-time "$TOTAL_S" \
+            --retry-max-time "$TOTAL_S" --speed-limit 1024 --speed-time 30 --max-filesize "$MAX_BYTES" -o "$2" "$1"
+    elif command -v wget >/dev/null 2>&1; then
+        set -- wget -q --tries=2 --connect-timeout="$CONNECT_S" --read-timeout=30 -O "$2" "$1"
+        if command -v timeout >/dev/null 2>&1; then set -- timeout "$TOTAL_S" "$@"; fi
+    else
+        die 4 "neither curl nor wget is installed to download $(url_shown "$PYZ")"
+    fi
+    "$@" </dev/null &
+    CHILD=$!
+    wait "$CHILD" || { CHILD=""; die 4 "could not download $(url_shown "$PYZ") within ${TOTAL_S} s (connect ${CONNECT_S} s, at most $MAX_BYTES bytes)"; }
+    CHILD=""
+    size=$(wc -c <"$WORK/preflight.pyz" 2>/dev/null | tr -d ' ')
+    [ "${size:-0}" -le "$MAX_BYTES" ] || die 4 "the download of $(url_shown "$PYZ") is larger than $MAX_BYTES bytes; not running it"
+}
 
 # 1. the checker
 if [ -z "$PYZ" ]; then
@@ -182,13 +309,7 @@ case "$PYZ" in
         if [ "$DRY" -eq 0 ]; then
             say "bootstrap.sh: downloading $(url_shown "$PYZ")"
             # into the private directory: nothing another user planted (a symlink) is followed
-            if command -v curl >/dev/null 2>&1; then
-                curl -fsSL --retry 3 -o "$WORK/preflight.pyz" "$PYZ" || die 4 "could not download $(url_shown "$PYZ")"
-            elif command -v wget >/dev/null 2>&1; then
-                wget -q -O "$WORK/preflight.pyz" "$PYZ" || die 4 "could not download $(url_shown "$PYZ")"
-            else
-                die 4 "neither curl nor wget is installed to download $(url_shown "$PYZ")"
-            fi
+            download "$PYZ" "$WORK/preflight.pyz"
             PYZ=$WORK/preflight.pyz
         fi
         ;;
@@ -224,17 +345,14 @@ if [ "$CHECK_ONLY" -eq 1 ]; then
     run "$PY" -I -S "$PYZ" check "$@"
     rc=$?
 else
-    verl_opt=""
-    if [ -n "$VERL" ]; then
-        verl_opt="--verl $VERL"
-    fi
     if [ -n "$WHEELHOUSE" ]; then
         [ -d "$WHEELHOUSE" ] || die 2 "--wheelhouse $WHEELHOUSE: no such directory"
-        verl_opt="$verl_opt --wheelhouse $WHEELHOUSE"
     fi
-    # INSTALL_ARGS and verl_opt are word-split on purpose: they hold several options
+    # each value is one word (a value starting with '-' is then an error of install's, never an
+    # option); only INSTALL_ARGS is split on purpose (it holds several options), never globbed (set -f)
     # shellcheck disable=SC2086
-    run "$PY" -I -S "$PYZ" install $verl_opt --backend "$BACKEND" --prefix "$PREFIX" $INSTALL_ARGS -- "$@"
+    run "$PY" -I -S "$PYZ" install ${VERL:+--verl "$VERL"} ${WHEELHOUSE:+--wheelhouse "$WHEELHOUSE"} \
+        --backend "$BACKEND" --prefix "$PREFIX" $INSTALL_ARGS -- "$@"
     rc=$?
 fi
 if [ "$DRY" -eq 1 ]; then

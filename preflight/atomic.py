@@ -1,142 +1,615 @@
-"""The one way this tool writes a file: atomically.
+"""The one writer of every file this tool writes (reports, status files, manifests, locks,
+Dockerfiles, wheelhouse files, logs): safe on a node shared with other users, atomic for readers.
 
-The text goes to a temporary file in the destination's own directory (same file system, so the
-rename is atomic), is flushed and fsync'ed, then renamed over the destination with
-:func:`os.replace`, and the directory is fsync'ed (best effort). A reader such as node_exporter's
-textfile collector, an init container polling a status file, or a user's editor therefore sees
-either the old file or the whole new one, never a half-written one. The temporary name starts
-with a dot and ends in ``.tmp``, so collectors that read ``*.prom`` or ``*.json`` ignore it.
+How a path is reached. The destination's directory is opened one component at a time from ``/``
+(``O_DIRECTORY | O_NOFOLLOW``), and everything after that works relative to that directory's
+descriptor (``dir_fd``): a directory renamed or swapped for a link after the walk cannot redirect
+the write. A symbolic link met on the way (a directory component or the file itself) is followed
+only when it is owned by the invoking user or root (the links a user or the system made on
+purpose: ``/var/run -> /run``, ``~/out -> /scratch/me/out``); its target is then checked as if
+it had been named directly. A link owned by anybody else is refused: another user's link in
+``/tmp`` never makes this tool write to a file of its owner's choosing (what the kernel's
+``fs.protected_symlinks`` does for sticky directories, applied everywhere).
 
-A destination that is not a regular file is never replaced: a character or block device
-(``/dev/null``), a FIFO or a socket, or a symlink to one, is written through (opened and written,
-no rename), and so is a link to an open descriptor (``/dev/stdout``, ``/proc/self/fd/1``), which is
-appended to. A symlink to a regular file keeps the link: its target is replaced atomically.
+Who may own what. The directory written into must be owned by the invoking user or root and not
+writable by other users; a world-writable directory with the sticky bit (``/tmp``) is accepted,
+since others can then neither remove nor rename what this tool puts there. An existing
+destination must be owned by the invoking user or root. Anything else is an :class:`OutputError`
+naming the path and the fix, unless the run allows shared outputs (``--allow-shared-output`` or
+``VERL_PREFLIGHT_ALLOW_SHARED_OUTPUT=1``, see :func:`allow_shared_output`); links owned by
+other users are refused even then.
+
+How a regular file is written. The text goes to a new temporary file in the same directory
+(``O_CREAT | O_EXCL | O_NOFOLLOW``, a dot name ending in ``.tmp`` that collectors of ``*.prom``
+or ``*.json`` ignore), is flushed and fsync'ed, and is renamed over the destination with
+``os.replace(..., src_dir_fd=, dst_dir_fd=)``; the directory is fsync'ed (best effort). A reader
+sees the old file or the whole new one. A rename never follows a link: a link planted at the
+name between the check and the rename is replaced, not written through.
+
+Non-regular destinations. A character device, a FIFO or a socket owned by the invoking user or
+root (``/dev/null``, ``/dev/full``, a FIFO the user made) is written through (opened with
+``O_NOFOLLOW`` and checked again with ``fstat`` after the open), never replaced; so is a link to
+one of the process's own descriptors (``/dev/stdout``, ``/proc/self/fd/1``), which is appended
+to. A block device is never written (a report is never put onto a disk).
 """
 
+import contextlib
+import errno
 import os
 import re
 import stat
-import tempfile
-from typing import Optional, Union
+import uuid
+from typing import IO, Iterator, List, Optional, Tuple, Union
 
 from .errors import UsageError
 
-__all__ = ["OutputError", "write_atomic"]
+__all__ = ["OutputError", "allow_shared_output", "check_dir", "check_file", "copy_file", "make_dirs",
+           "open_atomic", "open_lock", "open_new", "owner_problem", "remove_file", "shared_allowed", "tree_problem",
+           "write_atomic", "write_new"]
+
+#: The environment variable that allows outputs in shared places (as ``--allow-shared-output``).
+ALLOW_ENV = "VERL_PREFLIGHT_ALLOW_SHARED_OUTPUT"
+
+_ALLOW_SHARED = [False]
+_MAX_LINKS = 40
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_FD_DIR = re.compile(r"^/(?:proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd|dev/fd)$")
 
 
 class OutputError(UsageError):
-    """A file could not be written; the message names the option (or file) and the reason."""
+    """A file could not be written; the message names the option (or file), the reason and the fix."""
 
 
-def _fsync_dir(folder: str) -> None:
+def allow_shared_output(on: bool = True) -> None:
+    """Allow (``on``) outputs owned by other users or in directories others can write, for the rest
+    of this process (``--allow-shared-output``). Links owned by other users stay refused."""
+    _ALLOW_SHARED[0] = bool(on)
+
+
+def shared_allowed() -> bool:
+    """True when :func:`allow_shared_output` was called or ``VERL_PREFLIGHT_ALLOW_SHARED_OUTPUT=1``."""
+    return _ALLOW_SHARED[0] or os.environ.get(ALLOW_ENV, "") == "1"
+
+
+def _trusted(uid: int) -> bool:
+    return uid == 0 or uid == os.geteuid()
+
+
+def _who(uid: int) -> str:
     try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
+        import pwd
+
+        return "%s (uid %d)" % (pwd.getpwuid(uid).pw_name, uid)
+    except (ImportError, KeyError):
+        return "uid %d" % uid
+
+
+def _group(gid: int) -> str:
     try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        import grp
+
+        return "%s (gid %d)" % (grp.getgrgid(gid).gr_name, gid)
+    except (ImportError, KeyError):
+        return "gid %d" % gid
 
 
-_FD_LINK = re.compile(r"^/(?:proc/(?:self|thread-self|\d+)/fd|dev/fd)/\d+$|^/dev/std(?:in|out|err)$")
+def owner_problem(st: os.stat_result, is_dir: bool) -> Optional[str]:
+    """Why a file or directory with ``st`` is not this run's own (a phrase), or None.
+
+    Owned by someone other than the invoking user or root; for a directory also writable by other
+    users (world-writable without the sticky bit, or group-writable by a group other than the
+    user's own and root's)."""
+    if not _trusted(st.st_uid):
+        return "owned by %s, another user" % _who(st.st_uid)
+    if is_dir:
+        sticky = bool(st.st_mode & stat.S_ISVTX)
+        if st.st_mode & stat.S_IWOTH and not sticky:
+            return "writable by every user"
+        if st.st_mode & stat.S_IWGRP and not sticky and st.st_gid not in (0, os.getegid()):
+            return "writable by the other members of group %s" % _group(st.st_gid)
+    return None
 
 
-def _is_fd_link(full: str) -> bool:
-    """True when ``full`` or a link on its way names an open descriptor (``/dev/stdout``,
-    ``/proc/self/fd/1``, ``/dev/fd/3``): such a file is written through, never replaced."""
-    p = full
-    for _ in range(40):
-        if _FD_LINK.match(p):
-            return True
-        if not os.path.islink(p):
-            return False
+def _fail(label: str, what: str, fix: str) -> OutputError:
+    return OutputError("%s: %s; %s (nothing was written)" % (label, what, fix))
+
+
+_SHARED_FIX = "write into a directory only you can write, or pass --allow-shared-output if that is meant"
+
+
+def _split(path: str) -> List[str]:
+    return [c for c in path.split("/") if c not in ("", ".")]
+
+
+class _Walk:
+    """The directory of a path, opened component by component from ``/`` (see the module doc)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.links = 0
+
+    def _link(self, fd: int, name: str, where: str) -> str:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if not _trusted(st.st_uid):
+            raise _fail(self.label, "%s is a link owned by %s, another user: it is never followed"
+                        % (os.path.join(where, name), _who(st.st_uid)),
+                        "remove the link or name the real path")
+        self.links += 1
+        if self.links > _MAX_LINKS:
+            raise _fail(self.label, "too many levels of links at %s" % os.path.join(where, name), "name the real path")
+        return os.readlink(name, dir_fd=fd)
+
+    def open_dir(self, path: str, create: bool = False) -> Tuple[int, str]:
+        """(descriptor, resolved path) of the directory ``path`` (absolute); with ``create``, missing
+        components are made (mode 0777 minus the umask)."""
+        todo = _split(path)
+        fd = os.open("/", os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+        where = "/"
         try:
-            p = os.path.join(os.path.dirname(p), os.readlink(p))
-        except OSError:
-            return False
-        p = os.path.normpath(p)
-    return False
+            while todo:
+                comp = todo.pop(0)
+                if comp == "..":
+                    nfd = os.open("..", os.O_RDONLY | _DIRECTORY | _CLOEXEC, dir_fd=fd)
+                    os.close(fd)
+                    fd, where = nfd, os.path.dirname(where) or "/"
+                    continue
+                try:
+                    nfd = os.open(comp, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise _fail(self.label, "directory %s does not exist" % os.path.join(where, comp),
+                                    "create it or pass another path")
+                    try:
+                        os.mkdir(comp, 0o777, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    todo.insert(0, comp)
+                    continue
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                        raise
+                    st = os.stat(comp, dir_fd=fd, follow_symlinks=False)
+                    if not stat.S_ISLNK(st.st_mode):
+                        raise _fail(self.label, "%s is not a directory" % os.path.join(where, comp),
+                                    "pass a path whose folders are directories")
+                    target = self._link(fd, comp, where)
+                    if target.startswith("/"):
+                        os.close(fd)
+                        fd, where = os.open("/", os.O_RDONLY | _DIRECTORY | _CLOEXEC), "/"
+                    todo[:0] = _split(target)
+                    continue
+                os.close(fd)
+                fd, where = nfd, os.path.join(where, comp)
+            return fd, where
+        except OSError as exc:
+            os.close(fd)
+            raise _fail(self.label, "cannot open directory %s: %s" % (where, exc.strerror or exc),
+                        "pass a path you can write")
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def destination(self, path: str, create_dirs: bool = False) -> Tuple[int, str, str, Optional[os.stat_result]]:
+        """(directory descriptor, its path, the file's name in it, the file's lstat or None),
+        links at the file itself followed (when allowed) to what they name."""
+        path = os.path.abspath(path)
+        while True:
+            folder, name = os.path.split(path)
+            if not name:
+                raise _fail(self.label, "%s is a directory" % path, "pass a file path")
+            fd, where = self.open_dir(folder, create=create_dirs)
+            if name == "..":
+                os.close(fd)
+                raise _fail(self.label, "%s is a directory" % path, "pass a file path")
+            try:
+                st: Optional[os.stat_result] = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            except OSError as exc:
+                os.close(fd)
+                raise _fail(self.label, "cannot read %s: %s" % (os.path.join(where, name), exc.strerror or exc),
+                            "pass another path")
+            if st is not None and stat.S_ISLNK(st.st_mode) and not _FD_DIR.match(where):
+                try:
+                    target = self._link(fd, name, where)
+                finally:
+                    os.close(fd)
+                path = target if target.startswith("/") else os.path.join(where, target)
+                path = os.path.normpath(path)
+                continue
+            return fd, where, name, st
 
 
-def _write_through(full: str, raw: bytes, label: str, append: bool) -> None:
-    """Write ``raw`` into the existing non-regular file ``full`` (device, FIFO, socket, fd link)."""
-    flags = os.O_WRONLY | (os.O_APPEND if append else 0)
+def _check_place(label: str, dfd: int, where: str, name: str, st: Optional[os.stat_result]) -> str:
+    """Raise unless ``name`` in the directory ``dfd`` may be written; returns the kind:
+    ``new``, ``file`` (replace), ``through`` (write into it) or ``fd`` (one of our descriptors)."""
+    full = os.path.join(where, name)
+    if _FD_DIR.match(where):
+        return "fd"
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise _fail(label, "%s is a directory" % full, "pass a file path")
+    if st is not None and stat.S_ISBLK(st.st_mode):
+        raise _fail(label, "%s is a block device" % full, "a report is never written onto a disk; pass a file path")
+    allow = shared_allowed()
+    if st is not None:
+        why = owner_problem(st, is_dir=False)
+        if why and not allow:
+            raise _fail(label, "%s is %s" % (full, why), "remove it, choose another path, or pass "
+                        "--allow-shared-output to replace it")
+        if not stat.S_ISREG(st.st_mode):
+            return "through"
+    dst = os.fstat(dfd)
+    why = owner_problem(dst, is_dir=True)
+    if why and not allow:
+        raise _fail(label, "directory %s is %s" % (where, why), _SHARED_FIX)
+    return "file" if st is not None else "new"
+
+
+def _label(path: str, option: str) -> str:
+    return ("%s %s" % (option, path)) if option else path
+
+
+def _full(path: str) -> str:
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def check_file(path: str, option: str = "") -> None:
+    """Raise :class:`OutputError` unless ``path`` could be written by :func:`write_atomic` now
+    (its directory exists and is this run's own, no foreign link or file is in the way). Writes
+    nothing."""
+    w = _Walk(_label(path, option))
+    dfd, where, name, st = w.destination(_full(path))
     try:
-        fd = os.open(full, flags)
-    except OSError as exc:
-        raise OutputError("%s: cannot write: %s" % (label, exc.strerror or exc))
+        _check_place(w.label, dfd, where, name, st)
+        if not os.access(".", os.W_OK, dir_fd=dfd) and not _FD_DIR.match(where) and \
+                (st is None or stat.S_ISREG(st.st_mode)):
+            raise _fail(w.label, "directory %s is not writable" % where, "pass another path")
+    finally:
+        os.close(dfd)
+
+
+def check_dir(path: str, option: str = "") -> None:
+    """Raise :class:`OutputError` unless ``path`` is a directory this run may write into, or could
+    be made in the nearest existing one (which must then be this run's own). Writes nothing."""
+    label = _label(path, option)
+    full = _full(path)
+    probe = full
+    while not os.path.lexists(probe) and probe != "/":
+        probe = os.path.dirname(probe)
+    w = _Walk(label)
+    fd, where = w.open_dir(probe)
     try:
-        view = memoryview(raw)
-        while view:
-            n = os.write(fd, view)
-            if n <= 0:
-                raise OSError(0, "nothing was written")
-            view = view[n:]
-    except OSError as exc:
-        raise OutputError("%s: cannot write: %s" % (label, exc.strerror or exc))
+        why = owner_problem(os.fstat(fd), is_dir=True)
+        if why and not shared_allowed():
+            raise _fail(label, "directory %s is %s" % (where, why), _SHARED_FIX)
+        if not os.access(".", os.W_OK, dir_fd=fd):
+            raise _fail(label, "%s is not a writable directory" % where, "pass another path")
     finally:
         os.close(fd)
 
 
-def write_atomic(path: str, data: Union[str, bytes], option: str = "", mode: Optional[int] = None) -> None:
-    """Replace ``path`` with ``data`` (str is written as UTF-8) atomically.
+def make_dirs(path: str, option: str = "") -> str:
+    """Create the directory ``path`` and its missing parents (as ``os.makedirs(exist_ok=True)``)
+    under the rules of the module doc; returns its resolved path. Raises :class:`OutputError`."""
+    w = _Walk(_label(path, option))
+    try:
+        fd, where = w.open_dir(_full(path), create=True)
+    except OSError as exc:  # pragma: no cover - open_dir turns these into OutputError
+        raise _fail(w.label, "cannot create it: %s" % (exc.strerror or exc), "pass another path")
+    try:
+        why = owner_problem(os.fstat(fd), is_dir=True)
+        if why and not shared_allowed():
+            raise _fail(w.label, "directory %s is %s" % (where, why), _SHARED_FIX)
+    finally:
+        os.close(fd)
+    return where
+
+
+def _write_all(fd: int, raw: bytes) -> None:
+    view = memoryview(raw)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(errno.EIO, "nothing was written")
+        view = view[n:]
+
+
+def _through(label: str, dfd: int, where: str, name: str, st: Optional[os.stat_result], kind: str) -> int:
+    """A write descriptor for a destination written through (device, FIFO, our own descriptor)."""
+    if kind == "fd":
+        return os.open(name, os.O_WRONLY | os.O_APPEND | _CLOEXEC, dir_fd=dfd)
+    fd = os.open(name, os.O_WRONLY | _NOFOLLOW | _CLOEXEC, dir_fd=dfd)
+    now = os.fstat(fd)
+    if st is None or (now.st_dev, now.st_ino, stat.S_IFMT(now.st_mode)) != (st.st_dev, st.st_ino,
+                                                                           stat.S_IFMT(st.st_mode)):
+        os.close(fd)
+        raise _fail(label, "%s changed while it was opened" % os.path.join(where, name), "run the command again")
+    return fd
+
+
+class _Sink:
+    """The file object :func:`open_atomic` yields: ``write(bytes)`` only."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def write(self, data: Union[bytes, bytearray, memoryview]) -> int:
+        _write_all(self.fd, bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def open_atomic(path: str, option: str = "", mode: Optional[int] = None,
+                create_dirs: bool = False) -> Iterator[IO[bytes]]:
+    """``with open_atomic(path) as fh: fh.write(b"...")``: the bytes written replace ``path`` when
+    the block ends without an error (under the rules of the module doc); an error in the block
+    leaves ``path`` as it was and removes the temporary file.
 
     Args:
-        path: destination file; ``~`` is expanded; its directory must exist.
-        data: the whole content.
-        option: how the user named this path (``--output``), used in the error message.
-        mode: permission bits for the new file (default: 0o644 minus the umask, like ``open``).
-
-    An existing ``path`` that is not a regular file (device, FIFO, socket, a link to one or to an
-    open descriptor) is written through instead, never replaced; a symlink to a regular file is
-    kept and its target replaced.
+        path: destination; ``~`` is expanded.
+        option: how the user named it (``--json``), for messages.
+        mode: permission bits of a new file (default 0o666 minus the umask, like ``open``).
+        create_dirs: make missing directories first.
 
     Raises:
-        OutputError: the directory does not exist or is not writable, ``path`` is a directory, or
-            the write failed (e.g. ENOSPC from ``/dev/full``; the message names ``option`` and
-            ``path``); a regular destination is then unchanged.
+        OutputError: the path is refused (see the module doc), or the write failed (ENOSPC,
+            EIO); the message names ``option`` and the path.
     """
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    full = os.path.abspath(os.path.expanduser(path))
-    label = ("%s %s" % (option, path)) if option else path
-    if _is_fd_link(full):
-        _write_through(full, raw, label, append=True)
-        return
+    w = _Walk(_label(path, option))
+    dfd, where, name, st = w.destination(_full(path), create_dirs=create_dirs)
+    tmp = None
+    fd = -1
     try:
-        st = os.stat(full)  # follows links
-    except OSError:
-        st = None
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise OutputError("%s: cannot write: is a directory; pass a file path" % label)
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        _write_through(full, raw, label, append=False)
-        return
-    if os.path.islink(full):  # keep the link; replace what it points to
-        full = os.path.realpath(full)
-    folder = os.path.dirname(full)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(full), suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise OutputError("%s: cannot write: %s" % (label, exc.strerror or exc))
-    try:
+        kind = _check_place(w.label, dfd, where, name, st)
         try:
-            with os.fdopen(fd, "wb") as fh:
+            if kind in ("through", "fd"):
+                fd = _through(w.label, dfd, where, name, st, kind)
+            else:
                 if mode is None:
                     umask = os.umask(0)
                     os.umask(umask)
                     mode = 0o666 & ~umask
-                os.fchmod(fh.fileno(), mode)
-                fh.write(raw)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, full)
+                for _ in range(100):
+                    tmp = ".%s.%s.tmp" % (name[:200], uuid.uuid4().hex[:12])
+                    try:
+                        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600,
+                                     dir_fd=dfd)
+                        break
+                    except FileExistsError:
+                        continue
+                os.fchmod(fd, mode)
+            yield _Sink(fd)  # type: ignore[misc]
+            if tmp is not None:
+                os.fsync(fd)
+                os.close(fd)
+                fd = -1
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+                tmp = None
+                try:
+                    os.fsync(dfd)
+                except OSError:
+                    pass
         except OSError as exc:
-            raise OutputError("%s: cannot write: %s" % (label, exc.strerror or exc))
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(folder)
+            raise _fail(w.label, "cannot write %s: %s" % (os.path.join(where, name), exc.strerror or exc),
+                        "free space or pass another path")
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        if tmp is not None:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except OSError:
+                pass
+        os.close(dfd)
+
+
+def write_atomic(path: str, data: Union[str, bytes], option: str = "", mode: Optional[int] = None,
+                 create_dirs: bool = False) -> None:
+    """Replace ``path`` with ``data`` (str is written as UTF-8) atomically; see :func:`open_atomic`
+    for the arguments and the errors (:class:`OutputError`, one line naming ``option``, the path
+    and the fix; a regular destination is then unchanged)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    with open_atomic(path, option, mode, create_dirs) as fh:
+        fh.write(raw)
+
+
+def copy_file(src: str, dst: str, option: str = "", mode: Optional[int] = None, link: bool = False) -> None:
+    """Copy the regular file ``src`` (an input, opened as named) to ``dst`` through
+    :func:`open_atomic`, 1 MiB at a time. With ``link``, a hard link to ``src`` under a new
+    temporary name renamed over ``dst`` is tried first (no copy of a gigabyte wheel); the copy is
+    the fallback (another file system). Raises :class:`OutputError`."""
+    if link and _link_into(src, dst, option):
+        return
+    try:
+        sfd = os.open(src, os.O_RDONLY | _CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise OutputError("%s: cannot read %s: %s" % (option or dst, src, exc.strerror or exc))
+    try:
+        if not stat.S_ISREG(os.fstat(sfd).st_mode):
+            raise OutputError("%s: %s is not a regular file; pass a file" % (option or dst, src))
+        with open_atomic(dst, option, mode) as fh:
+            while True:
+                block = os.read(sfd, 1 << 20)
+                if not block:
+                    break
+                fh.write(block)
+    finally:
+        os.close(sfd)
+
+
+def _link_into(src: str, dst: str, option: str) -> bool:
+    w = _Walk(_label(dst, option))
+    dfd, where, name, st = w.destination(_full(dst))
+    try:
+        if _check_place(w.label, dfd, where, name, st) not in ("new", "file"):
+            return False
+        tmp = ".%s.%s.tmp" % (name[:200], uuid.uuid4().hex[:12])
+        try:
+            os.link(src, tmp, dst_dir_fd=dfd, follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            return False
+        try:
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except OSError:
+            os.unlink(tmp, dir_fd=dfd)
+            return False
+        return True
+    finally:
+        os.close(dfd)
+
+
+def open_new(path: str, mode: int = 0o600) -> int:
+    """A write descriptor of the new file ``path`` (``O_CREAT | O_EXCL | O_NOFOLLOW``): for files
+    inside a private directory this run made (``tempfile.mkdtemp``). Raises OSError
+    (FileExistsError when something is already there)."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode)
+
+
+def write_new(path: str, data: Union[str, bytes], mode: int = 0o600) -> None:
+    """Create ``path`` (which must not exist) and write ``data``: for files inside a private
+    directory this run made (``tempfile.mkdtemp``), where nothing else can be in the way.
+    ``O_EXCL | O_NOFOLLOW``; raises OSError (FileExistsError when something is there)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd = open_new(path, mode)
+    try:
+        _write_all(fd, raw)
+    finally:
+        os.close(fd)
+
+
+def remove_file(path: str, option: str = "", links: bool = False) -> bool:
+    """Remove ``path`` when it is a regular file this run may replace (see the module doc), working
+    in its directory's descriptor; with ``links``, remove it only when it is a link (the link
+    itself, never what it names). Anything else is left alone. Returns True when something was
+    removed. Raises :class:`OutputError` when the place is refused."""
+    w = _Walk(_label(path, option))
+    full = _full(path)
+    fd, where = w.open_dir(os.path.dirname(full))
+    name = os.path.basename(full)
+    try:
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if links != stat.S_ISLNK(st.st_mode) or not (links or stat.S_ISREG(st.st_mode)):
+            return False
+        if links:
+            why = owner_problem(os.fstat(fd), is_dir=True)
+            if why and not shared_allowed():
+                raise _fail(w.label, "directory %s is %s" % (where, why), _SHARED_FIX)
+        else:
+            _check_place(w.label, fd, where, name, st)
+        try:
+            os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise _fail(w.label, "cannot remove %s: %s" % (full, exc.strerror or exc), "pass another path")
+        return True
+    finally:
+        os.close(fd)
+
+
+def open_lock(path: str, option: str = "") -> int:
+    """A read-write descriptor of the lock file ``path`` (created, mode 0644, when missing) for
+    ``fcntl.flock``; refused as a destination is (see the module doc): a FIFO, a device or a
+    link in its place is never opened. Raises :class:`OutputError`."""
+    w = _Walk(_label(path, option))
+    dfd, where, name, st = w.destination(_full(path))
+    try:
+        kind = _check_place(w.label, dfd, where, name, st)
+        if kind not in ("new", "file"):
+            raise _fail(w.label, "%s is not a regular file" % os.path.join(where, name), "remove it")
+        try:
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0), 0o644,
+                         dir_fd=dfd)
+        except OSError as exc:
+            raise _fail(w.label, "cannot open %s: %s" % (os.path.join(where, name), exc.strerror or exc),
+                        "pass another path")
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise _fail(w.label, "%s is not a regular file" % os.path.join(where, name), "remove it")
+        return fd
+    finally:
+        os.close(dfd)
+
+
+def tree_problem(root: str, names: Tuple[str, ...] = ()) -> Optional[str]:
+    """Why the directory ``root`` (a prefix, a cache) and the entries ``names`` in it (markers,
+    ``bin``, ``bin/python``: those that exist) are not this run's own, or None.
+
+    Own means: each is owned by the invoking user or root, none is a link owned by someone else,
+    and no directory among them (``root`` included) is writable by other users (the sticky bit
+    does not count here: a prefix is run from, not only written to). A missing ``root`` is None."""
+    full = _full(root)
+    try:
+        st = os.lstat(full)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return "%s cannot be read (%s)" % (full, exc.strerror or exc)
+    if stat.S_ISLNK(st.st_mode):
+        if not _trusted(st.st_uid):
+            return "%s is a link owned by %s, another user" % (full, _who(st.st_uid))
+        try:
+            st = os.stat(full)
+        except OSError as exc:
+            return "%s cannot be read (%s)" % (full, exc.strerror or exc)
+    for rel in ("",) + tuple(names):
+        p = os.path.join(full, rel) if rel else full
+        try:
+            s = os.lstat(p) if rel else st
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return "%s cannot be read (%s)" % (p, exc.strerror or exc)
+        if not _trusted(s.st_uid):
+            return "%s is owned by %s, another user" % (p, _who(s.st_uid))
+        if stat.S_ISDIR(s.st_mode) and (s.st_mode & stat.S_IWOTH or
+                                        (s.st_mode & stat.S_IWGRP and s.st_gid not in (0, os.getegid()))):
+            return "%s is writable by other users" % p
+    return None
+
+
+def run_problem(path: str) -> Optional[str]:
+    """Why running the program ``path`` runs code another user controls (a phrase), or None.
+
+    Every directory on its way and every link followed (to the real file) must be owned by the
+    invoking user or root and not writable by other users (a sticky directory such as /tmp is
+    fine for directories: others cannot swap what is in it); the file itself must be owned by the
+    invoking user or root and not writable by others. A missing path is None (the caller reports
+    it)."""
+    todo = _split(_full(path))
+    cur = "/"
+    hops = 0
+    while todo:
+        comp = todo.pop(0)
+        nxt = os.path.normpath(os.path.join(cur, comp))
+        try:
+            st = os.lstat(nxt)
+        except OSError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            hops += 1
+            if not _trusted(st.st_uid):
+                return "%s is a link owned by %s" % (nxt, _who(st.st_uid))
+            if hops > _MAX_LINKS:
+                return None
+            target = os.readlink(nxt)
+            cur = "/" if target.startswith("/") else cur
+            todo[:0] = _split(target)
+            continue
+        last = not todo
+        why = owner_problem(st, is_dir=not last)
+        if why is None and last and st.st_mode & (stat.S_IWOTH | stat.S_IWGRP) and not (
+                st.st_mode & stat.S_IWGRP and not st.st_mode & stat.S_IWOTH and st.st_gid in (0, os.getegid())):
+            why = "writable by other users"
+        if why:
+            return "%s is %s" % (nxt, why)
+        cur = nxt
+    return None

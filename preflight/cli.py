@@ -17,6 +17,7 @@ from . import __version__
 from .commands import COMMANDS
 from .commands.argtypes import Parser, refuse_empty
 from .errors import UsageError
+from .limits import limit_message
 from .redact import redact_text
 from .report import EXIT_USAGE
 
@@ -35,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(mod.NAME, help=mod.HELP, epilog=mod.EPILOG,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.register(sp)
+        sp.add_argument("--allow-shared-output", action="store_true",
+                        help="write outputs even where another user owns the file or can write the directory "
+                             "(links owned by other users stay refused; see SECURITY.md)")
         sp.set_defaults(_run=mod.run)
     return p
 
@@ -97,7 +101,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     with guard() as out:
         code = _main(argv)
-    return EXIT_USAGE if out is not None and out.error is not None else code
+    code = EXIT_USAGE if out is not None and out.error is not None else code
+    if _AT_A_LIMIT and argv is None:  # worker threads may not even exit cleanly now (ulimit -n: no fd
+        for stream in (sys.stdout, sys.stderr):  # for libgcc_s): end here, the message is out
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    return code
+
+
+_AT_A_LIMIT: list = []
 
 
 def _main(argv: Optional[Sequence[str]]) -> int:
@@ -110,13 +125,18 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     def on_term(signum, frame):  # a scheduler's SIGTERM, an ssh drop's SIGHUP: stop like Ctrl-C, probes included
         raise KeyboardInterrupt
 
+    from .interrupts import is_early, raise_pending
+
     old_handlers = {}
-    for name in ("SIGTERM", "SIGHUP"):
+    for name in ("SIGTERM", "SIGHUP", "SIGINT"):
         sig = getattr(signal, name, None)
         if sig is None:  # no SIGHUP on Windows
             continue
         try:
-            old_handlers[sig] = signal.signal(sig, on_term)
+            if name != "SIGINT":
+                old_handlers[sig] = signal.signal(sig, on_term)
+            elif is_early(signal.getsignal(sig)):  # Ctrl-C: KeyboardInterrupt, as Python's own handler
+                old_handlers[sig] = signal.signal(sig, signal.default_int_handler)
         except ValueError:  # not the main thread (tests calling main() from a worker)
             pass
     try:
@@ -130,6 +150,12 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             return 0
         if args.completion:
             return _print_completion(args.completion)
+        if getattr(args, "allow_shared_output", False):
+            from .atomic import allow_shared_output
+
+            allow_shared_output()
+        if not getattr(args, "status_dir", None):
+            raise_pending()  # a signal before the handlers were in place (check --status-dir: in check)
         return args._run(args)
     except (UsageError, MatrixError) as exc:
         from .report.invocation import localise_commands
@@ -143,18 +169,30 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         return EXIT_USAGE
     except SystemExit as exc:  # argparse --help
         return int(exc.code or 0)
-    except Exception as exc:  # the checker's own failure: one line plus where to look
-        import traceback
-
-        from .report.text import escape_controls
-
-        tb = traceback.extract_tb(exc.__traceback__)
-        where = "%s:%d" % (os.path.basename(tb[-1].filename), tb[-1].lineno) if tb else "?"
-        print("error: verl-preflight failed: %s: %s (at %s; please report it)" % (type(exc).__name__,
-                                                                                  escape_controls(redact_text(str(exc))), where),
-              file=sys.stderr)
+    except (MemoryError, RecursionError, OSError, RuntimeError) as exc:  # ulimit -v/-u/-n, deep input
+        msg = limit_message(exc)
+        if msg is None:
+            return _crash(exc)
+        _AT_A_LIMIT.append(msg)
+        print("error: %s" % msg, file=sys.stderr)
         return EXIT_USAGE
+    except Exception as exc:  # the checker's own failure: one line plus where to look
+        return _crash(exc)
     finally:
         kill_all()
         for sig, old in old_handlers.items():
             signal.signal(sig, old)
+
+
+def _crash(exc: BaseException) -> int:
+    """The checker's own failure: one line naming the exception and where it was raised."""
+    import traceback
+
+    from .report.text import escape_controls
+
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = "%s:%d" % (os.path.basename(tb[-1].filename), tb[-1].lineno) if tb else "?"
+    print("error: verl-preflight failed: %s: %s (at %s; please report it)" % (type(exc).__name__,
+                                                                              escape_controls(redact_text(str(exc))), where),
+          file=sys.stderr)
+    return EXIT_USAGE

@@ -79,6 +79,9 @@ def check_output_file(path: str, option: str) -> None:
         raise UsageError("%s %s: directory %s does not exist; create it or pass another path" % (option, path, folder))
     if not os.access(folder, os.W_OK):
         raise UsageError("%s %s: directory %s is not writable; pass another path" % (option, path, folder))
+    from .atomic import check_file
+
+    check_file(path, option)  # no foreign link, file or shared directory in the way
 
 
 def check_output_dir(path: str, option: str) -> None:
@@ -92,3 +95,6 @@ def check_output_dir(path: str, option: str) -> None:
         probe = os.path.dirname(probe)
     if not os.path.isdir(probe) or not os.access(probe, os.W_OK):
         raise UsageError("%s %s: %s is not a writable directory; pass another path" % (option, path, probe))
+    from .atomic import check_dir
+
+    check_dir(path, option)  # owned by this user or root, not writable by others

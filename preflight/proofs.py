@@ -25,7 +25,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["proof_id", "proof_requirements", "platform_tags", "load_index", "lookup", "NOT_PROVABLE", "pip_command",
-           "prove_live", "build_needs", "PYPI", "torch_index_reason"]
+           "prove_live", "build_needs", "PYPI", "torch_index_reason", "reprove", "changes"]
 
 #: The index every proof is made against (pip's default; download.pytorch.org is not reachable here).
 PYPI = "https://pypi.org/simple"
@@ -222,7 +222,27 @@ def failure_facts(lines: Sequence[str]) -> Tuple[str, List[str]]:
     errs = [x for x in lines if x.startswith("ERROR")]
     text = " ".join(why + errs)[-1500:]
     names = set(re.findall(r"No matching distribution found for ([A-Za-z0-9_.\-]+(?:[<>=!~]=?[^\s;]+)?)", text))
+    # a conflict whose every candidate "depends on X" with no version: X has no usable distribution
+    deps = re.findall(r"depends on ([A-Za-z0-9_.\-]+)(?=\s|$)", " ".join(why))
+    names |= {d for d in deps if deps.count(d) >= 1 and not re.search(r"depends on %s\s*[<>=!~]" % re.escape(d),
+                                                                        " ".join(why))}
     return text, sorted(names)
+
+
+def sdist_only(name: str, timeout: float = 20.0, index_url: str = PYPI) -> Optional[bool]:
+    """True when the index serves only sdists for project ``name`` (no wheel at all, so a
+    binary-only install cannot take it: a source build), False when it has wheels, None when the
+    index could not be read within ``timeout`` s. Reads the index's simple JSON (PEP 691)."""
+    import urllib.request
+
+    project = re.split(r"[<>=!~ \[;]", name.strip(), maxsplit=1)[0].lower()
+    req = urllib.request.Request("%s/%s/" % (index_url.rstrip("/"), project),
+                                 headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        files = json.load(urllib.request.urlopen(req, timeout=timeout)).get("files", [])
+    except Exception:
+        return None
+    return bool(files) and not any(f["filename"].endswith(".whl") for f in files)
 
 
 def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", extra_index_urls: Sequence[str] = (),
@@ -274,8 +294,11 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
             if any(w in text for w in ("NewConnectionError", "Max retries exceeded", "ConnectTimeout")):
                 return dict(base, status="unproven", reason="the index %s could not be read during the proof: %s"
                             % (index_url, text[-200:]))
+            sdist = [n for n in names[:6] if sdist_only(n, min(20.0, max(1.0, timeout - (time.monotonic() - t0))),
+                                                        index_url)]
             return dict(base, status="failed", error=text or "pip exited %d" % proc.returncode, no_wheel=names,
-                        installed={}, output_tail="\n".join(lines[-40:]))
+                        source_builds=sdist, build_needs={n: build_needs(n) for n in sdist}, installed={},
+                        output_tail="\n".join(lines[-40:]))
         with open(report, encoding="utf-8") as fh:
             data = json.load(fh)
     installed = {}
@@ -283,3 +306,49 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
         m = item["metadata"]
         installed[m["name"].lower()] = m["version"]
     return dict(base, status="proven", installed=installed, report=data)
+
+
+def changes(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
+    """One line per proof id whose status or resolved set differs between two proof indexes
+    (``{"id": row}``): ``ID py3.12 x86_64: proven -> failed`` or ``ID: -old==1 +new==2``."""
+    out = []
+    for pid in sorted(set(old) | set(new)):
+        a, b = old.get(pid) or {}, new.get(pid) or {}
+        if a.get("status") != b.get("status"):
+            out.append("%s py%s %s: %s -> %s" % (pid, b.get("python") or a.get("python"), b.get("arch") or a.get(
+                "arch") or "x86_64", a.get("status", "absent"), b.get("status", "absent")))
+        elif a.get("installed") != b.get("installed"):
+            sa, sb = set(a.get("installed") or []), set(b.get("installed") or [])
+            out.append("%s: -%s +%s" % (pid, " ".join(sorted(sa - sb)[:6]), " ".join(sorted(sb - sa)[:6])))
+    return out
+
+
+def reprove(directory: str, write: bool = True, timeout: float = 600.0, log: Any = None) -> List[str]:
+    """Re-prove every proof recorded in ``directory``/proofs.json live (:func:`prove_live`, one
+    at a time) and return :func:`changes` between the recorded and the new answers; ``write``
+    replaces the index (proofs the index could not answer now are kept as they were). ``log``: a
+    callable given one line per proof."""
+    path = os.path.join(directory, "proofs.json")
+    with open(path, encoding="utf-8") as fh:
+        idx = json.load(fh)
+    old = idx.get("proofs") or {}
+    new = dict(old)
+    for pid, row in sorted(old.items()):
+        p = prove_live(row["requirements"], row["python"], row.get("arch", "x86_64"), timeout=timeout)
+        if log:
+            log("%s %s" % (pid, p["status"] if p["status"] != "unproven" else "unproven: %s" % p.get("reason")))
+        if p["status"] == "unproven":
+            continue
+        keep = {k: p.get(k) for k in ("requirements", "python", "arch", "status", "pip", "index", "resolver", "glibc",
+                                      "platform_tags", "date", "error", "no_wheel", "source_builds", "build_needs")
+                if p.get(k) is not None}
+        keep["installed"] = sorted("%s==%s" % kv for kv in (p.get("installed") or {}).items())
+        keep["file"] = row.get("file")
+        new[pid] = keep
+    out = changes(old, new)
+    if write and out:
+        from .atomic import write_atomic
+
+        idx["proofs"] = new
+        write_atomic(path, json.dumps(idx, indent=1, sort_keys=True) + "\n")
+    return out

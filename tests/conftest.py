@@ -25,9 +25,9 @@ def pytest_configure(config):
 
 
 # ---- the fault suite: @pytest.mark.fault("LEAK") on a test counts it as one fault tried -------------
-#: The kinds of fault (tests/faults/test_faults_*.py): secrets in output, user data changed or lost, no exit or
-#: processes left running, tracebacks, misleading verdicts.
-FAULT_KINDS = ("LEAK", "LOSS", "HANG", "CRASH", "WRONG")
+#: The kinds of fault (tests/faults/test_faults_*.py, tests/security/): secrets in output, user data changed or lost, no exit or
+#: processes left running, tracebacks, misleading verdicts, code of another user run (EXEC).
+FAULT_KINDS = ("LEAK", "LOSS", "HANG", "CRASH", "WRONG", "EXEC")
 
 
 def _fault_kind(item):

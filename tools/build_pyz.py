@@ -42,6 +42,10 @@ if sys.version_info < (3, 8):
                      "python3.8+ and point --python at the environment to check\\n" % sys.version_info[:2])
     sys.exit(2)
 
+from preflight.interrupts import install_early
+
+install_early()  # a SIGTERM in the first milliseconds is recorded, not fatal (--status-dir gets its verdict)
+
 from preflight.cli import main
 
 sys.exit(main())

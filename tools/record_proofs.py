@@ -27,7 +27,6 @@ Usage: python3 tools/record_proofs.py [--jobs 2] [--arch x86_64,aarch64] [--forc
 import argparse
 import json
 import os
-import re
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -68,21 +67,6 @@ def grid(mx, arches: List[str]) -> Iterator[Tuple[str, Dict[str, Any]]]:
                     yield "%s/%s/py%s/%s" % (v, b, py, arch), {"verl": v, "backend": b, "python": py, "arch": arch}
 
 
-def _sdist_only(name: str) -> bool:
-    """True when the index serves no wheel at all for project ``name`` (only sdists): a named
-    source build. A project with wheels, just none for this Python or platform (numpy 1.x on
-    3.13), or a release gone from the index, is a plain failure instead."""
-    import urllib.request
-
-    req = urllib.request.Request("https://pypi.org/simple/%s/" % name.lower(),
-                                 headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    try:
-        files = json.load(urllib.request.urlopen(req, timeout=30)).get("files", [])
-    except Exception:
-        return False
-    return bool(files) and not any(f["filename"].endswith(".whl") for f in files)
-
-
 def record_one(pip_python: str, reqs: List[str], python: str, arch: str, timeout: int) -> Tuple[Dict[str, Any], Any]:
     """Prove one set live; (index row, trimmed report document or None)."""
     p = proofs.prove_live(reqs, python, arch, (), timeout=timeout, pip_python=pip_python)
@@ -93,10 +77,8 @@ def record_one(pip_python: str, reqs: List[str], python: str, arch: str, timeout
         return row, None
     row["file"] = "tests/data/proofs/%s.json" % p["id"]
     if p["status"] == "failed":
-        names = p.get("no_wheel") or []
-        sdist = [n for n in names if _sdist_only(re.split(r"[<>=!~ ]", n)[0])]
-        row["source_builds"] = sdist
-        row["build_needs"] = {n: proofs.build_needs(n) for n in sdist}
+        row["source_builds"] = p.get("source_builds") or []
+        row["build_needs"] = p.get("build_needs") or {}
         return row, {"command": "pip " + " ".join(proofs.pip_command("python", p["requirements"], python, arch,
                                                                       "REPORT")[3:]),
                      "pip": p.get("pip"), "date": p.get("date"), "output_tail": p.get("output_tail", "")}
@@ -111,20 +93,6 @@ def record_one(pip_python: str, reqs: List[str], python: str, arch: str, timeout
            "pip": p.get("pip"), "date": p.get("date"), "python": python, "arch": arch,
            "install": sorted(trimmed, key=lambda x: x["name"].lower())}
     return row, doc
-
-
-def changes(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
-    """One line per proof whose status or resolved set differs between two indexes."""
-    out = []
-    for pid in sorted(set(old) | set(new)):
-        a, b = old.get(pid) or {}, new.get(pid) or {}
-        if a.get("status") != b.get("status"):
-            out.append("%s py%s %s: %s -> %s" % (pid, b.get("python") or a.get("python"), b.get("arch", "x86_64"),
-                                                  a.get("status", "absent"), b.get("status", "absent")))
-        elif a.get("installed") != b.get("installed"):
-            sa, sb = set(a.get("installed") or []), set(b.get("installed") or [])
-            out.append("%s: -%s +%s" % (pid, " ".join(sorted(sa - sb)[:6]), " ".join(sorted(sb - sa)[:6])))
-    return out
 
 
 def main(argv=None) -> int:
@@ -204,7 +172,7 @@ def main(argv=None) -> int:
 
     with ThreadPoolExecutor(max_workers=max(1, min(a.jobs, 2))) as ex:
         list(ex.map(one, pending))
-    for line in changes(before, idx["proofs"]):
+    for line in proofs.changes(before, idx["proofs"]):
         print("changed:", line)
     return 0
 

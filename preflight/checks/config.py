@@ -403,7 +403,7 @@ def megatron_check(ctx: Context) -> Outcome:
 
 
 @check("config.facts", needs=("config.compose",))
-def facts_check(ctx: Any) -> List[Outcome]:
+def facts_check(ctx: Context) -> List[Outcome]:
     """Facts outside the Hydra config (:mod:`preflight.launch.facts`): the launcher around the entry
     point, the variables the job inherits, Ray's temp dir, the loggers' credentials, reward scorer
     imports, prompt lengths in tokens, Megatron layers vs pipeline sizes, features per release."""

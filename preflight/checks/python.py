@@ -3,7 +3,9 @@
 All facts come from running the target (``--python PATH``), never from the checker itself.
 """
 
+import os
 import shlex
+
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
@@ -46,6 +48,16 @@ def interpreter(ctx: Context) -> CheckResult:
         ev["incomplete_marker"] = info["incomplete_marker"]
         return failed("this environment is marked incomplete: an install into %s did not finish" % info["prefix"],
                       "run 'preflight install' for this prefix again (it resumes), or remove the prefix", ev)
+    from ..atomic import run_problem
+
+    theirs = run_problem(ctx.options.python) or run_problem(info["executable"] or ctx.options.python)
+    if theirs:  # root running it runs that user's code
+        ev["not_own"] = theirs
+        return warned("%s %s at %s, but %s: running it (as this user%s) runs code another user controls" % (
+            info["implementation"], info["version_string"], info["executable"], theirs,
+            ", root" if os.geteuid() == 0 else ""),
+            "check with an interpreter only you and root can change (e.g. one 'preflight install' made), or "
+            "ask its owner to fix its owner and mode", ev)
     return passed("%s %s at %s" % (info["implementation"], info["version_string"], info["executable"]), ev)
 
 

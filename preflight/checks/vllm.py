@@ -527,8 +527,9 @@ def run_generation(ctx: Context, engine: str, tp: int, mode: str = "fast") -> Tu
         if sess is not None and sess.get("out") is not None:
             out = sess["out"]  # it already ended during the import
         elif sess is not None:
-            with open(sess["go_file"], "w") as fh:
-                fh.write("go\n")
+            from ..atomic import write_new
+
+            write_new(sess["go_file"], "go\n")
             out = collect(sess["proc"], ctx.options.timeout, sess["label"], started=time.monotonic())
         else:
             args = _generation_args(ctx, engine, tp, mode, workdir)

@@ -78,9 +78,41 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="show evidence under every row")
 
 
+def _stages(args: argparse.Namespace) -> list:
+    selected = [s for group in (args.stage or [list(STAGE_NAMES)]) for s in group]
+    skipped = {s for group in (args.skip or []) for s in group}
+    return [s for s in STAGE_NAMES if s in selected and s not in skipped]
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run the checks; return the exit code (0 ready, 1 not ready)."""
+    """Run the checks; return the exit code (0 ready, 1 not ready).
+
+    With ``--status-dir``, a run stopped at any point after the zipapp's first line (a signal in
+    its first milliseconds included, see :mod:`preflight.interrupts`) leaves ``interrupted`` in
+    ``verdict`` and in every selected stage without a file; a crash leaves ``failed``. A usage
+    error found before the status directory was touched leaves it as it was."""
+    held: dict = {}
+    try:
+        return _run(args, held)
+    except BaseException as exc:
+        status = held.get("status")
+        if args.status_dir and not (status is not None and status.finished):
+            stopped = isinstance(exc, (KeyboardInterrupt, SystemExit))
+            if status is None and stopped:
+                from ..report.status import StatusDir
+
+                try:
+                    status = StatusDir(args.status_dir, stages=_stages(args))
+                except (UsageError, OSError):
+                    status = None
+            if status is not None:  # a waiter on DIR/<stage> or DIR/verdict gets a final word
+                status.interrupted("interrupted" if stopped else "failed")
+        raise
+
+
+def _run(args: argparse.Namespace, held: dict) -> int:
     from .. import matrix as matrix_mod
+    from ..interrupts import raise_pending
     from ..context import Context, LaunchOptions, NcclOptions, Options, VllmOptions
     from ..report import Report
     from ..report.console import LiveProgress
@@ -106,9 +138,7 @@ def run(args: argparse.Namespace) -> int:
     mx = matrix_mod.load()
     if args.verl:
         mx.require_verl(args.verl)
-    selected = [s for group in (args.stage or [list(STAGE_NAMES)]) for s in group]
-    skipped = {s for group in (args.skip or []) for s in group}
-    stages = [s for s in STAGE_NAMES if s in selected and s not in skipped]
+    stages = _stages(args)
     if not stages:
         raise UsageError("no stage left to run after --stage/--skip")
     stream = console_stream(args)
@@ -122,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         from ..report.status import StatusDir
 
         status = StatusDir(args.status_dir, stages=stages)  # a usage error here: nothing started yet
+        held["status"] = status
+    raise_pending()  # a signal that came before the handlers: the status files say "interrupted"
     # the target's info probe and the NVML snapshot run beside each other and the host stage
     ctx.prefetch([k for k, want in (("target_probe", set(stages) - {"host", "gpu"}),
                                     ("nvml", set(stages) & {"packages", "gpu", "nccl", "vllm"}),
@@ -133,12 +165,7 @@ def run(args: argparse.Namespace) -> int:
             if status is not None:
                 status.progress(event, result)
 
-        try:
-            results = run(ctx, stages, progress)
-        except BaseException as exc:  # SIGTERM/SIGHUP arrive as KeyboardInterrupt (cli.py)
-            if status is not None:  # a waiter on DIR/<stage> or DIR/verdict gets a final word
-                status.interrupted("interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed")
-            raise
+        results = run(ctx, stages, progress)  # SIGTERM/SIGHUP arrive as KeyboardInterrupt (cli.py): see run()
     sections = {}
     if args.rehearse:  # the rehearsal's rows and section join the report (issue 25)
         from .rehearse import options_from, run_rehearsal

@@ -102,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
     prefix = os.path.abspath(os.path.expanduser(args.prefix))
     from ..outputs.install import check_prefix
 
+    check_prefix(prefix)  # ownership first: nothing is ever run from a prefix another user controls
     check_output_dir(prefix, "--prefix")
-    check_prefix(prefix)
 
     why = file_problem(args.lock) if args.lock else None
     if why:
@@ -174,6 +174,12 @@ def run(args: argparse.Namespace) -> int:
     if base is None:
         raise UsageError("no Python %s on this machine to create the venv with; install it (e.g. 'uv python "
                          "install %s', deadsnakes, or conda) and run again" % (python, python))
+    from ..atomic import run_problem
+
+    theirs = run_problem(base)
+    if theirs:  # the venv is made by it: its code runs now, as this user
+        say("warning: the base Python %s is not only yours and root's (%s): another user can change what runs "
+            "here; install a Python only you and root can write, or pass its path with --python" % (base, theirs))
     result = install(lock_path, prefix, base, say=say, use_uv=args.uv, pip_args=pip_args,
                      system_site_packages=args.system_site_packages, index_urls=creds)
     say("%s: %s with %s (%s)" % (prefix, "installed" if result.changed else "already up to date, nothing changed",

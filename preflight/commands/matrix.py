@@ -45,6 +45,8 @@ def register(p: argparse.ArgumentParser) -> None:
     ref.add_argument("--dir", default="matrices", help="the matrices/ directory to update (default ./matrices)")
     ref.add_argument("--package", action="append", default=None, help="only this package (repeatable)")
     ref.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+    ref.add_argument("--proofs", action="store_true", help="re-prove every recorded proof (matrices/proofs.json) "
+                     "with pip's resolver against PyPI and print what changed (network; minutes a proof)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,6 +70,14 @@ def run(args: argparse.Namespace) -> int:
             if why or ro:
                 raise UsageError("--dir %s: %s; pass a directory you can write, or --dry-run to see the diff only" % (
                     args.dir, why or "cannot write %s" % ", ".join(ro)))
+        if getattr(args, "proofs", False):
+            from ..proofs import reprove
+
+            changed = reprove(args.dir, write=not args.dry_run, log=lambda s: print_safe(s, file=sys.stderr))
+            for line in changed:
+                print_safe(line)
+            print_safe("proofs: %s" % ("no change" if not changed else "%d changed" % len(changed)), file=sys.stderr)
+            return 0
         pkgs = PACKAGES
         if args.package:
             unknown = [p for p in args.package if p not in PACKAGES]

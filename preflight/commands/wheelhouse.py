@@ -95,14 +95,19 @@ def _check(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     if os.path.isdir(args.python) or not os.access(args.python, os.X_OK):
         raise UsageError("--python %s: not an executable file; give the path of the Python to install into "
                          "(e.g. /opt/verl/bin/python)" % args.python)
+    if args.json and args.json != "-":
+        from ..paths import check_output_file
+
+        check_output_file(args.json, "--json")  # before pip runs
     ans = wh.check_complete(args.check, args.python, say)
     if args.json:
         text = json.dumps(ans, indent=1, sort_keys=True) + "\n"
         if args.json == "-":
             sys.stdout.write(text)
         else:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            from ..atomic import write_atomic
+
+            write_atomic(args.json, text, "--json")
     if not ans["python_matches"]:
         say("note: the wheelhouse is for CPython %s, %s is %s" % (ans["wheelhouse_python"], args.python,
                                                                    ans["python_version"]))

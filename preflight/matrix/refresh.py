@@ -246,8 +246,7 @@ def refresh(matrix_dir: str, packages: Optional[Dict[str, str]] = None,
             if write:
                 from ..atomic import write_atomic
 
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                write_atomic(path, new_text, "--dir")
+                write_atomic(path, new_text, "--dir", create_dirs=True)
     if failures:
         raise RefreshError("%d item(s) could not be read (everything else was %s): %s" % (
             len(failures), "written" if write else "compared", "; ".join(failures[:5]) + (

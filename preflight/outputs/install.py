@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
+from ..atomic import make_dirs, open_lock, owner_problem, remove_file, tree_problem, write_atomic
 from ..errors import UsageError
 from ..probes import child
 from ..redact import redact_text
@@ -54,14 +55,38 @@ def lock_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _entries(prefix: str) -> List[str]:
+    """What ``prefix`` holds, less the writer's temporary files (another install writing its first
+    marker at this moment)."""
+    return [e for e in os.listdir(prefix) if not (e.startswith("..verl-preflight-") and e.endswith(".tmp"))]
+
+
 def check_prefix(prefix: str, option: str = "--prefix") -> None:
     """Raise UsageError unless ``prefix`` is absent, an empty directory, or a prefix this tool
-    created (one of its markers is there). Nothing is changed."""
+    created (one of its markers is there), and unless it is this user's own: the prefix, its
+    markers, ``bin``, ``bin/python*``, ``lib`` and ``pyvenv.cfg`` owned by the invoking user or
+    root, no directory among them writable by other users, and the folder holding the prefix not
+    writable by others without the sticky bit. install runs ``PREFIX/bin/python``: run as root
+    from a prefix another user controls, it would run that user's code. Nothing is changed."""
     prefix = os.path.abspath(os.path.expanduser(prefix))
+    bins = os.path.join(prefix, "bin")
+    pythons = tuple("bin/" + n for n in (os.listdir(bins) if os.path.isdir(bins) and not os.path.islink(bins) else [])
+                    if n.startswith("python"))
+    why = tree_problem(prefix, _MARKERS + (LOCKFILE, "bin", "lib", "pyvenv.cfg") + pythons)
+    if why is None and os.path.lexists(prefix):
+        try:
+            up = owner_problem(os.stat(os.path.dirname(prefix)), is_dir=True)
+        except OSError:
+            up = None
+        why = up and "its folder %s is %s" % (os.path.dirname(prefix), up)
+    if why:
+        raise UsageError("%s %s is not this user's own (%s): install runs its bin/python, and never one another "
+                         "user could have put there; choose a prefix only you can write, e.g. under your home "
+                         "(nothing there was run or changed)" % (option, prefix, why))
     if os.path.lexists(prefix) and not os.path.isdir(prefix):
         raise UsageError("%s %s exists and is not a directory; choose a new or empty directory (nothing there was "
                          "changed)" % (option, prefix))
-    if not os.path.isdir(prefix) or not os.listdir(prefix):
+    if not os.path.isdir(prefix) or not _entries(prefix):
         return
     if any(os.path.exists(os.path.join(prefix, m)) for m in _MARKERS):
         return
@@ -76,9 +101,9 @@ def prefix_lock(prefix: str, say: Callable[[str], None] = lambda s: None, timeou
     """Hold an exclusive ``fcntl`` lock on ``prefix``/.verl-preflight-lock (created with the
     prefix) while the block runs; a second install at the same prefix waits for the first (up to
     ``timeout`` seconds, then UsageError)."""
-    os.makedirs(prefix, exist_ok=True)
+    make_dirs(prefix, "--prefix")
     path = os.path.join(prefix, LOCKFILE)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    fd = open_lock(path, "--prefix")
     try:
         try:
             import fcntl
@@ -109,7 +134,8 @@ def _drop_interpreters(prefix: str) -> None:
     b = os.path.join(prefix, "bin")
     for name in os.listdir(b) if os.path.isdir(b) else []:
         if name.startswith("python"):
-            os.unlink(os.path.join(b, name))
+            p = os.path.join(b, name)
+            remove_file(p, "--prefix", links=True) or remove_file(p, "--prefix")
 
 
 def _works(cmd: List[str]) -> bool:
@@ -144,8 +170,7 @@ def _see_base_venv(base_python: str, prefix: str, say: Callable[[str], None]) ->
         return
     if not in_venv or not dirs or not mine or not os.path.isdir(mine):
         return
-    with open(os.path.join(mine, _BASE_VENV_PTH), "w", encoding="utf-8") as fh:
-        fh.write("".join(d + "\n" for d in dirs if os.path.isdir(d)))
+    write_atomic(os.path.join(mine, _BASE_VENV_PTH), "".join(d + "\n" for d in dirs if os.path.isdir(d)), "--prefix")
     say("%s runs in a venv: its site-packages (%s) are visible in %s too" % (base_python, ", ".join(dirs), prefix))
 
 
@@ -261,12 +286,13 @@ def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], 
         raise UsageError("lock file %s: %s; run 'preflight spec' first" % (lock_path, exc.strerror or exc))
     prefix = os.path.abspath(os.path.expanduser(prefix))
     check_prefix(prefix)
-    fresh = not os.path.isdir(prefix) or not os.listdir(prefix)
+    fresh = not os.path.isdir(prefix) or not _entries(prefix)
     if fresh:
-        os.makedirs(prefix, exist_ok=True)
-        with open(os.path.join(prefix, CREATED), "w", encoding="utf-8") as fh:
-            fh.write("made by verl-preflight: 'preflight install' changes only prefixes with this file\n")
+        make_dirs(prefix, "--prefix")
+        write_atomic(os.path.join(prefix, CREATED),
+                     "made by verl-preflight: 'preflight install' changes only prefixes with this file\n", "--prefix")
     with prefix_lock(prefix, say, timeout):
+        check_prefix(prefix)  # again, now that it exists: another user may have made it since the first check
         return _install_locked(lock_text, lock_path, prefix, base_python, say, timeout, use_uv, pip_args,
                                system_site_packages, index_urls)
 
@@ -288,10 +314,8 @@ def _install_locked(lock_text: str, lock_path: str, prefix: str, base_python: st
             say("%s already has this lock installed (sha256 %s): nothing to do" % (prefix, digest[:12]))
             return InstallResult(py, False, done.get("tool", "?"), [])
     resuming = os.path.exists(marker_bad)
-    with open(marker_bad, "w", encoding="utf-8") as fh:
-        json.dump({"lock_sha256": digest, "lock": os.path.abspath(lock_path)}, fh)
-    if os.path.exists(marker_ok):
-        os.remove(marker_ok)
+    write_atomic(marker_bad, json.dumps({"lock_sha256": digest, "lock": os.path.abspath(lock_path)}), "--prefix")
+    remove_file(marker_ok, "--prefix")
     from .lock import find_uv
 
     uv = find_uv() if use_uv is not False else None
@@ -347,7 +371,7 @@ def _install_locked(lock_text: str, lock_path: str, prefix: str, base_python: st
         if resuming:  # pip too skips what is installed, bytecode or not
             _compile_prefix(py, prefix, log, say, timeout)
         tool = "pip"
-    with open(marker_ok, "w", encoding="utf-8") as fh:
-        json.dump({"lock_sha256": digest, "lock": os.path.abspath(lock_path), "tool": tool}, fh, sort_keys=True)
-    os.remove(marker_bad)
+    write_atomic(marker_ok, json.dumps({"lock_sha256": digest, "lock": os.path.abspath(lock_path), "tool": tool},
+                                       sort_keys=True), "--prefix")
+    remove_file(marker_bad, "--prefix")
     return InstallResult(py, True, tool, log)

@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
+from ..atomic import write_new
 from ..errors import UsageError
 from ..probes import child
 
@@ -140,8 +141,7 @@ def _uv_lock(uv: str, requirements: Sequence[str], python: str, index_url: Optio
         import tomli as toml  # type: ignore[no-redef]
     with tempfile.TemporaryDirectory() as tmp:
         req_in, out = os.path.join(tmp, "requirements.in"), os.path.join(tmp, "pylock.toml")
-        with open(req_in, "w", encoding="utf-8") as fh:
-            fh.write("\n".join(requirements) + "\n")
+        write_new(req_in, "\n".join(requirements) + "\n")
         cmd = [uv, "pip", "compile", "--quiet", "--generate-hashes", "--format", "pylock.toml",
                "--python-version", python, "--python-platform", UV_PLATFORM, "--only-binary", ":all:",
                "--index-strategy", "unsafe-best-match", "--no-header", "-o", out]

@@ -9,14 +9,16 @@ work, lists those files, and replaces them only with ``--force``. A directory wr
 manifest existed is recognised by the tool's own header in each file (see :func:`has_our_header`).
 """
 
+import errno
 import hashlib
 import json
 import os
 import zipfile
 from typing import Dict, Iterable, List, Optional
 
-from ..atomic import write_atomic
+from ..atomic import copy_file, make_dirs, remove_file, write_atomic
 from ..errors import UsageError
+from ..paths import read_regular
 
 __all__ = ["MANIFEST", "OutputDir", "check_dir_is_ours"]
 
@@ -24,14 +26,10 @@ MANIFEST = ".verl-preflight-outputs.json"
 
 
 def _sha256_file(path: str) -> Optional[str]:
-    h = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
+        return hashlib.sha256(read_regular(path, 1 << 30)).hexdigest()
     except OSError:
         return None
-    return h.hexdigest()
 
 
 def has_our_header(path: str) -> bool:
@@ -40,18 +38,19 @@ def has_our_header(path: str) -> bool:
     the tool, or a zipapp holding the ``preflight`` package."""
     name = os.path.basename(path)
     try:
+        raw = read_regular(path, 256 << 20)
         if name.endswith(".pyz"):
-            with zipfile.ZipFile(path) as zf:
+            import io
+
+            with zipfile.ZipFile(io.BytesIO(raw)) as zf:
                 return "preflight/__init__.py" in zf.namelist() and "__main__.py" in zf.namelist()
-        with open(path, "rb") as fh:
-            head = fh.read(4096).decode("utf-8", "replace")
+        head = raw[:4096].decode("utf-8", "replace")
     except (OSError, zipfile.BadZipFile):
         return False
     if name.endswith(".json"):
         try:
-            with open(path, encoding="utf-8") as fh:
-                return (json.load(fh).get("tool") or {}).get("name") == "verl-preflight"
-        except (OSError, ValueError, AttributeError):
+            return (json.loads(raw.decode("utf-8")).get("tool") or {}).get("name") == "verl-preflight"
+        except (ValueError, AttributeError, RecursionError):
             return False
     if name.endswith(".toml"):  # pylock.toml (PEP 751)
         return 'created-by = "verl-preflight"' in head
@@ -77,12 +76,13 @@ class OutputDir:
 
     def _manifest(self) -> Optional[Dict[str, str]]:
         try:
-            with open(os.path.join(self.path, MANIFEST), encoding="utf-8") as fh:
-                files = json.load(fh).get("files")
+            files = json.loads(read_regular(os.path.join(self.path, MANIFEST), 16 << 20).decode("utf-8")).get("files")
             return files if isinstance(files, dict) else {}
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, AttributeError):
+        except OSError as exc:
+            return None if exc.errno == errno.ENOENT else {}
+        except (ValueError, AttributeError, RecursionError):
             return {}
 
     def foreign(self, names: Iterable[str]) -> List[str]:
@@ -129,10 +129,10 @@ class OutputDir:
         """Write ``text`` as ``name`` atomically (after :meth:`check`) and record it; returns the
         path."""
         self.check([name])
-        os.makedirs(self.path, exist_ok=True)
+        make_dirs(self.path, self.option)
         path = os.path.join(self.path, name)
-        if self.force and os.path.islink(path):
-            os.unlink(path)  # replace the link itself, never the file it points to
+        if self.force:
+            remove_file(path, self.option, links=True)  # replace a link itself, never the file it points to
         write_atomic(path, text, self.option)
         self._record(name)
         return path
@@ -140,13 +140,11 @@ class OutputDir:
     def copy(self, name: str, src: str) -> str:
         """Copy the file ``src`` in as ``name`` (as :meth:`write`, bytes kept, mode 0755)."""
         self.check([name])
-        os.makedirs(self.path, exist_ok=True)
-        with open(src, "rb") as fh:
-            data = fh.read()
+        make_dirs(self.path, self.option)
         path = os.path.join(self.path, name)
-        if self.force and os.path.islink(path):
-            os.unlink(path)
-        write_atomic(path, data, self.option, mode=0o755)
+        if self.force:
+            remove_file(path, self.option, links=True)
+        copy_file(src, path, self.option, mode=0o755)
         self._record(name)
         return path
 

@@ -77,7 +77,9 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
     popen = None
     try:
         def spool(path):  # a PIPE is spooled to a file in the scratch directory
-            fh = open(path, "wb")
+            from ..atomic import open_new
+
+            fh = os.fdopen(open_new(path), "wb")
             opened.append(fh)
             return fh.fileno()
 

@@ -310,14 +310,10 @@ LOADER = ("import os as _o; _p = _o.environ.pop(%r); _f = open(_p, 'rb'); _s = _
 def _private_file(workdir: str, name: str, data: bytes) -> str:
     """Write ``data`` to a new file ``workdir/name`` (mode 0600; ``workdir`` is the 0700 directory
     :func:`tempfile.mkdtemp` made for this probe); return its path. Raises OSError."""
+    from ..atomic import write_new
+
     path = os.path.join(workdir, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
+    write_new(path, data, 0o600)
     return path
 
 
@@ -423,8 +419,15 @@ def read_events(path: str) -> List[Dict[str, Any]]:
     :data:`EVENTS_MAX_BYTES` read), in order; a missing or unreadable file gives []."""
     events: List[Dict[str, Any]] = []
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(EVENTS_MAX_BYTES)
+        chunks, size = [], 0
+        with open(path, "rb") as fh:  # in 1 MiB reads: read(64 MiB) allocates 64 MiB at once (p01, ulimit -v)
+            while size < EVENTS_MAX_BYTES:
+                block = fh.read(min(1 << 20, EVENTS_MAX_BYTES - size))
+                if not block:
+                    break
+                chunks.append(block)
+                size += len(block)
+        data = b"".join(chunks)
     except OSError:
         return events
     for line in data.decode("utf-8", "replace").splitlines():

@@ -195,14 +195,15 @@ def _make_model(python: str, s: Dict[str, Any], work: str, corpus: List[Any], op
         info["fallback"] = shrink.FALLBACK_NAME
     small, notes = shrink.shrink_config(full, pipeline_size=s["pp"], tensor_size=tp, expert_size=s["ep"])
     mdir = os.path.join(work, "model")
-    os.makedirs(mdir, mode=0o700)
-    with open(os.path.join(mdir, "config.json"), "w", encoding="utf-8") as fh:
-        json.dump(small, fh, indent=1, sort_keys=True)
+    os.mkdir(mdir, 0o700)  # in the run's mkdtemp directory
+    from ..atomic import write_new
+
+    write_new(os.path.join(mdir, "config.json"), json.dumps(small, indent=1, sort_keys=True))
     tok_src = s.get("tokenizer_path") or (os.path.dirname(path) if path else None)
     if tok_src and os.path.isdir(os.path.expanduser(str(tok_src))):
         info["tokenizer_files"] = shrink.copy_tokenizer(os.path.expanduser(str(tok_src)), mdir)
     prompts = [p for p in corpus if p is not None][:8]
-    texts = []
+    texts: List[Any] = []
     for p in corpus:
         if isinstance(p, list):
             texts.extend(str(m.get("content", "")) for m in p if isinstance(m, dict))
@@ -274,7 +275,7 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
         rh.results.append(_row("data", Status.FAIL, msg, "point data.train_files/data.val_files at parquet files on "
                                "this machine"))
         return
-    os.makedirs(os.path.join(work, "data"), mode=0o700)
+    os.mkdir(os.path.join(work, "data"), 0o700)  # in the run's mkdtemp directory
     out = run_script(python, "rehearse_data", {"files": plan["files"], "prompt_key": s["prompt_key"], "sample": 64},
                      timeout=opts.prep_timeout)
     slices = [e for e in out.events if e.get("event") == "slice"]

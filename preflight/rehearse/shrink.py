@@ -19,7 +19,6 @@ import copy
 import json
 import math
 import os
-import shutil
 from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = ["shrink_config", "FALLBACK_NAME", "fallback_config", "TOKENIZER_FILES", "tokenizer_files",
@@ -215,8 +214,10 @@ def tokenizer_files(model_dir: str) -> List[str]:
 
 def copy_tokenizer(model_dir: str, dest: str) -> List[str]:
     """Copy :func:`tokenizer_files` of ``model_dir`` into ``dest`` (created); returns the names."""
-    os.makedirs(dest, exist_ok=True)
+    from ..atomic import copy_file, make_dirs
+
+    make_dirs(dest, "the rehearsal's model directory")
     names = tokenizer_files(model_dir)
-    for n in names:
-        shutil.copyfile(os.path.join(model_dir, n), os.path.join(dest, n))
+    for n in names:  # read as regular files only (a FIFO in a shared model directory never blocks)
+        copy_file(os.path.join(model_dir, n), os.path.join(dest, n), "the rehearsal's model directory")
     return names

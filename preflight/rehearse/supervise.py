@@ -75,7 +75,7 @@ def leftovers(tag: str) -> List[Dict[str, Any]]:
     """Processes of this user whose environment holds ``TAG_VAR=tag`` ([{pid, cmd}]); [] where
     /proc cannot be read (other systems)."""
     needle = ("%s=%s" % (TAG_VAR, tag)).encode()
-    found = []
+    found: List[Any] = []
     me = os.getpid()
     try:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]

@@ -17,11 +17,13 @@ stage or ``verdict`` that is not recorded there (and does not hold just one stat
 older verl-preflight wrote) is the user's, and the run refuses before any work, listing it.
 """
 
+import contextlib
 import os
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, Iterator, List, Optional
 
-from ..atomic import OutputError
+from ..atomic import OutputError, make_dirs, remove_file
 from ..errors import UsageError
+from ..paths import read_regular
 from ..result import Result, Status
 from ..stages import STAGE_NAMES
 
@@ -42,6 +44,26 @@ def stage_word(rows: List[Result]) -> str:
     if all(r.status == Status.SKIP for r in rows):
         return "skipped"
     return "ready"
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGTERM, SIGHUP and SIGINT back while the final words are written (delivered after)."""
+    import signal
+
+    from ..interrupts import SIGNALS
+
+    old = None
+    if hasattr(signal, "pthread_sigmask"):
+        try:
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        except (OSError, ValueError):
+            old = None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class StatusDir:
@@ -67,6 +89,7 @@ class StatusDir:
         self.option = option
         self.stages = list(stages)
         self.done: List[str] = []
+        self.finished = False
         self.rows: Dict[str, List[Result]] = {}
         self.owned = OutputDir(self.path, option)
         names = list(STAGE_NAMES) + [VERDICT_FILE]
@@ -78,11 +101,9 @@ class StatusDir:
                                 else "files named after stages are", ", ".join(theirs),
                                 "it" if len(theirs) == 1 else "them"))
         try:
-            os.makedirs(self.path, exist_ok=True)
+            make_dirs(self.path, option)
             for name in names:
-                f = os.path.join(self.path, name)
-                if os.path.isfile(f) and not os.path.islink(f):
-                    os.unlink(f)
+                remove_file(os.path.join(self.path, name), option)
         except OSError as exc:
             raise OutputError("%s %s: %s" % (option, path, exc.strerror or exc))
 
@@ -92,8 +113,7 @@ class StatusDir:
         if os.path.islink(p) or not os.path.isfile(p):
             return False
         try:
-            with open(p, "rb") as fh:
-                return fh.read(64).decode("ascii", "replace").strip() in WORDS and os.path.getsize(p) < 64
+            return read_regular(p, 63).decode("ascii", "replace").strip() in WORDS
         except OSError:
             return False
 
@@ -112,14 +132,19 @@ class StatusDir:
 
     def finish(self, ready: bool) -> None:
         """Write ``verdict`` (``ready`` / ``not_ready``)."""
-        self._write(VERDICT_FILE, "ready" if ready else "not_ready")
+        with _signals_held():
+            self._write(VERDICT_FILE, "ready" if ready else "not_ready")
+            self.finished = True
 
     def interrupted(self, word: str = "interrupted") -> None:
         """The run stopped early: write ``word`` (``interrupted``; ``failed`` after a crash) for
         every selected stage that has no file yet and for ``verdict``. Best effort: a file that
-        cannot be written is left out, the others are still written."""
-        for name in [s for s in self.stages if s not in self.done] + [VERDICT_FILE]:
-            try:
-                self._write(name, word)
-            except (OSError, UsageError):
-                pass
+        cannot be written is left out, the others are still written. A second signal waits until
+        they are written."""
+        with _signals_held():
+            for name in [s for s in self.stages if s not in self.done] + [VERDICT_FILE]:
+                try:
+                    self._write(name, word)
+                except (OSError, UsageError):
+                    pass
+            self.finished = True

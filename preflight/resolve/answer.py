@@ -123,7 +123,8 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
             prove(run, res)
             bv = res.backend_version or ""
             if res.proof.get("status") == "failed" and bv and bv not in failed and len(failed) < 8 \
-                    and backend_owns(run, bv, res.proof.get("no_wheel") or res.proof.get("source_builds") or []):
+                    and backend_owns(run, bv, res.proof.get("no_wheel") or res.proof.get("source_builds") or [],
+                                 str(res.proof.get("error") or "")):
                 # pip cannot install this set because of a pin of this backend release: try the next one
                 failed[bv] = res.problems[-1]
                 continue

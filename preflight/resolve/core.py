@@ -61,6 +61,7 @@ def resolve_core(run: Run, default: Resolution, arch_note: List[str]) -> Resolut
     """The ``--backend none`` answer for ``run`` (its backend field is the default backend's, whose
     stack is ``default``): the Resolution with ``backend`` "none" and the install line of
     :func:`preflight.resolve.stack.core_lines`. ``arch_note``: notes on the machine architecture."""
+    mx = run.mx
     res = Resolution(verl=run.verl, backend="none", driver=run.driver, cc=run.cc, gpu=run.gpu,
                      python_requested=run.python, arch=run.arch)
     cite({"citations": res.citations}, "verl", run.verl, "metadata/verl.json verl==%s" % run.verl,

@@ -8,17 +8,25 @@ from packaging.version import Version
 
 from ..matrix import AnySpec, Matrix
 from .model import Resolution
+from .candidates import verl_reqs
 from .requirements import requirements_of
 from .run import Run
 from .stack import when_holds
 
 
-def backend_owns(run: Run, bv: str, no_wheel: List[str]) -> bool:
+def backend_owns(run: Run, bv: str, no_wheel: List[str], error: str = "") -> bool:
     """Whether every package pip found no wheel for is pinned (with a specifier) by backend
     release ``bv`` itself, so that another release of the backend may avoid it; False when one
     comes from verl, a bound or elsewhere (then the Python or platform is the obstacle)."""
     if not no_wheel:
-        return True  # a conflict without a named package: another release may resolve
+        return True
+    if any("%s (from verl)" % n in error for n in no_wheel):
+        return False  # pip names verl (or its bound) as the one asking for it
+    verl_side = {canonicalize_name(r.name) for r in verl_reqs(run, run.minors[-1]) if r.specifier}
+    verl_side |= {canonicalize_name(b["package"]) for b in run.mx.bounds()
+                  if when_holds(b.get("when") or {}, {"verl": run.verl})}
+    if any(canonicalize_name(re.split(r"[<>=!~ \[]", n)[0]) in verl_side for n in no_wheel):
+        return False  # verl (or a bound on verl) asks for it too: another backend release cannot avoid it  # a conflict without a named package: another release may resolve
     reqs = {canonicalize_name(r.name) for r in requirements_of(run.mx, run.backend, bv, [], run.minors[-1], run.arch) if r.specifier}
     return all(canonicalize_name(re.split(r"[<>=!~ \[]", n)[0]) in reqs for n in no_wheel)
 

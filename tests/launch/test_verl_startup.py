@@ -121,3 +121,28 @@ def test_config_command_rows(pyz, env091, inputs, tmp_path):
         rows["config.verl.train_filtered"]["message"]
     assert rows["config.verl.rules"]["status"] == "pass"
     assert os.path.basename(inputs["model"]) == "model"
+
+
+@pytest.fixture(scope="module")
+def env061():
+    # verl 0.6.1 pins numpy<2 (pyarrow 19 is the newest built for it) and imports
+    # transformers.AutoModelForVision2Seq, which transformers 5 removed: with the newest transformers its
+    # start-up fails at verl/utils/model.py:28 (found by this dry start-up)
+    return real_env("verl061-tf4", ["verl==0.6.1", "torch==2.13.0", "transformers>=4.51,<5", "pyarrow>=19,<20"])
+
+
+def test_rollout_mode_sync_is_valid_on_061(env061, tmp_path):
+    """The rule that failed rollout.mode=sync on 0.6.x was wrong: verl 0.6.1's own start-up accepts it
+    (sync is its default), and the rules of 0.6.1 no longer fail it."""
+    i = tiny_inputs(env061, str(tmp_path / "tiny"), 32, 0)
+    ovs = base(i, **{"actor_rollout_ref.rollout.mode": "sync"})
+    st = run_startup(env061, ovs, timeout=300)
+    assert st.verl_version == "0.6.1" and st.accepted, st.error
+    assert st.where["file"] == "verl/trainer/ppo/ray_trainer.py"  # init_workers, the 0.6 trainer
+    assert "load_reward_manager" in st.steps  # 0.6 builds the reward manager in the task runner
+    from preflight.launch.compose import compose_stored
+
+    c = compose_stored(parse_launch(ovs), release="0.6.1")
+    _plan, found, _note = evaluate(c.get, "0.6.1")
+    assert not any(f.rule == "rollout_mode" and f.status == "fail" for f in found)
+    assert compare(found, st) == []

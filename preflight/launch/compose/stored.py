@@ -86,9 +86,9 @@ def stored_tree(version: str) -> str:
             raise ComposeUnsupported("matrices/verl_config/%s/%s is missing" % (version, rel),
                                      "rebuild the zipapp or restore matrices/ from the repository")
         dst = os.path.join(root, *rel.split("/"))
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        with open(dst, "wb") as fh:
-            fh.write(data)
+        from ...atomic import write_atomic
+
+        write_atomic(dst, data, "verl's config tree", create_dirs=True)  # in this run's private directory
     _TREES[version] = root
     return root
 

@@ -27,7 +27,8 @@ _DATA: Dict[str, Any] = {}
 def load_facts() -> Dict[str, Any]:
     """``matrices/launch_facts.toml`` parsed (cached). Raises MatrixError when missing or malformed."""
     if not _DATA:
-        from ...matrix import MatrixError, _read
+        from ...matrix import MatrixError
+        from ...matrix import read_file as _read
 
         try:  # Python >= 3.11
             import tomllib as _toml

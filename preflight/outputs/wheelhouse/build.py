@@ -8,6 +8,7 @@ import tempfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ... import __version__
+from ...atomic import make_dirs, remove_file, tree_problem, write_new
 from ...errors import UsageError
 from ...paths import file_problem
 from .files import MANIFEST, SERVED_LOCK, Say, copy_file, place_file, sha256_of, write_text
@@ -101,8 +102,7 @@ def _fetch(keep: Sequence[LockEntry], python: str, platforms: Sequence[str], cac
         wheels = [e for e in keep if chosen[e.key]["wheel"]]
         if wheels:
             req = os.path.join(tmp, "download.txt")
-            with open(req, "w", encoding="utf-8") as fh:
-                fh.write(req_lines(wheels))
+            write_new(req, req_lines(wheels))
             say("downloading %d wheels (cache %s)" % (len(wheels), files_dir))
             args = ["download", "--no-deps", "--only-binary=:all:", "--quiet", "--dest", files_dir] + \
                 target_args(python, platforms) + ["-r", req]
@@ -114,10 +114,9 @@ def _fetch(keep: Sequence[LockEntry], python: str, platforms: Sequence[str], cac
         built: Dict[str, str] = {}
         if sdists:
             bdir = os.path.join(cache, "built", python)
-            os.makedirs(bdir, exist_ok=True)
+            make_dirs(bdir, "the wheel cache")
             req = os.path.join(tmp, "build.txt")
-            with open(req, "w", encoding="utf-8") as fh:
-                fh.write(req_lines(sdists))
+            write_new(req, req_lines(sdists))
             before = set(os.listdir(bdir))
             proc = run_pip(["wheel", "--no-deps", "--quiet", "--wheel-dir", bdir, "-r", req], timeout, python=builder,
                         workdir=tmp)
@@ -174,9 +173,13 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
     inst = installed_versions(exclude_installed) if exclude_installed else None
     keep, left = plan(entries, omit, inst)
     say("%s: %d pins; %d to carry, %d left out" % (lock_path, len(entries), len(keep), len(left)))
-    os.makedirs(out_dir, exist_ok=True)
+    make_dirs(out_dir, "-o")
     files_dir = os.path.join(cache, "files")
-    os.makedirs(files_dir, exist_ok=True)
+    make_dirs(files_dir, "the wheel cache")
+    why = tree_problem(cache, ("files", "built"))
+    if why:  # pip would reuse wheels another user put there
+        raise UsageError("the wheel cache %s is not this user's own: %s; remove it or fix its owner and mode "
+                         "(nothing was downloaded)" % (cache, why))
     chosen, built = _fetch(keep, python, platforms, cache, files_dir, timeout, say)
     # hash-check, then place (only over files an earlier build wrote), index
     srcs = _sources(keep, chosen, built, files_dir)
@@ -191,12 +194,12 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
     refuse_theirs(out_dir, new - same, owned)
     for rel in sorted(owned or {}):  # the earlier build's files this one does not write again (older wheels)
         if rel not in new and is_ours(out_dir, rel, owned):
-            os.remove(os.path.join(out_dir, rel))
+            remove_file(os.path.join(out_dir, rel), "-o")
             try:
                 os.rmdir(os.path.dirname(os.path.join(out_dir, rel)))  # its package directory, once empty
             except OSError:
                 pass
-    os.makedirs(simple, exist_ok=True)
+    make_dirs(simple, "-o")
     for e in keep:
         src = srcs[e.key]
         digest = sha256_of(src)
@@ -205,7 +208,7 @@ def build(lock_path: str, out_dir: str, python: str, platforms: Sequence[str] = 
             source = "built from the source distribution %s (lock sha256 %s) with pip wheel" % (
                 chosen[e.key]["file"], ", ".join(h[:16] for h in e.hashes) or "none")
         d = os.path.join(simple, e.key)
-        os.makedirs(d, exist_ok=True)
+        make_dirs(d, "-o")
         fname = os.path.basename(src)
         place_file(src, os.path.join(d, fname))
         rows.append({"name": e.name, "key": e.key, "version": e.version, "file": "simple/%s/%s" % (e.key, fname),

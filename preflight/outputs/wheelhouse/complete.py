@@ -122,8 +122,9 @@ def check_complete(path: str, python: str, say: Say = lambda s: None, timeout: f
             row["omitted"] = omitted[row["name"]]["reason"]
     with tempfile.TemporaryDirectory(prefix="preflight-whcheck-") as tmp:
         req = os.path.join(tmp, "req.txt")
-        with open(req, "w", encoding="utf-8") as fh:
-            fh.write("".join("%s==%s\n" % (r["name"], r["version"]) for r in m["wheels"]))
+        from ...atomic import write_new
+
+        write_new(req, "".join("%s==%s\n" % (r["name"], r["version"]) for r in m["wheels"]))
         report = os.path.join(tmp, "report.json")
         args = ["install", "--dry-run", "--quiet", "--report", report] + find_links(wh, m) + ["-r", req]
         pip_python = python

@@ -3,7 +3,6 @@
 import hashlib
 import json
 import os
-import shutil
 from typing import Any, Callable
 
 from ...paths import read_regular
@@ -64,13 +63,9 @@ def copy_file(src: str, dst: str) -> None:
     its own zipapp)."""
     if same_file(src, dst):
         return
-    tmp = dst + ".tmp-%d" % os.getpid()
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    finally:
-        if os.path.lexists(tmp):
-            os.remove(tmp)
+    from ...atomic import copy_file as _copy
+
+    _copy(src, dst)
 
 
 def place_file(src: str, dst: str) -> None:
@@ -78,12 +73,9 @@ def place_file(src: str, dst: str) -> None:
     nothing happens when both are the same file."""
     if same_file(src, dst):
         return
-    if os.path.lexists(dst):
-        os.remove(dst)
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
+    from ...atomic import copy_file as _copy
+
+    _copy(src, dst, link=True)  # a hard link from the cache where it can, else a copy
 
 
 def plain_name(path: Any) -> bool:

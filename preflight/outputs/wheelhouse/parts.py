@@ -9,6 +9,7 @@ import tarfile
 from typing import Any, Dict, List, Optional
 
 from ... import __version__
+from ...atomic import make_dirs, open_atomic, remove_file
 from ...errors import UsageError
 from .files import (
     ARCHIVE,
@@ -58,7 +59,7 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
     bytes) cut into parts of at most ``part_size`` bytes in ``parts_dir``, with
     ``wheelhouse.parts.json`` (each part's size and sha256, the whole tar's) and the zipapp
     beside them. Returns the parts manifest."""
-    os.makedirs(parts_dir, exist_ok=True)
+    make_dirs(parts_dir, "--parts-dir")
     try:  # the parts an earlier split wrote here: the only ones removed
         old = load_json(os.path.join(parts_dir, PARTS_MANIFEST))
         owned: Optional[Dict[str, Optional[str]]] = {p["file"]: None for p in old["parts"]}
@@ -69,7 +70,7 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
     has_pyz = bool(load_json(os.path.join(wh_dir, MANIFEST)).get("pyz"))
     refuse_theirs(parts_dir, mine + [PARTS_MANIFEST] + (["preflight.pyz"] if has_pyz else []), owned, "--parts-dir")
     for f in mine:
-        os.remove(os.path.join(parts_dir, f))
+        remove_file(os.path.join(parts_dir, f), "--parts-dir")
 
     class _Cutter(io.RawIOBase):
         def __init__(self):
@@ -77,6 +78,7 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
             self.whole = hashlib.sha256()
             self.total = 0
             self.fh = None
+            self.cm = None
             self.h = None
             self.n = 0
 
@@ -85,14 +87,15 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
 
         def _open(self):
             name = "%s.part-%03d" % (ARCHIVE, len(self.parts))
-            self.fh = open(os.path.join(parts_dir, name), "wb")
+            self.cm = open_atomic(os.path.join(parts_dir, name), "--parts-dir")
+            self.fh = self.cm.__enter__()
             self.h = hashlib.sha256()
             self.n = 0
             self.parts.append({"file": name})
 
         def _close(self):
             if self.fh is not None:
-                self.fh.close()
+                self.cm.__exit__(None, None, None)
                 self.parts[-1].update(size=self.n, sha256=self.h.hexdigest())
                 self.fh = None
 
@@ -162,6 +165,21 @@ def _parts_problem(doc: Any) -> Optional[str]:
     return None
 
 
+def _extract(tar: tarfile.TarFile, dest: str) -> None:
+    """Unpack the plain files and directories of ``tar`` into ``dest`` through the one writer
+    (never through a link or a file another user put there)."""
+    for mem in _safe_members(tar):
+        path = os.path.join(dest, mem.name)
+        if mem.isdir():
+            make_dirs(path, "--wheelhouse")
+            continue
+        src = tar.extractfile(mem)
+        assert src is not None
+        with open_atomic(path, "--wheelhouse", create_dirs=True) as out:
+            for chunk in iter(lambda: src.read(CHUNK), b""):
+                out.write(chunk)
+
+
 def reassemble(parts_dir: str, dest: str, say: Say = lambda s: None) -> List[str]:
     """Check every part listed in ``parts_dir/wheelhouse.parts.json`` (present, size, sha256),
     then the joined archive's sha256, then unpack it into ``dest``. Returns the problems found
@@ -187,11 +205,11 @@ def reassemble(parts_dir: str, dest: str, say: Say = lambda s: None) -> List[str
     if problems:
         return problems
     say("%d parts verified; joining %d bytes" % (len(doc["parts"]), doc["size"]))
-    os.makedirs(dest, exist_ok=True)
+    make_dirs(dest, "--wheelhouse")
     archive = os.path.join(dest, ARCHIVE + ".tmp")
     whole = hashlib.sha256()
     try:  # the joined archive is removed however this ends (a refused member, a full disk, Ctrl-C)
-        with open(archive, "wb") as out:
+        with open_atomic(archive, "--wheelhouse") as out:
             for p in doc["parts"]:
                 with open(os.path.join(parts_dir, p["file"]), "rb") as fh:
                     for chunk in iter(lambda: fh.read(CHUNK), b""):
@@ -201,8 +219,7 @@ def reassemble(parts_dir: str, dest: str, say: Say = lambda s: None) -> List[str
             return ["the joined parts have sha256 %s, expected %s (parts out of order or from another build)" % (
                 whole.hexdigest()[:16], doc["sha256"][:16])]
         with tarfile.open(archive) as tar:
-            tar.extractall(dest, members=_safe_members(tar))
+            _extract(tar, dest)
     finally:
-        if os.path.lexists(archive):
-            os.remove(archive)
+        remove_file(archive, "--wheelhouse")
     return []

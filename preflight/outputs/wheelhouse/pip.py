@@ -86,8 +86,9 @@ def choose_files(entries: Sequence[LockEntry], python: str, platforms: Sequence[
                   timeout: float) -> Dict[str, Dict[str, Any]]:
     """canonical name -> {url, file, wheel} pip picks for each pin on the target (metadata only)."""
     req = os.path.join(tmp, "choose.txt")
-    with open(req, "w", encoding="utf-8") as fh:
-        fh.write(req_lines(entries, with_hashes=False))
+    from ...atomic import write_new
+
+    write_new(req, req_lines(entries, with_hashes=False))
     report = os.path.join(tmp, "choose.json")
     proc = run_pip(["install", "--dry-run", "--ignore-installed", "--no-deps", "--quiet", "--report", report,
                  "--target", os.path.join(tmp, "t")] + target_args(python, platforms) + ["-r", req], timeout,

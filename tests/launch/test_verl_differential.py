@@ -20,7 +20,7 @@ from preflight.launch.overrides import parse_launch
 from preflight.launch.rules import evaluate
 from preflight.launch.startup import compare, run_startup_batch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"))
 from verl_differential import differential, launches_for  # noqa: E402
 
 pytestmark = pytest.mark.realenv
