@@ -60,14 +60,13 @@ def _python_fits(run: Run, t: str, py: str) -> bool:
 def resolve_core(run: Run, default: Resolution, arch_note: List[str]) -> Resolution:
     """The ``--backend none`` answer for ``run`` (its backend field is the default backend's, whose
     stack is ``default``): the Resolution with ``backend`` "none" and the install line of
-    :func:`preflight.resolve.stack.core_lines`. ``arch_note``: notes on the machine architecture."""
-    mx = run.mx
+    :func:`core_lines`. ``arch_note``: notes on the machine architecture."""
     res = Resolution(verl=run.verl, backend="none", driver=run.driver, cc=run.cc, gpu=run.gpu,
                      python_requested=run.python, arch=run.arch)
     cite({"citations": res.citations}, "verl", run.verl, "metadata/verl.json verl==%s" % run.verl,
          run.meta.get("source") or run.row.get("source", ""), "V")
     if run.cc and run.driver:  # the GPU architecture's own driver branch rule, before any CUDA arithmetic
-        ok, why_not, arow = driver_supports_gpu(mx.arch_driver(), run.driver, run.cc)
+        ok, why_not, arow = driver_supports_gpu(run.mx.arch_driver(), run.driver, run.cc)
         if not ok:
             res.problems.append(why_not)
             return res
