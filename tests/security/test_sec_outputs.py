@@ -193,17 +193,16 @@ def test_a_fifo_swapped_in_after_the_check_is_refused(tmp_path, monkeypatch):
     os.mkfifo(mine)
     real = atomic._check_place
 
+    import threading
+
     def then_swap(*a):
         kind = real(*a)
         os.rename(mine, mine + ".old")  # kept: its inode number cannot be reused
         os.mkfifo(mine)  # another inode: what was checked is not what would be opened
+        threading.Thread(target=lambda: open(mine, "rb").read(), daemon=True).start()  # a reader on the new one
         return kind
 
     monkeypatch.setattr(atomic, "_check_place", then_swap)
-    import threading
-
-    reader = threading.Thread(target=lambda: open(mine, "rb").read(), daemon=True)
-    reader.start()
     with pytest.raises(OutputError, match="changed"):
         atomic.write_atomic(mine, "x", "--json")
 
