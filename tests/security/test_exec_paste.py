@@ -12,7 +12,6 @@ words must be the intended ones.
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 
