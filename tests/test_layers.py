@@ -32,7 +32,7 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("commands", ("preflight.commands",)),
     ("orchestration", ("preflight.runner", "preflight.cluster")),
     ("checks", ("preflight.checks",)),
-    ("domain", ("preflight.report", "preflight.outputs", "preflight.launch", "preflight.resolve",
+    ("domain", ("preflight.report", "preflight.outputs", "preflight.launch", "preflight.resolve", "preflight.explain",
                 "preflight.context")),
     ("facts", ("preflight.probes", "preflight.matrix", "preflight.proofs")),
     ("leaf", ("preflight", "preflight.result", "preflight.errors", "preflight.redact", "preflight.paths",

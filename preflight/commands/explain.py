@@ -11,6 +11,7 @@ import argparse
 import time
 
 from ..errors import UsageError
+from .output import add_output_options, check_outputs, emit
 
 NAME = "explain"
 HELP = "explain a failed run's log or traceback: root cause, facts, fix"
@@ -29,8 +30,6 @@ def register(p: argparse.ArgumentParser) -> None:
                    "(default)")
     p.add_argument("--max-mib", type=int, default=32, metavar="MIB",
                    help="MiB of a large log to read (its head and tail; default 32)")
-    from ..report.render import add_output_options
-
     add_output_options(p, "the explanation")
     p.add_argument("-v", "--verbose", action="store_true", help="show every error event of the log")
 
@@ -38,11 +37,9 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Explain the log; return 0 (no error in it) or 1."""
     from .. import matrix as matrix_mod
-    from ..checks.base import Check, failed, passed
+    from ..checks.base import failed, passed, to_result
     from ..explain import explain_text, read_log
     from ..report import Report
-    from ..report.render import check_outputs, emit
-    from ..runner import _to_result
 
     check_outputs(args)
     if args.max_mib <= 0 or args.max_mib > 4096:
@@ -85,12 +82,12 @@ def run(args: argparse.Namespace) -> int:
     if wrappers:
         outs.append(("explain.wrappers", passed("looked past %d wrapper(s): %s" % (len(wrappers), "; ".join(
             "line %d %s" % (c["line"], c["wrapper"]) for c in wrappers[:5])), {"wrappers": wrappers[:20]})))
-    results = [_to_result(Check(cid, lambda c: None), o, time.time() - t0) for cid, o in outs]
+    results = [to_result(cid, o, time.time() - t0) for cid, o in outs]
 
     def view(rep: Report, console, verbose: bool) -> None:
         from rich.text import Text
 
-        from ..launch import render
+        from ..report import launch as render
 
         console.print(Text("explain %s: %d line(s)%s" % (log.source, lines, ", %d bytes of the middle not read" %
                                                           log.truncated if log.truncated else ""), style="dim"))

@@ -36,7 +36,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="the verl environment's interpreter (default: the one running this)")
     p.add_argument("--verl", metavar="VERSION", default=None,
                    help="verl release whose config tree composes the launch when the target has no verl")
-    from ..report.render import add_output_options
+    from .output import add_output_options
 
     add_output_options(p, "the rehearsal")
     p.add_argument("-v", "--verbose", action="store_true", help="show evidence under every row")
@@ -122,8 +122,8 @@ def run(args: argparse.Namespace) -> int:
     from .. import matrix as matrix_mod
     from ..launch import render
     from ..report import Report
-    from ..report.render import check_outputs, emit
-    from .check import _resolve_python
+    from .output import check_outputs, emit
+    from .stack import resolve_python as _resolve_python
 
     check_outputs(args)
     words: List[str] = list(args.launch or [])

