@@ -109,7 +109,7 @@ def ray_facts():
     limit, lsrc = None, None
     try:
         from ray._private.runtime_env import packaging as _p  # the installed Ray's own constant
-        limit, lsrc = int(getattr(_p, "GCS_STORAGE_MAX_SIZE")), "ray._private.runtime_env.packaging.GCS_STORAGE_MAX_SIZE"
+        limit, lsrc = int(_p.GCS_STORAGE_MAX_SIZE), "ray._private.runtime_env.packaging.GCS_STORAGE_MAX_SIZE"
     except Exception as exc:
         text = _read(os.path.join(d, "_private", "runtime_env", "packaging.py")) or ""
         m = re.search(r"GCS_STORAGE_MAX_SIZE\s*=\s*int\([^,]+,\s*([0-9* ]+)\)", text)
@@ -121,7 +121,7 @@ def ray_facts():
     maxlen, ssrc = None, None
     try:
         from ray._private import utils as _u
-        fn = getattr(_u, "validate_socket_filepath")
+        fn = _u.validate_socket_filepath
         lo, hi = 1, 4096
         while lo < hi:  # the longest path the installed Ray accepts
             mid = (lo + hi + 1) // 2
