@@ -43,12 +43,8 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
 
 #: Edges the layering still has, each with the change that removes it (none today: keep it so).
 ALLOWED_UPWARD: Set[Tuple[str, str]] = set()
-#: TODO(verl-facts, issue 23): launch/facts/__init__.py and its submodules import each other
-#: (the package's shared data and helpers belong in a module of their own that both import).
-ALLOWED_CYCLES: List[Set[str]] = [
-    {"preflight.launch.facts", "preflight.launch.facts.launcher", "preflight.launch.facts.loggers",
-     "preflight.launch.facts.parallel", "preflight.launch.facts.raytmp"},
-]
+#: Import cycles still allowed (none: keep it so).
+ALLOWED_CYCLES: List[Set[str]] = []
 #: (importer, module, name) of private names still imported across modules.
 ALLOWED_PRIVATE: Set[Tuple[str, str, str]] = set()
 #: Packages whose modules still share private names among themselves (never with outside modules).

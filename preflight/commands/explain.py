@@ -11,6 +11,7 @@ import argparse
 import time
 
 from ..errors import UsageError
+from .output import add_output_options, check_outputs, emit
 
 NAME = "explain"
 HELP = "explain a failed run's log or traceback: root cause, facts, fix"
@@ -29,8 +30,6 @@ def register(p: argparse.ArgumentParser) -> None:
                    "(default)")
     p.add_argument("--max-mib", type=int, default=32, metavar="MIB",
                    help="MiB of a large log to read (its head and tail; default 32)")
-    from .output import add_output_options
-
     add_output_options(p, "the explanation")
     p.add_argument("-v", "--verbose", action="store_true", help="show every error event of the log")
 
@@ -41,7 +40,6 @@ def run(args: argparse.Namespace) -> int:
     from ..checks.base import failed, passed, to_result
     from ..explain import explain_text, read_log
     from ..report import Report
-    from .output import check_outputs, emit
 
     check_outputs(args)
     if args.max_mib <= 0 or args.max_mib > 4096:

@@ -9,7 +9,7 @@ pid=123)``, ``ERROR 12-01 10:00:00 [core.py:700]``) and ANSI colours are strippe
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Pattern, Sequence, Set, Tuple
+from typing import List, Optional, Pattern, Sequence, Set, Tuple
 
 __all__ = ["Event", "split_events", "clean_lines"]
 
@@ -102,7 +102,7 @@ def split_events(text: str, standalone: Sequence[Pattern]) -> List[Event]:
     makes a plain log line an event."""
     lines = clean_lines(text)
     events: List[Event] = []
-    covered: Set[Any] = set()
+    covered: Set[int] = set()
     frames: List[Tuple[str, int, str]] = []
     in_tb = False
     i = 0

@@ -18,9 +18,9 @@ from preflight import matrix as matrix_mod
 from preflight.explain import explain_text, read_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REF = os.path.join(os.path.dirname(ROOT), "..", "shared", "reference")
-if not os.path.isdir(REF):
-    REF = "/work/shared/reference"
+REF = next((d for d in (os.path.join(ROOT, "..", "shared", "reference"), os.path.join(ROOT, "..", "..", "shared",
+                                                                                   "reference"), "/work/shared/reference")
+            if os.path.isdir(d)), "/work/shared/reference")
 
 
 @pytest.fixture(scope="module")

@@ -19,30 +19,9 @@ is a :class:`preflight.launch.rules.Finding` with a fix.
 
 from typing import Any, Dict, List, Optional
 
+from .data import load_facts
+
 __all__ = ["gather", "load_facts"]
-
-_DATA: Dict[str, Any] = {}
-
-
-def load_facts() -> Dict[str, Any]:
-    """``matrices/launch_facts.toml`` parsed (cached). Raises MatrixError when missing or malformed."""
-    if not _DATA:
-        from ...matrix import MatrixError
-        from ...matrix import read_file as _read
-
-        try:  # Python >= 3.11
-            import tomllib as _toml
-        except ImportError:  # pragma: no cover - 3.8-3.10
-            import tomli as _toml  # type: ignore[no-redef]
-        raw = _read("launch_facts.toml", None)
-        if raw is None:
-            raise MatrixError("matrix file launch_facts.toml not found; rebuild the zipapp or restore matrices/")
-        try:
-            _DATA.update(_toml.loads(raw.decode("utf-8")))
-        except ValueError as exc:
-            raise MatrixError("matrix file launch_facts.toml is not valid TOML: %s; restore it" % exc)
-    return _DATA
-
 
 def gather(python: str, get: Any, release: Optional[str], launch_env: Dict[str, str], wrapper: Any,
            model: Any, data_files: List[str], timeout: float = 60.0, verl_target: bool = True,

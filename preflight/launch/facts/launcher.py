@@ -58,7 +58,7 @@ def _mib(n: int) -> str:
 
 
 def _working_dir(w: Any, facts: Dict[str, Any]) -> Optional[Finding]:
-    from . import load_facts
+    from .data import load_facts
 
     if not w.working_dir:
         return None

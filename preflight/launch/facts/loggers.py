@@ -55,7 +55,7 @@ def _secret_note(wrapper: Any, name: str, env_here: bool) -> str:
 
 def _wandb(env: Dict[str, str], wrapper: Any) -> Finding:
     mode = (env.get("WANDB_MODE") or "").lower()
-    from . import load_facts
+    from .data import load_facts
 
     offline = load_facts()["loggers"]["wandb_offline_modes"]
     host = urlparse(env.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
@@ -85,7 +85,7 @@ def _wandb(env: Dict[str, str], wrapper: Any) -> Finding:
 
 
 def _swanlab(env: Dict[str, str], wrapper: Any) -> Finding:
-    from . import load_facts
+    from .data import load_facts
 
     mode = (env.get("SWANLAB_MODE") or "cloud").lower()
     ev = {"SWANLAB_MODE": mode, "SWANLAB_API_KEY": "set" if env.get("SWANLAB_API_KEY") else "unset"}
@@ -119,7 +119,7 @@ def _path_problem(path: str) -> Optional[str]:
 
 
 def _mlflow(env: Dict[str, str], release: Optional[str], cwd: str) -> Finding:
-    from . import load_facts
+    from .data import load_facts
 
     data = load_facts()["loggers"]
     uri = env.get("MLFLOW_TRACKING_URI")
@@ -147,7 +147,7 @@ def _mlflow(env: Dict[str, str], release: Optional[str], cwd: str) -> Finding:
 
 
 def _tensorboard(env: Dict[str, str], get: Any, cwd: str) -> Finding:
-    from . import load_facts
+    from .data import load_facts
 
     d = env.get("TENSORBOARD_DIR")
     how = "TENSORBOARD_DIR"

@@ -41,7 +41,7 @@ def layers_of(model: Any) -> Optional[int]:
 
 
 def _feature(fid: str, release: Optional[str]) -> Optional[Dict[str, Any]]:
-    from . import load_facts
+    from .data import load_facts
 
     pv = parse_version(release) if release else None
     for f in load_facts().get("feature", []):
@@ -146,7 +146,7 @@ def _features(get: Any, release: Optional[str]) -> List[Finding]:
 def _rollout_release_rows(get: Any, release: Optional[str], facts: Dict[str, Any]) -> List[Finding]:
     """Per-release rollout and reward facts: lora_rank passed to vLLM as is (0.6.0), chunked
     prefill vs max_num_batched_tokens (< 0.7), the prime reward manager with a custom reward (< 0.6)."""
-    from . import load_facts
+    from .data import load_facts
 
     out: List[Finding] = []
     vllm = str(get("actor_rollout_ref.rollout.name", "") or "") == "vllm"

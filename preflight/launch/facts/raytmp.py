@@ -18,7 +18,7 @@ _KEYS = ("ray_kwargs.ray_init._temp_dir", "ray_kwargs.ray_init.temp_dir", "ray_i
 
 def temp_root(get: Any, env: Dict[str, str]) -> Tuple[str, str]:
     """(Ray's temp root for a local ray.init, where it came from)."""
-    from . import load_facts
+    from .data import load_facts
 
     for k in _KEYS:
         v = get(k, None)
@@ -45,7 +45,7 @@ def _writable(path: str) -> Optional[str]:
 
 def check(get: Any, env: Dict[str, str], wrapper: Any, facts: Dict[str, Any]) -> List[Finding]:
     """``ray_tmp`` row: the longest socket path Ray will make vs the limit."""
-    from . import load_facts
+    from .data import load_facts
 
     if env.get("RAY_ADDRESS") or (wrapper is not None and wrapper.kind and "ray job submit" in wrapper.kind):
         return [Finding("ray", "skip", "Ray's temp dir is the running cluster's (the job attaches to it)", item="temp_dir")]

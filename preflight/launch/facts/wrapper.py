@@ -105,7 +105,7 @@ def _load_runtime_env(w: Wrapper, value: str, is_json: bool, cwd: str) -> None:
             try:
                 data = json.loads(raw)
             except ValueError:
-                import yaml  # vendored PyYAML (Ray reads runtime_env files as YAML)
+                import yaml  # type: ignore[import-untyped]  # vendored PyYAML (Ray reads runtime_env as YAML)
 
                 data = yaml.safe_load(raw)
         if not isinstance(data, dict):
@@ -236,8 +236,8 @@ def _script(path: str, args: List[str], w: Wrapper, cwd: str) -> Optional[List[s
             if args and not passed:
                 w.notes.append("%s does not pass its arguments on (no \"$@\" in its verl line): %s are dropped" % (
                     path, " ".join(args)))
-            for k, v in sorted(w.env.items()):
-                out.insert(0, "%s=%s" % (k, v))
+            for name, value in sorted(w.env.items()):
+                out.insert(0, "%s=%s" % (name, value))
             return out
     w.notes.append("no verl entry point (python3 -m verl.trainer.main_ppo ...) found in %s" % path)
     return None
