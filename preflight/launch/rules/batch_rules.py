@@ -258,7 +258,7 @@ def mini_micro_rule(x: RuleContext, v: Values, p: bm.BatchPlan) -> None:
         silent = x.rs["micro_divisibility"] == "global_micro_only"
         okm = [d for d in divisors(q) if d <= micro] or [1]
         mkey = pre + ".ppo_micro_batch_size_per_gpu"
-        micro_fix = dict(alts=[{mkey: okm[-1]}], fix_key=mkey, fix_tail=" (a divisor of %d)" % q)
+        micro_fix: Dict[str, Any] = dict(alts=[{mkey: okm[-1]}], fix_key=mkey, fix_tail=" (a divisor of %d)" % q)
         if micro > q:
             x.add("micro_vs_mini", "fail", "%s: ppo_micro_batch_size_per_gpu %d > per-GPU mini-batch %d%s" % (
                 role, micro, q, " (silent: gradient accumulation %d // %d = 0, NaN loss)" % (q, micro) if silent else ""),
