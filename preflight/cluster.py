@@ -448,7 +448,7 @@ def collective_outcome(ev_c: Optional[Dict[str, Any]], nodes: Sequence[NodeInfo]
         gpu = (" GPU %s" % ",".join(w.get("gpu_ids"))) if w.get("gpu_ids") else ""
         return "rank %d on %s%s" % (i, n.name if n else w.get("ip"), gpu)
 
-    ev["ranks"] = [{"rank": i, "node": (by_id.get(w.get("node_id")) or {}).get("label"), "ip": w.get("ip"),
+    ev["ranks"] = [{"rank": i, "node": (by_id.get(w.get("node_id")) or NodeInfo()).get("label"), "ip": w.get("ip"),
                     "gpu_ids": w.get("gpu_ids"), "nccl_env": w.get("nccl_env")} for i, w in enumerate(where)]
     ev["nccl_env_driver"] = ev_c.get("env")
     lines = []
@@ -474,13 +474,13 @@ def collective_outcome(ev_c: Optional[Dict[str, Any]], nodes: Sequence[NodeInfo]
                 msg += "; meanwhile %s failed" % ", ".join(who(i) for i in crashed)
         else:
             i = stuck[0]
-            last = [l for l in (ranks[i].get("tail") or "").splitlines() if l.strip()]
-            msg = "%s failed in %s: %s" % (who(i), steps[i] or "startup", (last[-1] if last else "no output")[:300])
+            tail = [l for l in (ranks[i].get("tail") or "").splitlines() if l.strip()]
+            msg = "%s failed in %s: %s" % (who(i), steps[i] or "startup", (tail[-1] if tail else "no output")[:300])
         return failed(msg, "the ranks must reach each other's addresses (%s) on the rendezvous port and NCCL's "
                            "ports: check firewalls between the nodes, and NCCL_SOCKET_IFNAME (the interface NCCL "
                            "picks is in the NCCL lines); rerun with NCCL_DEBUG=INFO" % ", ".join(
                                sorted(set(w.get("ip") or "?" for w in where))), ev)
-    sizes = []
+    sizes: List[Dict[str, Any]] = []
     bad = []
     init = max((([e for e in r["events"] if e.get("event") == "init"] or [{}])[-1].get("seconds") or 0) for r in ranks)
     per_rank = [[e for e in r["events"] if e.get("event") == "size"] for r in ranks]

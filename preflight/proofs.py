@@ -62,7 +62,8 @@ SOURCE_BUILDS = ("flash-attn",)
 def proof_requirements(requirements: Sequence[str]) -> Tuple[List[str], List[str]]:
     """(requirements a proof covers, requirements left out: direct URLs outside the index, and
     the named source builds of :data:`SOURCE_BUILDS`)."""
-    inside, outside = [], []
+    inside: List[str] = []
+    outside: List[str] = []
     for r in requirements:
         name = re.split(r"[\s<>=!~\[@;]", r.strip(), maxsplit=1)[0].lower().replace("_", "-")
         (outside if re.search(r"\s@\s", r) or name in SOURCE_BUILDS else inside).append(r)

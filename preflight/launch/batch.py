@@ -60,7 +60,7 @@ def split_count(total: int, part: int) -> Tuple[int, int]:
     return int(total) // int(part), int(total) % int(part)
 
 
-def rounds(total: int, part: int) -> int:
+def rounds(total: float, part: int) -> int:
     """Passes needed to go through ``total`` items ``part`` at a time (ceil)."""
     return -(-int(total) // int(part)) if part else 0
 

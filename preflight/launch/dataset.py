@@ -213,7 +213,7 @@ def custom_reward_findings(path: str, rs: Dict[str, Any]) -> List[Finding]:
     looked up): verl loads it with importlib from the launch's working directory and raises
     FileNotFoundError ('Custom module file not found') when it is absent."""
     key = rs.get("custom_reward_key", "reward.custom_reward_function")
-    meta = dict(check="the custom reward function file must exist and be a Python file",
+    meta: Dict[str, Any] = dict(check="the custom reward function file must exist and be a Python file",
                 where="verl/utils/import_utils.py load_module (from verl/trainer/ppo/reward.py)")
     if path.startswith("pkg://"):
         return [Finding("data", "skip", "custom reward function %s is a module path, not looked up here" % path,

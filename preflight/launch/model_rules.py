@@ -314,12 +314,12 @@ def lora_modules(x: Any, v: Any, get: Get, model: Optional[ModelFacts],
     linear_like = [n for n in leaves if n.endswith("proj") or n in ("qkv", "fc1", "fc2", "dense", "query_key_value")]
     keep = [t for t in targets if t not in missing]
     fix_list = keep or linear_like[:7]
+    alts: List[Dict[str, Any]] = [{key: list(fix_list)}] if fix_list else [{key: "all-linear"}]
     x.add("lora_modules", "fail", "LoRA target_modules %s match no module of %s (%s has %s)" % (
         ", ".join(missing), model.directory, src, ", ".join(linear_like[:12]) or ", ".join(leaves[:12])),
           "set %s, or all-linear" % override(key, "[%s]" % ",".join(fix_list)) if fix_list else
           "set %s" % override(key, "all-linear"),
-          alts=[{key: list(fix_list)}] if fix_list else [{key: "all-linear"}],
-          missing=missing, modules_from=src)
+          alts=alts, missing=missing, modules_from=src)
 
 
 def needs_meta_probe(get: Get, model: Optional[ModelFacts]) -> bool:

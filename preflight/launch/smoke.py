@@ -65,7 +65,7 @@ def run_smoke(python: str, files: Sequence[str], prompt_key: str, source_key: st
 
 
 def _f(rule: str, status: str, msg: str, fix: Optional[str] = None, item: Optional[str] = None,
-       meta: Optional[Dict[str, str]] = None, **ev: Any) -> Finding:
+       meta: Optional[Dict[str, Any]] = None, **ev: Any) -> Finding:
     return Finding(rule, status, msg, fix, item, evidence=ev, **(meta or {}))
 
 
@@ -164,7 +164,7 @@ def reward_findings(res: Dict[str, Any], reward: Dict[str, Any], key: str) -> Li
     secs = [c.get("seconds") or 0.0 for c in calls]
     timing = "%.1f ms per call (max %.1f ms, %d calls)" % (1000 * sum(secs) / len(secs), 1000 * max(secs), len(calls))
     bad = [c for c in calls if not c.get("ok")]
-    ev = dict(calls=[{k: c.get(k) for k in ("row", "data_source", "kind", "value", "error_type", "error", "seconds")}
+    ev: Dict[str, Any] = dict(calls=[{k: c.get(k) for k in ("row", "data_source", "kind", "value", "error_type", "error", "seconds")}
                      for c in calls], mean_s=sum(secs) / len(secs), max_s=max(secs))
     if not bad:
         return [_f("reward_function", "pass", "%s returns a finite score for the first %d rows (ground truth as the "

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -79,7 +79,11 @@ def _env() -> Dict[str, str]:
         _EMPTY[:] = [path]
         import atexit
 
-        atexit.register(lambda: os.path.exists(path) and os.remove(path))
+        def _drop() -> None:
+            if os.path.exists(path):
+                os.remove(path)
+
+        atexit.register(_drop)
     env = dict(os.environ)
     env["PIP_CONSTRAINT"] = _EMPTY[0]  # see the module doc: constraints do not change a release's metadata
     return env
@@ -188,7 +192,7 @@ def _is_local(version: str) -> bool:
         return False
 
 
-def _dump(data: Dict[str, object]) -> str:
+def _dump(data: Dict[str, Any]) -> str:
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
@@ -212,7 +216,7 @@ def refresh(matrix_dir: str, packages: Optional[Dict[str, str]] = None,
     for name, spec in sorted(packages.items()):
         path = os.path.join(matrix_dir, "metadata", name + ".json")
         old_text = ""
-        old: Dict[str, object] = {"package": name, "releases": {}}
+        old: Dict[str, Any] = {"package": name, "releases": {}}
         if os.path.exists(path):
             with open(path, encoding="utf-8") as fh:
                 old_text = fh.read()
@@ -221,7 +225,7 @@ def refresh(matrix_dir: str, packages: Optional[Dict[str, str]] = None,
             except ValueError as exc:
                 raise RefreshError("%s is not valid JSON (%s); restore it from the repository (git checkout -- %s) "
                                    "and refresh again" % (path, exc, path))
-        releases = {v: row for v, row in dict(old.get("releases", {})).items()  # type: ignore[arg-type]
+        releases = {v: row for v, row in dict(old.get("releases", {})).items()
                     if not _is_local(v)}
         try:
             wanted = select_versions(lister(name), spec)

@@ -323,9 +323,9 @@ def _install_locked(lock_text: str, lock_path: str, prefix: str, base_python: st
         raise UsageError("--uv given but uv is neither in $UV nor on PATH; install uv or leave --uv out")
     env = dict(os.environ)
     if index_urls:
-        extra = " ".join(list(index_urls) + [u for u in env.get("PIP_EXTRA_INDEX_URL", "").split() if u])
-        env["PIP_EXTRA_INDEX_URL"] = extra
-        env["UV_EXTRA_INDEX_URL"] = extra
+        extra_urls = " ".join(list(index_urls) + [u for u in env.get("PIP_EXTRA_INDEX_URL", "").split() if u])
+        env["PIP_EXTRA_INDEX_URL"] = extra_urls
+        env["UV_EXTRA_INDEX_URL"] = extra_urls
     log: List[str] = []
     ssp = ["--system-site-packages"] if system_site_packages else []
     if uv:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, cast
 
 from ..atomic import write_new
 from ..errors import UsageError
@@ -285,13 +285,13 @@ def render_pylock(res: LockResult) -> str:
 
     packages = []
     for p in sorted(res.packages, key=lambda p: canonicalize_name(p.name)):
-        hashes = {}
+        hashes: Dict[str, str] = {}
         for h in p.hashes:
             algo, _, hexd = h.partition(":")
             hashes.setdefault(algo, hexd)
         url = strip_userinfo(p.url) if p.url else None  # never an index's credentials in a shared file
         name = unquote(url.rsplit("/", 1)[-1].split("#", 1)[0]) if url else None
-        kw = {}
+        kw: Dict[str, Any] = {}
         if name and name.endswith(".whl"):
             kw["wheels"] = [PackageWheel(name=name, url=url, size=p.size, hashes=hashes)]
         elif url:
@@ -303,7 +303,7 @@ def render_pylock(res: LockResult) -> str:
                   requires_python=SpecifierSet("==%s.*" % res.python), packages=packages)
     data = lock.to_dict()
     Pylock.from_dict(data)  # packaging's PEP 751 validation (wheel names, hashes); raises PylockValidationError
-    return tomli_w.dumps(data)
+    return tomli_w.dumps(cast(Dict[str, Any], data))
 
 
 def parse_lock(text: str) -> Dict[str, str]:

@@ -79,11 +79,11 @@ def render(res, console, how: Optional[List[str]] = None, matrix_version: str = 
     grid.add_column(width=12, no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
     used = set()
-    for label, prefixes in _GROUPS:
+    for label, group in _GROUPS:
         if label == "{backend}" and res.backend == "none":
             continue
         label = label.format(backend=bname)
-        prefixes = tuple(p.format(b=res.backend) for p in prefixes)
+        prefixes = tuple(p.format(b=res.backend) for p in group)
         cell = Text(_value(res, label))
         for i, c in enumerate(res.citations):
             if i in used or not any(c["choice"].startswith(p) for p in prefixes):

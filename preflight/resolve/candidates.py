@@ -31,7 +31,9 @@ def backend_spec(run: Run) -> Tuple[Optional[SpecifierSet], Optional[AnySpec], L
 def backend_candidates(run: Run) -> Tuple[List[str], List[str]]:
     """(candidate backend versions, newest first and known-bad ones last; extras verl asks of the backend)."""
     spec, gate, extras = backend_spec(run)
-    good, bad, unproven = [], [], []
+    good: List[str] = []
+    bad: List[str] = []
+    unproven: List[str] = []
     failed = getattr(run, "failed_proofs", {}) or {}
     for v in reversed(run.mx.versions(run.backend)):
         pv = Version(v)

@@ -124,7 +124,7 @@ def core_lines(run: Run, res: Resolution) -> List[str]:
     for b in run.mx.bounds():
         if not when_holds(b.get("when") or {}, versions):
             continue
-        name = canonicalize_name(b["package"])
+        name: str = canonicalize_name(b["package"])
         res.bounds.append({"id": b["id"], "package": name, "spec": str(b["spec"]), "reason": b["reason"],
                            "source": b["source"], "confidence": b.get("confidence", "V")})
         if name not in names:

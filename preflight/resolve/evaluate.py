@@ -1,6 +1,6 @@
 """Evaluate one candidate stack (backend release on a Python): conflicts, torch variant, GPU and driver checks."""
 
-from typing import Any, Dict, List, Optional
+from typing import AbstractSet, Any, Dict, List, Optional
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -13,7 +13,7 @@ from .run import RANK, Run, add_problem, bname, cite
 
 def shared_conflicts(run: Run, bv: str, v_reqs: List[Requirement], b_reqs: List[Requirement], ev: Dict[str, Any]) -> None:
     """Dependencies verl and the backend both constrain must admit a common version."""
-    names = {canonicalize_name(r.name) for r in v_reqs} & {canonicalize_name(r.name) for r in b_reqs}
+    names: AbstractSet[str] = {canonicalize_name(r.name) for r in v_reqs} & {canonicalize_name(r.name) for r in b_reqs}
     for name in sorted(names - {"torch"}):
         specs = [r.specifier for r in named_reqs(v_reqs, name) + named_reqs(b_reqs, name)]
         if joint(specs, run.mx.versions(name)) is None:

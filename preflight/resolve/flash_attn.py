@@ -19,11 +19,11 @@ def choose_flash_attn(run: Run, ev: Dict[str, Any]) -> Dict[str, Any]:
     pin = None
     for line in run.meta.get("requires_dist") or []:
         try:
-            r = Requirement(line)
+            req = Requirement(line)
         except InvalidRequirement:
             continue
-        if canonicalize_name(r.name) == "flash-attn":
-            pin = exact_pin([r], "flash-attn") or pin
+        if canonicalize_name(req.name) == "flash-attn":
+            pin = exact_pin([req], "flash-attn") or pin
     if run.cc and Version(run.cc) < Version(str(fa["min_cc"])):
         return {"version": pin, "status": "unsupported", "wheel": None, "url": None,
                 "reason": "FlashAttention 2 needs compute capability >= %s; this GPU is %s: leave flash-attn out and "

@@ -121,7 +121,7 @@ def other_builds(run: Run, res: Resolution) -> List[Tuple[str, str]]:
     """Other published builds of the chosen backend release (vllm.toml ``other``) that would run."""
     mx = run.mx
     row = mx.backend_build(run.backend, res.backend_version or "")
-    out = []
+    out: List[Tuple[str, str]] = []
     if not row:
         return out
     _, _, extras = backend_spec(run)
@@ -150,7 +150,8 @@ def other_releases(run: Run, res: Resolution, resolve: Callable[..., Resolution]
     known = mx.verl_versions()
     here = known.index(run.verl)
     order = sorted((i for i in range(len(known)) if i != here), key=lambda i: (abs(i - here), i < here))
-    out, clean = [], False
+    out: List[Tuple[str, str]] = []
+    clean = False
     for i in order:
         v = known[i]
         if run.backend not in (mx.verl(v) or {}).get("backend_extras", {}):

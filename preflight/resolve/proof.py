@@ -80,7 +80,7 @@ def judge(mx: Matrix, verl: str, res: Resolution, p: Dict[str, Any]) -> None:
     if p["status"] != "proven":
         res.warnings.append("unproven: %s" % p.get("reason"))
         return
-    have = {canonicalize_name(k): v for k, v in p["installed"].items()}
+    have: Dict[str, str] = {canonicalize_name(k): v for k, v in p["installed"].items()}
     res.proof["packages"] = len(have)
     if p.get("source_builds"):
         res.warnings.append("pip builds %s from source (no wheel for this platform, only an sdist): %s" % (

@@ -24,6 +24,7 @@ class Run:
         self.row = mx.verl(verl) or {}
         self.meta = self.row.get("_meta") or {}
         self.extra = (self.row.get("backend_extras") or {}).get(backend)
+        self.failed_proofs: Dict[str, str] = {}  # backend release -> why its recorded platform resolve failed
         self.minors = sorted({m for r in mx.curated["wheels"].get("torch_python", []) for m in r["python"]},
                              key=Version)
 

@@ -367,9 +367,9 @@ def test_fc21_ray_num_cpus_with_affinity_limit():
     # an older release's config has the top-level key: the rule names that one
     from preflight.launch.model_rules import ray_num_cpus
     from preflight.launch.rules import load_rules, ruleset
-    from preflight.launch.rules.context import _Ctx
+    from preflight.launch.rules.context import RuleContext
 
-    x = _Ctx(ruleset("0.4.1")[0], load_rules()["rule"])
+    x = RuleContext(ruleset("0.4.1")[0], load_rules()["rule"])
     old = {"ray_init": {"num_cpus": None}}
     ray_num_cpus(x, lambda k, d=None: get_path(old, k, d), host)
     assert x.out[0].alts == [{"ray_init.num_cpus": 8}]

@@ -7,8 +7,8 @@ from packaging.version import Version
 
 from ...matrix import parse_version
 from ...shell import override, quote
-from .stored import _json
-from .tree import HYDRA_KEYS, _has, _parts, flatten, get_path
+from .stored import stored_json
+from .tree import HYDRA_KEYS, has_path, key_parts, flatten, get_path
 
 
 def unknown_fields(final: Dict[str, Any], defaults: Dict[str, Any],
@@ -42,7 +42,7 @@ def unknown_fields(final: Dict[str, Any], defaults: Dict[str, Any],
 
 
 def _renames(config_name: str) -> Dict[str, Dict[str, str]]:
-    doc = _json("renames.json") or {}
+    doc = stored_json("renames.json") or {}
     confs = doc.get("configs", {})
     return confs.get(config_name) or confs.get("ppo_trainer") or {}
 
@@ -58,7 +58,7 @@ def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, 
     """
     text = text or key
     value = text.split("=", 1)[1] if "=" in text else "..."
-    parts = _parts(key)
+    parts = key_parts(key)
     parent = get_path(tree, ".".join(parts[:-1])) if len(parts) > 1 else tree
     target = parent.get("_target_") if isinstance(parent, dict) else None
     fields = (dataclasses_.get(target) or {}).get("fields") if isinstance(target, str) else None
@@ -69,11 +69,11 @@ def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, 
     pv = parse_version(release) if release else None
     if rec and (pv is None or Version(rec["removed_in"]) <= Version(pv.public)):
         new, seen = rec.get("replacement") or "", set()
-        while new and not _has(tree, _parts(new)) and new in ren and new not in seen:
+        while new and not has_path(tree, key_parts(new)) and new in ren and new not in seen:
             seen.add(new)
             new = ren[new].get("replacement") or ""
         why = "verl %s dropped %s (last in %s)" % (rec["removed_in"], key, rec["last_in"])
-        if new and _has(tree, _parts(new)):
+        if new and has_path(tree, key_parts(new)):
             return why + "; %s took its place" % new, "write %s instead of %s" % (override(new, value), quote(text))
         return why, "delete the override %s (verl %s has no such option)" % (quote(text), release or rec["removed_in"])
     if fields is not None:
@@ -105,7 +105,7 @@ def near_keys(key: str, tree: Dict[str, Any]) -> List[str]:
     leaf name within 0.8 (difflib ratio) of it under the same parent. A key is never matched to
     an unrelated sibling because the dotted paths look alike (``model.lora_rank`` is no
     ``model.path``)."""
-    parts = _parts(key)
+    parts = key_parts(key)
     leaf, parent = parts[-1], ".".join(parts[:-1])
     leaves = list(flatten(tree))
     same_leaf = [k for k in leaves if k.rsplit(".", 1)[-1] == leaf]

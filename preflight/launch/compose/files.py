@@ -14,7 +14,7 @@ from .errors import FileUnreadable
 MAX_CONFIG_BYTES = 1 << 20
 
 
-def _check_user_file(path: str) -> None:
+def check_user_file(path: str) -> None:
     """Raise UsageError when the saved config (``config --file``, ``check --config``) is absent, FileUnreadable when it is over
     :data:`MAX_CONFIG_BYTES` or a .json file is not a JSON mapping (YAML files are read by Hydra's
     OmegaConf in the composing process)."""
@@ -37,7 +37,9 @@ def _check_user_file(path: str) -> None:
             raise FileUnreadable("config file %s: the top level must be a mapping of config keys" % path)
 
 
-def _unreadable(file: str, fe: Dict[str, Any]) -> FileUnreadable:
+def unreadable_error(file: str, fe: Dict[str, Any]) -> FileUnreadable:
+    """The :class:`FileUnreadable` for the composing script's ``file_error`` event ``fe`` (``kind``, ``message``) on
+    ``file``: Hydra's first line and the last line/column it names."""
     text = str(fe.get("message") or "").strip()
     first = (text.splitlines() or [""])[0]
     where = re.findall(r"line \d+, column \d+", text)

@@ -8,7 +8,7 @@ from ...redact import redact
 from ..overrides import ConfigError, Override
 from .provenance import effective_source
 from .secrets import redact_config_value
-from .tree import _has, _parts, flatten, get_path
+from .tree import has_path, key_parts, flatten, get_path
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Composed:
 
     def has(self, key: str) -> bool:
         """True when the resolved config has ``key``."""
-        return _has(self.resolved, _parts(key))
+        return has_path(self.resolved, key_parts(key))
 
     def source_of(self, key: str) -> str:
         """Display source of ``key`` (see :func:`effective_source`)."""

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..overrides import ConfigError, LaunchSpec
 from .errors import ComposeUnsupported
 from .fields import key_fix, unknown_fields
-from .files import _check_user_file, _unreadable
+from .files import check_user_file, unreadable_error
 from .inprocess import run_here
 from .provenance import provenance
 from .result import Composed
@@ -64,7 +64,7 @@ def _build(out: Any, spec: LaunchSpec, file: Optional[str], method: str, notes: 
     trees = {e["stage"]: e["tree"] for e in out.events if e.get("event") == "tree"}
     err = out.last("error")
     if file and out.last("file_error") is not None:
-        raise _unreadable(file, out.last("file_error"))
+        raise unreadable_error(file, out.last("file_error"))
     defaults = trees.get("defaults", {})
     after = trees.get("file", defaults)
     final = trees.get("final", after)
@@ -132,7 +132,7 @@ def compose_stored(spec: LaunchSpec, file: Optional[str] = None, release: Option
     """
     name = spec.config_name or "ppo_trainer"
     if file:
-        _check_user_file(file)
+        check_user_file(file)
     pick, notes = stored_release(release, name)
     tree = stored_tree(pick)
     args = _args(spec, file, config_dir(spec))
@@ -222,7 +222,7 @@ def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: 
     if spec.config_name is None and ep is not None:
         spec = dataclasses.replace(spec, config_name=ep["config_name"])  # the entry point's own config
     if file:
-        _check_user_file(file)
+        check_user_file(file)
     env = dict(spec.env)
     out = run_script(python, "verl_compose", _args(spec, file, config_dir(spec)), timeout=timeout, env=env)
     notes = list(spec.notes)

@@ -4,7 +4,7 @@ from typing import Any
 
 from ...redact import MASK as SECRET_MASK
 from ...redact import add_secret, is_secret_key, plainly_secret, redact
-from .tree import _parts
+from .tree import key_parts
 
 def redact_config_value(key: str, value: Any, schema: Any) -> Any:
     """The value of config ``key`` as it may be printed or written.
@@ -18,7 +18,7 @@ def redact_config_value(key: str, value: Any, schema: Any) -> Any:
     """
     if value in (None, "", [], {}):
         return value
-    parts = _parts(key)
+    parts = key_parts(key)
     if key in schema:
         if parts and plainly_secret(parts[-1]) and isinstance(value, str):
             add_secret(value)  # hidden wherever it appears again (a value derived from it)

@@ -14,14 +14,15 @@ from ...matrix import parse_version, read_data
 from .errors import ComposeUnsupported
 
 
-def _json(rel: str) -> Optional[Dict[str, Any]]:
+def stored_json(rel: str) -> Optional[Dict[str, Any]]:
+    """The JSON document ``matrices/verl_config/<rel>`` as a dict, or None when the zipapp holds no such file."""
     raw = read_data("verl_config/" + rel)
     return None if raw is None else json.loads(raw.decode("utf-8"))
 
 
 def stored_index() -> Dict[str, Dict[str, Any]]:
     """Stored releases -> ``{"wheel", "sha256", "configs"}`` (``matrices/verl_config/index.json``)."""
-    doc = _json("index.json") or {}
+    doc = stored_json("index.json") or {}
     return dict(doc.get("versions", {}))
 
 
@@ -52,7 +53,7 @@ def stored_release(version: Optional[str], config_name: Optional[str] = None) ->
 def release_doc(version: str) -> Dict[str, Any]:
     """``matrices/verl_config/<version>.json``: files, configs, groups and the config dataclasses'
     fields of a stored release. Raises ComposeUnsupported when it is missing."""
-    doc = _json(version + ".json")
+    doc = stored_json(version + ".json")
     if doc is None:
         raise ComposeUnsupported("matrices/verl_config/%s.json is missing" % version,
                                  "rebuild the zipapp or restore matrices/ from the repository")

@@ -8,14 +8,15 @@ MISSING = "???"  #: OmegaConf's mandatory-value marker
 HYDRA_KEYS = ("_target_", "_recursive_", "_convert_", "_partial_", "_args_")
 
 
-def _parts(key: str) -> List[str]:
+def key_parts(key: str) -> List[str]:
+    """Parts of a dotted config key, list indices split out: ``a.b[0].c`` -> ``['a', 'b', '0', 'c']``."""
     return [p for p in re.sub(r"\[(\d+)\]", r".\1", key).split(".") if p != ""]
 
 
 def get_path(tree: Any, key: str, default: Any = None) -> Any:
     """Value at dotted ``key`` in nested dicts/lists, or ``default`` when a part is absent."""
     node = tree
-    for p in _parts(key):
+    for p in key_parts(key):
         if isinstance(node, dict) and p in node:
             node = node[p]
         elif isinstance(node, list) and p.isdigit() and int(p) < len(node):
@@ -25,7 +26,8 @@ def get_path(tree: Any, key: str, default: Any = None) -> Any:
     return node
 
 
-def _has(tree: Any, parts: Sequence[str]) -> bool:
+def has_path(tree: Any, parts: Sequence[str]) -> bool:
+    """True when ``parts`` (from :func:`key_parts`) walk to a node of nested dicts/lists ``tree``."""
     node = tree
     for p in parts:
         if isinstance(node, dict) and p in node:

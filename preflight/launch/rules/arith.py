@@ -16,7 +16,7 @@ def divisors(n: int) -> List[int]:
     return small + large[::-1]
 
 
-def _near(cands: Sequence[int], value: int, k: int = 2) -> List[int]:
+def nearest(cands: Sequence[int], value: int, k: int = 2) -> List[int]:
     """Up to ``k`` candidates nearest ``value``: the closest below and above when both exist."""
     below = [c for c in cands if c < value]
     above = [c for c in cands if c > value]

@@ -5,8 +5,8 @@ from .. import batch as bm
 from ..overrides import override_line
 from ...shell import override
 from .values import Values
-from .arith import _near, divisors
-from .context import _Ctx
+from .arith import nearest, divisors
+from .context import RuleContext
 
 
 def _suggest_micro(v: Values, role: str) -> Tuple[int, str]:
@@ -37,7 +37,8 @@ def _dp(v: Values, role: str = "actor") -> Optional[int]:
     return v.world // sp if sp > 0 and v.world % sp == 0 else None
 
 
-def _mandatory(x: _Ctx, missing: Sequence[str]) -> None:
+def mandatory_rule(x: RuleContext, missing: Sequence[str]) -> None:
+    """Rule ``mandatory``: a FAIL for every key of ``missing`` (``???`` in the config) that verl needs."""
     for key in missing:
         hint = "vllm (or sglang)" if key.endswith("rollout.name") else "a value"
         x.add("mandatory", "fail", "%s is ??? (mandatory) and not set" % key, "set %s" % override(
@@ -45,7 +46,9 @@ def _mandatory(x: _Ctx, missing: Sequence[str]) -> None:
             alts=[{key: "vllm"}, {key: "sglang"}] if hint != "a value" else [])
 
 
-def _micro_set(x: _Ctx, v: Values) -> None:
+def micro_set_rule(x: RuleContext, v: Values) -> None:
+    """Rules ``micro_batch_set`` and ``per_gpu_required``: each role's micro batch is set one way (global or per
+    GPU), per GPU where the release reads only that; nothing to check with use_dynamic_bsz."""
     roles = []
     if not v.dyn:
         roles.append(("actor", "actor_rollout_ref.actor.ppo_micro_batch_size", v.micro, v.micro_gpu))
@@ -77,7 +80,9 @@ def _micro_set(x: _Ctx, v: Values) -> None:
                   alts=[{key + "_per_gpu": max(1, glob // dp), key: None}])
 
 
-def _train_divisible(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
+def train_divisible_rule(x: RuleContext, v: Values, p: bm.BatchPlan) -> None:
+    """Rules ``train_batch_divisible`` and ``megatron_world``: train_batch_size x rollout.n divides by the release's
+    minimal batch (the world size, or Megatron's data-parallel size x micro batch); TP x PP x CP divides the world."""
     if x.rs["train_batch_divisible"] == "without_dynamic_bsz" and v.dyn:
         x.add("train_batch_divisible", "pass", "not checked with use_dynamic_bsz=True in verl %s" % x.rs["label"])
         return
@@ -88,10 +93,10 @@ def _train_divisible(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
             okd = [d for d in divisors(v.world) if d % (v.mg_tp * v.mg_cp) == 0 or d == v.world]
             ppk = "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size"
             tpk = "actor_rollout_ref.actor.megatron.tensor_model_parallel_size"
-            alts = [{ppk: d} for d in _near([d for d in divisors(v.world) if v.world % (v.mg_tp * d * v.mg_cp) == 0],
+            alts = [{ppk: d} for d in nearest([d for d in divisors(v.world) if v.world % (v.mg_tp * d * v.mg_cp) == 0],
                                             v.mg_pp)]
             if not alts:
-                alts = [{tpk: d, ppk: 1} for d in _near([d for d in divisors(v.world) if v.world % (d * v.mg_cp) == 0],
+                alts = [{tpk: d, ppk: 1} for d in nearest([d for d in divisors(v.world) if v.world % (d * v.mg_cp) == 0],
                                                         v.mg_tp)]
             x.add("megatron_world", "fail", "world size %d is not divisible by Megatron TP %d x PP %d x CP %d = %d" % (
                 v.world, v.mg_tp, v.mg_pp, v.mg_cp, mp),
@@ -128,7 +133,8 @@ def _mini_candidates(v: Values, current: int, k: int = 3, role: str = "actor") -
     return below + above
 
 
-def _mini_le_train(x: _Ctx, v: Values) -> None:
+def mini_le_train_rule(x: RuleContext, v: Values) -> None:
+    """Rule ``mini_le_train``: each role's ppo_mini_batch_size is at most data.train_batch_size."""
     pairs = [("actor", "actor_rollout_ref.actor.ppo_mini_batch_size", v.mini, v.dyn)]
     if v.use_critic:
         pairs.append(("critic", "critic.ppo_mini_batch_size", v.critic_mini, v.critic_dyn))
@@ -144,7 +150,9 @@ def _mini_le_train(x: _Ctx, v: Values) -> None:
             x.add("mini_le_train", "pass", "%s: %s %d <= train_batch_size %d" % (role, key, mini, v.B), item=role)
 
 
-def _global_micro(x: _Ctx, v: Values) -> None:
+def global_micro_rule(x: RuleContext, v: Values) -> None:
+    """Rule ``global_micro``: each role's deprecated global ppo_micro_batch_size (where set) divides its mini batch
+    and, times the Ulysses size, covers the world size."""
     pairs = [("actor", "actor_rollout_ref.actor", v.mini, v.micro, v.sp, v.dyn)]
     if v.use_critic:
         pairs.append(("critic", "critic", v.critic_mini, v.critic_micro, v.critic_sp, v.critic_dyn))
@@ -164,13 +172,15 @@ def _global_micro(x: _Ctx, v: Values) -> None:
                 role, micro, mini, v.world), item=role)
 
 
-def _sp(x: _Ctx, v: Values) -> None:
+def sp_rule(x: RuleContext, v: Values) -> None:
+    """Rule ``sp_remove_padding``: a Ulysses sequence parallel size over 1 needs use_remove_padding and must divide
+    the world size."""
     for role, sp in (("actor", v.sp),) + ((("critic", v.critic_sp),) if v.use_critic else ()):
         if sp <= 1:
             continue
         if v.world % sp:
             ukey = "critic.ulysses_sequence_parallel_size" if role == "critic" else v.sp_key
-            near = _near(divisors(v.world), sp)
+            near = nearest(divisors(v.world), sp)
             x.add("sp_remove_padding", "fail", "%s: Ulysses size %d does not divide the world size %d" % (
                 role, sp, v.world), item=role, alts=[{ukey: d} for d in near], fix_key=ukey,
                 fix_tail=" (a divisor of the world size %d)" % v.world)
@@ -183,14 +193,17 @@ def _sp(x: _Ctx, v: Values) -> None:
                   item=role)
 
 
-def _val_temperature(x: _Ctx, v: Values) -> None:
+def val_temperature_rule(x: RuleContext, v: Values) -> None:
+    """Rule ``val_temperature``: val_kwargs.do_sample=True needs a rollout temperature above 0."""
     if v.val_do_sample and (v.temperature is None or v.temperature <= 0):
         x.add("val_temperature", "fail", "val_kwargs.do_sample=True with rollout.temperature=%s" % v.temperature,
               "set actor_rollout_ref.rollout.temperature to a value > 0 (e.g. 1.0)",
               alts=[{"actor_rollout_ref.rollout.temperature": 1.0}])
 
 
-def _mini_micro(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
+def mini_micro_rule(x: RuleContext, v: Values, p: bm.BatchPlan) -> None:
+    """Rules ``mini_per_gpu``, ``micro_vs_mini`` and ``train_divisible_by_mini``: the mini batch per GPU (normalised
+    as the release does, plan ``p``) is whole and a multiple of the micro batch."""
     mode = x.rs["mini_normalisation"]
     roles = [("actor", "actor_rollout_ref.actor", v.mini, v.micro_gpu, v.dyn)]
     if v.use_critic:
@@ -245,7 +258,7 @@ def _mini_micro(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
         silent = x.rs["micro_divisibility"] == "global_micro_only"
         okm = [d for d in divisors(q) if d <= micro] or [1]
         mkey = pre + ".ppo_micro_batch_size_per_gpu"
-        micro_fix = dict(alts=[{mkey: okm[-1]}], fix_key=mkey, fix_tail=" (a divisor of %d)" % q)
+        micro_fix: Dict[str, Any] = dict(alts=[{mkey: okm[-1]}], fix_key=mkey, fix_tail=" (a divisor of %d)" % q)
         if micro > q:
             x.add("micro_vs_mini", "fail", "%s: ppo_micro_batch_size_per_gpu %d > per-GPU mini-batch %d%s" % (
                 role, micro, q, " (silent: gradient accumulation %d // %d = 0, NaN loss)" % (q, micro) if silent else ""),
@@ -261,7 +274,7 @@ def _mini_micro(x: _Ctx, v: Values, p: bm.BatchPlan) -> None:
                 _vpp(x, v, q, micro, cands, key, mkey)
 
 
-def _vpp(x: _Ctx, v: Values, q: int, micro: int, cands: List[int], key: str, mkey: str) -> None:
+def _vpp(x: RuleContext, v: Values, q: int, micro: int, cands: List[int], key: str, mkey: str) -> None:
     """Megatron's interleaved (virtual) pipeline schedule needs at least PP micro-batches per
     mini-batch on each data-parallel rank."""
     m = q // micro

@@ -5,7 +5,9 @@ from ..overrides import fix_overrides, format_value, or_list
 from .finding import Finding
 
 
-class _Ctx:
+class RuleContext:
+    """What the rules share while they run: the release's rule set ``rs`` (:func:`ruleset`), the rule table ``rules``
+    (``matrices/verl_rules.toml``'s ``[rule]``) and the findings added so far (``out``)."""
     def __init__(self, rs: Dict[str, Any], rules: Dict[str, Any]):
         self.rs = rs
         self.rules = rules

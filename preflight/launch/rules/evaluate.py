@@ -8,11 +8,12 @@ from ..overrides import override_line
 from ..model import ModelFacts
 from .table import load_rules, ruleset
 from .finding import Finding
-from .values import ValueProblem, _bool, bad_sizes, values
-from .context import _Ctx
-from .batch_rules import _global_micro, _mandatory, _micro_set, _mini_le_train, _mini_micro, _sp, _train_divisible, _val_temperature
-from .rollout import _rollout
-from .machine import _machine, _model_rules
+from .values import ValueProblem, as_bool, bad_sizes, values
+from .context import RuleContext
+from .batch_rules import (global_micro_rule, mandatory_rule, micro_set_rule, mini_le_train_rule, mini_micro_rule,
+                          sp_rule, train_divisible_rule, val_temperature_rule)
+from .rollout import rollout_rules
+from .machine import machine_rules, model_rules
 
 
 def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Optional[Dict[str, Any]] = None,
@@ -56,7 +57,7 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
     if res is not None:
         line, fixed, left = res
         rs, _n = ruleset(release)
-        x = _Ctx(rs, load_rules().get("rule", {}))
+        x = RuleContext(rs, load_rules().get("rule", {}))
         if fixed and not left:
             x.add("fix_line", "warn", "one line fixes all %d failing rule(s): %s" % (len(fixed), ", ".join(fixed)),
                   override_line(line), alts=[line], fixed=fixed)
@@ -115,8 +116,8 @@ def _evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: O
 
     rs, note = ruleset(release)
     rules = load_rules().get("rule", {})
-    x = _Ctx(rs, rules)
-    _mandatory(x, missing)
+    x = RuleContext(rs, rules)
+    mandatory_rule(x, missing)
     try:
         v = values(get)
     except ValueProblem as exc:
@@ -138,20 +139,20 @@ def _evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: O
         v.sp if v.world % max(v.sp, 1) == 0 else 1)
     p = bm.plan(v.B, v.n, v.gpn, v.nnodes, v.tp, v.rdp, v.rpp, dp_div,
                 v.mini, v.micro_gpu, v.lp_micro_gpu, v.ref_lp_micro_gpu if v.use_ref else None, v.dyn)
-    _micro_set(x, v)
-    _train_divisible(x, v, p)
-    _mini_le_train(x, v)
-    _global_micro(x, v)
-    _sp(x, v)
-    _val_temperature(x, v)
-    _mini_micro(x, v, p)
-    _rollout(x, v, p, model)
-    _model_rules(x, v, model, model_why)
+    micro_set_rule(x, v)
+    train_divisible_rule(x, v, p)
+    mini_le_train_rule(x, v)
+    global_micro_rule(x, v)
+    sp_rule(x, v)
+    val_temperature_rule(x, v)
+    mini_micro_rule(x, v, p)
+    rollout_rules(x, v, p, model)
+    model_rules(x, v, model, model_why)
     mr.token_budgets(x, v, get, raw)
     mr.trust_remote_code(x, v, get, model)
     mr.lora_modules(x, v, get, model, module_names)
     if machine is not None:
-        _machine(x, v, machine, model, get)
+        machine_rules(x, v, machine, model, get)
     return p, x.out, note
 
 
@@ -159,6 +160,6 @@ def mandatory_keys(leaves: Dict[str, Any], get: Callable[[str, Any], Any]) -> Li
     """Keys of ``leaves`` (flattened resolved config) left as ``???`` that verl reads: those of
     actor_rollout_ref, data and trainer, and the reward model's when it is enabled."""
     prefixes = ["actor_rollout_ref.", "data.", "trainer.", "algorithm."]
-    if _bool(get("reward.reward_model.enable", False)):
+    if as_bool(get("reward.reward_model.enable", False)):
         prefixes.append("reward.reward_model.")
     return [k for k, v in leaves.items() if v == "???" and k.startswith(tuple(prefixes))]

@@ -6,8 +6,8 @@ from ...hw import visible_devices
 from ..model import ModelFacts
 from .table import load_rules
 from .values import Values
-from .arith import _near, divisors
-from .context import _Ctx
+from .arith import nearest, divisors
+from .context import RuleContext
 
 
 def visible_gpus(nvml: Dict[str, Any], env: Dict[str, str]) -> Tuple[Optional[List[Dict[str, Any]]], str]:
@@ -27,7 +27,9 @@ def visible_gpus(nvml: Dict[str, Any], env: Dict[str, str]) -> Tuple[Optional[Li
     return picked, "CUDA_VISIBLE_DEVICES=%r leaves %d of %d GPU(s)" % (cvd, len(picked), len(devs))
 
 
-def _model_rules(x: _Ctx, v: Values, model: Optional[ModelFacts], why: str) -> None:
+def model_rules(x: RuleContext, v: Values, model: Optional[ModelFacts], why: str) -> None:
+    """Rules ``ulysses_heads`` and ``max_position`` against the model's facts; with no model, each is a SKIP saying
+    ``why``."""
     if model is None:
         for rule in ("ulysses_heads", "max_position"):
             if rule == "ulysses_heads" and v.sp <= 1 and v.critic_sp <= 1:
@@ -52,7 +54,7 @@ def _model_rules(x: _Ctx, v: Values, model: Optional[ModelFacts], why: str) -> N
             x.add("ulysses_heads", "fail", "%s: Ulysses size %d vs %d attention heads / %s KV heads (%s)" % (
                 role, sp, model.heads, model.kv_heads, model.path),
                 item=role, heads=model.heads, kv_heads=model.kv_heads, sp=sp,
-                alts=[{ukey: d} for d in _near(ok, sp)], fix_key=ukey)
+                alts=[{ukey: d} for d in nearest(ok, sp)], fix_key=ukey)
         else:
             x.add("ulysses_heads", "pass", "%s: Ulysses size %d divides %d heads" % (role, sp, model.heads), item=role)
     mp = model.max_position_embeddings
@@ -84,8 +86,10 @@ def _model_rules(x: _Ctx, v: Values, model: Optional[ModelFacts], why: str) -> N
               silent=True, limit=limit, alts=[{"data.max_response_length": limit - v.prompt_length}])
 
 
-def _machine(x: _Ctx, v: Values, machine: Dict[str, Any], model: Optional[ModelFacts],
+def machine_rules(x: RuleContext, v: Values, machine: Dict[str, Any], model: Optional[ModelFacts],
              get: Callable[[str, Any], Any]) -> None:
+    """Rules ``gpus_present``, ``gpu_memory``, ``host_memory`` and ``ray_num_cpus`` against ``machine`` (``nvml``,
+    ``host``, ``env`` dicts) and the config's ``get``."""
     from .. import model_rules as mr
 
     env = dict(machine.get("env") or {})

@@ -5,8 +5,8 @@ from typing import Optional
 from .. import batch as bm
 from ..model import ModelFacts
 from .values import Values
-from .arith import _near, divisors
-from .context import _Ctx
+from .arith import nearest, divisors
+from .context import RuleContext
 
 
 def tp_fits_heads(tp: int, heads: Optional[int], kv_heads: Optional[int]) -> bool:
@@ -21,7 +21,10 @@ def tp_fits_heads(tp: int, heads: Optional[int], kv_heads: Optional[int]) -> boo
     return True
 
 
-def _rollout(x: _Ctx, v: Values, p: bm.BatchPlan, model: Optional[ModelFacts] = None) -> None:
+def rollout_rules(x: RuleContext, v: Values, p: bm.BatchPlan, model: Optional[ModelFacts] = None) -> None:
+    """The rollout's rules (``rollout_tp_world``, ``rollout_tp_heads``, ``megatron_tp_heads``, ``rollout_pp``,
+    ``rollout_ep``, ``rollout_mode``, ``max_num_seqs``) on values ``v``, plan ``p`` and the model's facts when
+    known."""
     size = v.tp * v.rdp * v.rpp
     pre = "actor_rollout_ref.rollout."
     heads = model.heads if model else None
@@ -30,7 +33,7 @@ def _rollout(x: _Ctx, v: Values, p: bm.BatchPlan, model: Optional[ModelFacts] = 
            and tp_fits_heads(d, heads, kvh)]
     key = pre + "tensor_model_parallel_size"
     if size > v.world or v.world % size:
-        near = _near(okt, v.tp)
+        near = nearest(okt, v.tp)
         x.add("rollout_tp_world", "fail", "rollout TP %d x DP %d x PP %d = %d GPUs per replica %s the world size %d" % (
             v.tp, v.rdp, v.rpp, size, "exceeds" if size > v.world else "does not divide", v.world),
             tp=v.tp, world=v.world, candidates=okt, alts=[{key: d} for d in near], fix_key=key,
@@ -44,7 +47,7 @@ def _rollout(x: _Ctx, v: Values, p: bm.BatchPlan, model: Optional[ModelFacts] = 
     elif tp_fits_heads(v.tp, heads, kvh):
         x.add("rollout_tp_heads", "pass", "rollout TP %d splits %d attention heads and %s KV heads" % (v.tp, heads, kvh))
     else:
-        near = _near(okt, v.tp)
+        near = nearest(okt, v.tp)
         what = "%d attention heads are not divisible by TP %d" % (heads, v.tp) if heads % v.tp else \
             "%s KV heads neither divide by TP %d nor divide it" % (kvh, v.tp)
         x.add("rollout_tp_heads", "fail", "rollout tensor_model_parallel_size %d: the model's %s (%s)" % (
@@ -57,7 +60,7 @@ def _rollout(x: _Ctx, v: Values, p: bm.BatchPlan, model: Optional[ModelFacts] = 
             okm = [d for d in divisors(v.world) if heads % d == 0 and (not kvh or kvh % d == 0)
                    and v.world % (d * v.mg_pp * v.mg_cp) == 0]
             x.add("megatron_tp_heads", "fail", "Megatron TP %d does not divide the model's %d attention heads and %s "
-                  "KV heads (query groups)" % (v.mg_tp, heads, kvh), alts=[{mkey: d} for d in _near(okm, v.mg_tp)],
+                  "KV heads (query groups)" % (v.mg_tp, heads, kvh), alts=[{mkey: d} for d in nearest(okm, v.mg_tp)],
                   fix_key=mkey, heads=heads, kv_heads=kvh)
         else:
             x.add("megatron_tp_heads", "pass", "Megatron TP %d divides %d heads and %s KV heads" % (v.mg_tp, heads, kvh))

@@ -107,7 +107,9 @@ def _finite(key: str, v: Any) -> Optional[float]:
     return f
 
 
-def _bool(v: Any) -> bool:
+def as_bool(v: Any) -> bool:
+    """A config flag as verl reads it: strings ``true``/``1``/``yes`` (any case) are True, other strings False,
+    anything else by ``bool``."""
     if isinstance(v, str):
         return v.strip().lower() in ("true", "1", "yes")
     return bool(v)
@@ -140,11 +142,11 @@ def values(get: Callable[[str, Any], Any]) -> Values:
     return Values(
         B=_int(get, "data.train_batch_size", required=True), n=_size(get, r + "n"),
         gpn=_int(get, "trainer.n_gpus_per_node", required=True), nnodes=_size(get, "trainer.nnodes"),
-        strategy=strategy, dyn=_bool(get(a + "use_dynamic_bsz", False)),
+        strategy=strategy, dyn=as_bool(get(a + "use_dynamic_bsz", False)),
         mini=_int(get, a + "ppo_mini_batch_size"), micro=_int(get, a + "ppo_micro_batch_size"),
         micro_gpu=_int(get, a + "ppo_micro_batch_size_per_gpu"),
         sp=legacy_sp if legacy_sp > 1 else fsdp_sp,
-        remove_padding=_bool(get("actor_rollout_ref.model.use_remove_padding", False)),
+        remove_padding=as_bool(get("actor_rollout_ref.model.use_remove_padding", False)),
         rollout_name=get(r + "name", None), rollout_mode=get(r + "mode", None),
         tp=_size(get, r + "tensor_model_parallel_size"), rdp=_size(get, r + "data_parallel_size"),
         rpp=_size(get, r + "pipeline_model_parallel_size"), ep=_size(get, r + "expert_parallel_size"),
@@ -153,20 +155,20 @@ def values(get: Callable[[str, Any], Any]) -> Values:
         response_length=_int(get, r + "response_length"), max_model_len=_int(get, r + "max_model_len"),
         lp_micro=_int(get, r + "log_prob_micro_batch_size"), lp_micro_gpu=_int(get, r + "log_prob_micro_batch_size_per_gpu"),
         temperature=_finite(r + "temperature", temp),
-        val_do_sample=_bool(get(r + "val_kwargs.do_sample", False)),
-        use_ref=_bool(get("algorithm.use_kl_in_reward", False)) or _bool(get(a + "use_kl_loss", False)),
+        val_do_sample=as_bool(get(r + "val_kwargs.do_sample", False)),
+        use_ref=as_bool(get("algorithm.use_kl_in_reward", False)) or as_bool(get(a + "use_kl_loss", False)),
         ref_lp_micro=_int(get, "actor_rollout_ref.ref.log_prob_micro_batch_size"),
         ref_lp_micro_gpu=_int(get, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"),
-        use_critic=_bool(critic_enable) if critic_enable is not None else adv == "gae",
-        critic_dyn=_bool(get(c + "use_dynamic_bsz", False)), critic_mini=_int(get, c + "ppo_mini_batch_size"),
+        use_critic=as_bool(critic_enable) if critic_enable is not None else adv == "gae",
+        critic_dyn=as_bool(get(c + "use_dynamic_bsz", False)), critic_mini=_int(get, c + "ppo_mini_batch_size"),
         critic_micro=_int(get, c + "ppo_micro_batch_size"), critic_micro_gpu=_int(get, c + "ppo_micro_batch_size_per_gpu"),
         critic_sp=critic_legacy if critic_legacy > 1 else critic_fsdp,
         mg_tp=_size(get, a + "megatron.tensor_model_parallel_size"),
         mg_pp=_size(get, a + "megatron.pipeline_model_parallel_size"),
         mg_cp=_size(get, a + "megatron.context_parallel_size"),
         mg_vpp=_int(get, a + "megatron.virtual_pipeline_model_parallel_size"),
-        param_offload=_bool(get(a + "fsdp_config.param_offload", False)),
-        optimizer_offload=_bool(get(a + "fsdp_config.optimizer_offload", False)),
+        param_offload=as_bool(get(a + "fsdp_config.param_offload", False)),
+        optimizer_offload=as_bool(get(a + "fsdp_config.optimizer_offload", False)),
         model_path=get("actor_rollout_ref.model.path", None),
         sp_key=a + ("ulysses_sequence_parallel_size" if legacy_sp > 1 else "fsdp_config.ulysses_sequence_parallel_size"))
 
