@@ -427,7 +427,7 @@ def verl_reqs(ctx: Context) -> CheckResult:
             parts.append("wrong versions: %s" % "; ".join(wrong[:6]))
         hint = "[%s]" % ",".join(applied) if applied else ""
         fix = "pip install 'verl%s==%s'" % (hint, verl_v)
-        if core and missing and core in applied:
+        if core and missing and core in applied and ctx.installed("verl") is not None:
             fix += " (verl installed without extras lacks the %s extra, which the trainer imports need)" % core
         return failed("verl %s requirements%s not met: %s" % (verl_v, " with extras " + ",".join(applied) if applied
                                                                else "", "; ".join(parts)), fix, ev)

@@ -148,5 +148,9 @@ def recheck_fix(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any])
 
 
 def _first(msg: Any) -> str:
-    lines = str(msg or "").strip().splitlines()
+    """The first line of an exception message, with the next one when it ends in ':' (Hydra's
+    InstantiationException puts the cause verl raised on the second line), at most 400 characters."""
+    lines = [x.strip() for x in str(msg or "").strip().splitlines()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return (lines[0] + " " + lines[1])[:400]
     return lines[0][:400] if lines else ""

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     mx = matrix_mod.load()
     ex = explain_text(log.text, mx)
     outs = []
-    lines = log.text.count("\n") + 1
+    lines = len(log.text.splitlines())  # a final newline ends the last line, it starts none
     wrappers = [c for c in ex.chain if c["wrapper"]]
     if ex.root is None:
         outs.append(("explain.root", passed("no error found in %d line(s) of %s" % (lines, log.source),

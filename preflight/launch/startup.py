@@ -297,5 +297,9 @@ def _before_ray(stops: str, where_: str) -> bool:
 
 
 def _first(msg: Any) -> str:
-    lines = str(msg or "").strip().splitlines()
+    """The first line of an exception message, with the next one when it ends in ':' (Hydra's
+    InstantiationException puts the cause verl raised on the second line), at most 300 characters."""
+    lines = [x.strip() for x in str(msg or "").strip().splitlines()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return (lines[0] + " " + lines[1])[:300]
     return lines[0][:300] if lines else ""

@@ -133,6 +133,18 @@ def pip_settings(python: Optional[str] = None) -> Dict[str, List[str]]:
     return {k: v[1].split() for k, v in best.items()}
 
 
+def _pip_error(stderr: str) -> str:
+    """pip's last ``ERROR`` line (else its last line), at most 400 characters; when that line only
+    introduces a traceback (pip's own crash: ``ERROR: Exception:``), the traceback's last line, which
+    names the exception, is added."""
+    lines = [l for l in stderr.strip().splitlines() if l.strip()]
+    errs = [l for l in lines if l.startswith("ERROR")] or lines
+    msg = (errs or ["no output"])[-1]
+    if msg.rstrip().endswith(":") and lines and lines[-1] != msg:
+        msg = msg.rstrip() + " " + lines[-1].strip()
+    return msg[:400]
+
+
 def _uv_lock(uv: str, requirements: Sequence[str], python: str, index_url: Optional[str],
              extra_index_urls: Sequence[str], timeout: float) -> LockResult:
     try:
@@ -228,8 +240,7 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
             raise UsageError("pip did not resolve %s within %.0f s; check network access to the index" % (
                 " ".join(requirements), timeout))
         if proc.returncode != 0 or not os.path.exists(report):
-            errs = [l for l in proc.stderr.splitlines() if l.startswith("ERROR")] or proc.stderr.strip().splitlines()
-            raise UsageError("pip could not resolve the stack: %s" % ((errs or ["no output"])[-1][:400]))
+            raise UsageError("pip could not resolve the stack: %s" % _pip_error(proc.stderr))
         with open(report, encoding="utf-8") as fh:
             data = json.load(fh)
     pkgs = []

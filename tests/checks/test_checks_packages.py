@@ -104,6 +104,14 @@ def test_verl_core_extra_missing(ctx_factory):
     r = rows(ctx, ["packages"])["packages.verl-requirements"]
     assert r.status == Status.FAIL
     assert "cachetools" in r.message and "verl[verl-core]==0.9.1" in r.fix
+    assert "verl installed without extras" in r.fix
+
+
+def test_verl_core_fix_does_not_say_verl_is_installed_when_it_is_not(ctx_factory):
+    ctx = ctx_factory(dists=[("torch", "2.11.0")], verl="0.9.1")
+    r = rows(ctx, ["packages"])["packages.verl-requirements"]
+    assert r.status == Status.FAIL and "verl[verl-core]==0.9.1" in r.fix
+    assert "verl installed without extras" not in r.fix
 
 
 def test_consistency_like_pip_check(ctx_factory):

@@ -212,6 +212,16 @@ def _cli(args, stdin=None):
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
+def test_cli_clean_log_counts_its_lines(tmp_path):
+    log = tmp_path / "clean.log"
+    log.write_text("step 1 done\nstep 2 done\n")  # two lines, as wc -l counts them
+    p = _cli([str(log), "-q", "--json", "-"])
+    assert p.returncode == 0, p.stderr
+    root = [r for r in json.loads(p.stdout)["results"] if r["id"] == "explain.root"][0]
+    assert root["evidence"]["lines"] == len(log.read_text().splitlines()) == 2
+    assert "2 line(s)" in root["message"]
+
+
 def test_cli_every_format_and_redaction(tmp_path):
     from helpers import validate_report
 

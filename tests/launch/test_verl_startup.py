@@ -93,6 +93,20 @@ def test_verl_raises_is_a_fail_with_its_message_and_line(env091, inputs):
     assert compare(found, st) == []
 
 
+def test_hydra_instantiation_error_shows_verls_cause(env091, inputs):
+    """Hydra's InstantiationException ends its first line in ':' and puts what verl raised on the next:
+    the row (and the rules' comparison) must carry the cause, not the bare 'Error in call to target'."""
+    ovs = [o for o in base(inputs) if not o.startswith("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=")]
+    st = run_startup(env091, ovs, timeout=300)
+    e = st.error
+    assert e is not None and e["kind"] == "InstantiationException", e
+    from preflight.checks.verl_startup import _first as row_text
+    from preflight.launch.startup import _first as compare_text
+
+    for text in (row_text(e["message"]), compare_text(e["message"])):
+        assert text.startswith("Error in call to target") and "ppo_micro_batch_size" in text, text
+
+
 def test_model_path_and_reward_imports(env091, inputs, tmp_path):
     st = run_startup(env091, base(inputs, **{"actor_rollout_ref.model.path": str(tmp_path / "no-model")}),
                      timeout=300)

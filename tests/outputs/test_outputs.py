@@ -216,3 +216,20 @@ def test_bootstrap_provisions_and_is_idempotent(pyz, tmp_path):
     assert second.returncode == 0
     log = open(str(tmp_path / "log")).read()
     assert log.count("nothing changed") == 1 and "nothing changed" in second.stdout  # the log keeps both runs
+
+
+def test_pip_crash_names_its_exception():
+    """pip's own crash logs 'ERROR: Exception:' then the traceback: the lock error must name the exception
+    (here real pip's output, its install command made to raise)."""
+    from preflight.outputs.lock import _pip_error
+
+    code = ("import sys\nfrom pip._internal.cli.main import main\nfrom pip._internal.commands import install\n"
+            "def boom(*a, **k):\n    raise RuntimeError('disk gone')\n"
+            "install.InstallCommand.run = boom\nsys.exit(main(['install', '--dry-run', 'x']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=120)
+    assert proc.returncode != 0 and "ERROR: Exception:" in proc.stderr, proc.stderr
+    msg = _pip_error(proc.stderr)
+    assert msg.startswith("ERROR: Exception:") and "RuntimeError: disk gone" in msg, msg
+    plain = "ERROR: Could not find a version that satisfies the requirement x==9\nERROR: No matching distribution found for x==9\n"
+    assert _pip_error(plain) == "ERROR: No matching distribution found for x==9"
