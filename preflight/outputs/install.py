@@ -285,6 +285,8 @@ def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], 
     except OSError as exc:
         raise UsageError("lock file %s: %s; run 'preflight spec' first" % (lock_path, exc.strerror or exc))
     prefix = os.path.abspath(os.path.expanduser(prefix))
+    # pip/uv may start in a private directory (probes.child: a cwd others can plant is never used)
+    lock_path = os.path.abspath(lock_path)
     check_prefix(prefix)
     fresh = not os.path.isdir(prefix) or not _entries(prefix)
     if fresh:
