@@ -131,3 +131,19 @@ def test_install_from_tmp_never_runs_a_planted_venv_or_pip(pyz, tmp_path):
     ok = subprocess.run([str(tmp_path / "pfx" / "bin" / "python"), "-c", "import six; print(six.__version__)"],
                         stdout=subprocess.PIPE, universal_newlines=True, cwd=str(tmp_path))
     assert ok.stdout.strip() == "1.17.0"
+
+
+CRASH = pytest.mark.fault("CRASH")
+
+
+@CRASH
+def test_an_install_step_that_cannot_start_is_one_line(tmp_path):
+    """Seen with the planted venv.py (it exited 0, made no bin/python): 'verl-preflight failed:
+    FileNotFoundError ... please report it'. Any step whose program is missing is one line now."""
+    sys.path.insert(0, seckit.ROOT)
+    from preflight.errors import UsageError
+    from preflight.outputs import install
+
+    with pytest.raises(UsageError) as err:
+        install._run([str(tmp_path / "pfx" / "bin" / "python"), "-m", "pip", "--version"], [], lambda s: None, 30)
+    assert "could not start" in str(err.value) and "\n" not in str(err.value)
