@@ -10,12 +10,63 @@ from typing import Optional
 
 from .errors import UsageError
 
-__all__ = ["check_output_file", "check_output_dir", "file_problem", "read_regular"]
+__all__ = ["check_output_file", "check_output_dir", "file_problem", "foreign_link", "read_regular"]
+
+
+def _could_read(uid: int, real: str) -> bool:
+    """Whether ``uid`` could read ``real`` (an absolute path without links) itself: its owner, or
+    the file readable by others and every directory above it searchable by them (or theirs).
+    Group bits are not judged (their groups are not known here): a group-only file is refused."""
+    try:
+        st = os.stat(real)
+    except OSError:
+        return True  # nothing to leak; the caller's own stat names the problem
+    if st.st_uid != uid and not st.st_mode & stat.S_IROTH:
+        return False
+    d = os.path.dirname(real)
+    while True:
+        try:
+            dst = os.stat(d)
+        except OSError:
+            return False
+        if dst.st_uid != uid and not dst.st_mode & stat.S_IXOTH:
+            return False
+        parent = os.path.dirname(d)
+        if parent == d:
+            return True
+        d = parent
+
+
+def foreign_link(path: str) -> Optional[str]:
+    """Why ``path`` must not be read on another user's word, or None. A link on the way that is
+    owned by neither the invoking user nor root is followed only to what its owner could read
+    themselves: root reading ``/tmp/x/train.log -> /root/.netrc`` (uid 65534's link) would print
+    root's secret into a report or a shared job log (the read-side twin of the writer's link rule
+    and of the kernel's ``fs.protected_symlinks``). Links to the owner's own files (a Hugging Face
+    cache: snapshots linking blobs) and to world-readable ones (a shared /models) are fine."""
+    me = os.geteuid()
+    p = os.path.abspath(os.path.expanduser(path))
+    parts = [c for c in p.split(os.sep) if c]
+    cur = os.sep
+    for i, comp in enumerate(parts):
+        nxt = os.path.join(cur, comp)
+        try:
+            st = os.lstat(nxt)
+        except OSError:
+            return None
+        if stat.S_ISLNK(st.st_mode) and st.st_uid not in (0, me):
+            real = os.path.realpath(os.path.join(nxt, *parts[i + 1:]) if parts[i + 1:] else nxt)
+            if not _could_read(st.st_uid, real):
+                return ("reached through a link of another user (uid %d, %s) to a file they cannot read "
+                        "themselves" % (st.st_uid, nxt))
+        cur = os.path.realpath(nxt) if stat.S_ISLNK(st.st_mode) else nxt
+    return None
 
 
 def file_problem(path: str) -> Optional[str]:
-    """Why ``path`` cannot be read as a file (``"no such file"``, ``"not a regular file (a FIFO)"``),
-    or None for a regular file. Only stats the path: a FIFO is never opened (opening one blocks)."""
+    """Why ``path`` cannot be read as a file (``"no such file"``, ``"not a regular file (a FIFO)"``,
+    a link of another user's to what they cannot read: :func:`foreign_link`), or None for a
+    regular file. Only stats the path: a FIFO is never opened (opening one blocks)."""
     try:
         mode = os.stat(os.path.expanduser(path)).st_mode
     except FileNotFoundError:
@@ -23,7 +74,7 @@ def file_problem(path: str) -> Optional[str]:
     except OSError as exc:
         return "cannot be read (%s)" % (exc.strerror or exc)
     if stat.S_ISREG(mode):
-        return None
+        return foreign_link(path)
     kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
             "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode) else
             "a socket" if stat.S_ISSOCK(mode) else "not a file")

@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass
 from typing import BinaryIO, Optional
 
+from ..paths import foreign_link
+
 __all__ = ["LogInput", "read_log", "DEFAULT_CAP"]
 
 #: bytes of log kept (32 MiB): enough for any traceback and the log around it.
@@ -82,6 +84,9 @@ def read_log(path: Optional[str], cap: int = DEFAULT_CAP, stdin: Optional[Binary
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else \
             "not a regular file"
         raise ValueError("%s is %s: name a log file, or pipe the log into 'explain -'" % (path, kind))
+    why = foreign_link(full)
+    if why is not None:
+        raise ValueError("%s: %s; copy the log somewhere of yours, or pipe it into 'explain -'" % (path, why))
     fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):

@@ -209,6 +209,9 @@ def _run(cmd: List[str], log: List[str], say: Callable[[str], None], timeout: fl
                                   timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise UsageError("'%s' did not finish within %.0f s; the prefix stays marked incomplete" % (cmd[0], timeout))
+    except OSError as exc:  # e.g. a venv step that exited 0 without making bin/python
+        raise UsageError("install step could not start %s: %s; the prefix stays marked incomplete, fix the cause and "
+                         "run install again" % (cmd[0], redact_text(exc.strerror or str(exc))))
     if proc.returncode != 0 and proc.returncode not in tolerate:
         tail = ([l for l in (proc.stdout or "").strip().splitlines() if l.strip()][-1:] if not live else
                 ["its output is above"]) or ["exit %d" % proc.returncode]
@@ -285,6 +288,8 @@ def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], 
     except OSError as exc:
         raise UsageError("lock file %s: %s; run 'preflight spec' first" % (lock_path, exc.strerror or exc))
     prefix = os.path.abspath(os.path.expanduser(prefix))
+    # pip/uv may start in a private directory (probes.child: a cwd others can plant is never used)
+    lock_path = os.path.abspath(lock_path)
     check_prefix(prefix)
     fresh = not os.path.isdir(prefix) or not _entries(prefix)
     if fresh:

@@ -14,6 +14,7 @@ inside it.
 
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -37,6 +38,47 @@ def _fd_of(target: Any, name: str, opened: list) -> Any:
     except (AttributeError, OSError, ValueError):
         pass
     return target.fileno()
+
+
+def _others_can_plant(path: str, own: bool) -> bool:
+    """True when a user other than the invoking one (or root) can create or swap an entry in
+    directory ``path``: it is owned by someone else, or writable by group/others (for an ancestor
+    (``own`` False) the sticky bit is enough: nobody can rename what is not theirs there)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return True
+    if st.st_uid not in (0, os.geteuid()):
+        return True
+    if not st.st_mode & 0o022:
+        return False
+    return own or not st.st_mode & stat.S_ISVTX
+
+
+def _default_cwd(scratch: str) -> str:
+    """The working directory a child gets when the caller names none: the invoker's, unless
+    another user can put a file in it or swap a directory above it; then a new empty 0700
+    directory inside ``scratch``.
+
+    A Python child started as ``python -m pip``/``-m venv``/``-c CODE`` has its working
+    directory first on ``sys.path``, before the standard library: a ``venv.py`` or ``pip.py``
+    another user left in ``/tmp`` would otherwise run as the invoker (root in provisioning)."""
+    try:
+        here = os.getcwd()
+    except OSError:
+        here = ""
+    if here:
+        p, own = here, True
+        while True:
+            if _others_can_plant(p, own):
+                break
+            parent = os.path.dirname(p)
+            if parent == p:
+                return here
+            p, own = parent, False
+    empty = os.path.join(scratch, "cwd")
+    os.mkdir(empty, 0o700)
+    return empty
 
 
 def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Optional[float] = None,  # noqa: C901
@@ -93,7 +135,7 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
             argv[0] = os.path.abspath(argv[0])
         ctl_r, ctl_w = os.pipe()
         # the supervisor removes ``base`` (with ``d`` inside) when the checker is gone
-        sup = supervisor_argv(ctl_r, base, os.path.abspath(cwd) if cwd else os.getcwd(), argv)
+        sup = supervisor_argv(ctl_r, base, os.path.abspath(cwd) if cwd else _default_cwd(d), argv)
         popen = subprocess.Popen(sup, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd, env=child_env,
                                  pass_fds=(ctl_r,), start_new_session=True)
         os.close(ctl_r)
