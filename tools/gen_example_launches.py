@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Extract the launch lines of verl's example scripts as test data (tests/data/verl_example_launches.json).
 
-Reads ``examples/**/*.sh`` of a verl git checkout at each release tag (and the checkout's HEAD),
-keeps the scripts that run ``python3 -m verl.trainer.main_ppo``, and stores, per script, only the
+Reads ``examples/**/*.sh`` and ``recipe/**/*.sh`` of a verl git checkout at each release tag (and
+the checkout's HEAD), keeps the scripts that run ``python3 -m verl.trainer.main_ppo``, and stores, per script, only the
 overrides and ``--config-name`` of that command, with the tag and path they came from. Shell
 variables are expanded from the script's own plain assignments (``NAME=value``, ``${NAME:-x}``
 defaults); any other variable becomes a local path ``/tmp/verl-examples/<NAME>`` ("local paths
-substituted"). No script text other than those override strings is stored.
+substituted"), or ``1`` where its name says it is a count set by the scheduler
+(``SLURM_JOB_NUM_NODES``). No script text other than those override strings is stored.
 
 The same launch at several tags is stored once with every tag in ``refs``.
 
@@ -30,6 +31,9 @@ ENTRY = "verl.trainer.main_ppo"
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*|[0-9])(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 _SUBST = re.compile(r"\$\(([^()]*)\)")
+#: Variables a scheduler or the user's shell sets to a count (SLURM_JOB_NUM_NODES, NNODES, NGPUS_PER_NODE...):
+#: a path stand-in there would be a launch no shell produces, so they stand in as 1.
+_COUNT = re.compile(r"(^|_)(NUM|NNODES|NODES|N?GPUS|WORLD_SIZE|NPROC)(_|$)")
 
 
 def git(repo, *args):
@@ -58,7 +62,7 @@ def expand(text, env):
             return env[name]
         if m.group(2) is not None:
             return expand(m.group(2), env)
-        return "/tmp/verl-examples/%s" % name
+        return "1" if _COUNT.search(name) else "/tmp/verl-examples/%s" % name
     return _VAR.sub(sub, text)
 
 
@@ -98,7 +102,7 @@ def main():
     tags = [t for t in git(args.repo, "tag").split() if re.match(r"^v\d+\.\d+(\.\d+)?(\.post\d+)?$", t)]
     launches, seen = [], {}
     for ref in tags + [head]:
-        for path in sorted(git(args.repo, "ls-tree", "-r", "--name-only", ref, "examples").split()):
+        for path in sorted(git(args.repo, "ls-tree", "-r", "--name-only", ref, "examples", "recipe").split()):
             if not path.endswith(".sh"):
                 continue
             script = git(args.repo, "show", "%s:%s" % (ref, path))
@@ -110,8 +114,9 @@ def main():
                     continue
                 seen[key] = dict(got, refs=[ref if ref != head else "HEAD"], path=path)
                 launches.append(seen[key])
-    doc = {"source": "https://github.com/volcengine/verl examples/**/*.sh at each release tag and at commit %s "
-                     "(HEAD); only the overrides of their `python3 -m %s` line are kept" % (head, ENTRY),
+    doc = {"source": "https://github.com/volcengine/verl examples/**/*.sh and recipe/**/*.sh at each release tag "
+                     "and at commit %s (HEAD); only the overrides of their `python3 -m %s` line are kept"
+                     % (head, ENTRY),
            "generated_by": "tools/gen_example_launches.py", "launches": launches}
     with open(args.out, "w", encoding="utf-8") as fh:  # one launch per line: a diff shows what changed
         head_doc = json.dumps({k: v for k, v in doc.items() if k != "launches"}, sort_keys=True)

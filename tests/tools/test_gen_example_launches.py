@@ -1,0 +1,55 @@
+"""verl's example launches as a user's shell would run them (tools/gen_example_launches.py), judged by
+the rules at the release they come from.
+
+The truth for the stored launches is verl's own start-up (tools/verl_differential.py; the review of
+issue 23 ran it at v0.6.1 and HEAD with verl 0.6.1 and 0.9.1): a variable the scheduler sets to a
+count (``trainer.nnodes=$SLURM_JOB_NUM_NODES``, examples/gspo_trainer/test_gspo_3b_math.sh at
+v0.7.0) is a whole number in the job, so the launch must not fail ``config_values`` for a path
+stand-in no shell produces.
+"""
+
+import json
+import os
+import sys
+
+import pytest
+
+from preflight.launch.compose import compose_stored
+from preflight.launch.overrides import parse_launch
+from preflight.launch.rules import evaluate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from gen_example_launches import launch_of  # noqa: E402
+from verl_differential import localise  # noqa: E402
+
+INPUTS = {"model": "/tmp/verl-examples/model", "train": "/tmp/verl-examples/train.parquet",
+          "test": "/tmp/verl-examples/test.parquet"}
+
+
+def _stored(path, ref):
+    with open(os.path.join(ROOT, "tests", "data", "verl_example_launches.json"), encoding="utf-8") as fh:
+        doc = json.load(fh)
+    return [x for x in doc["launches"] if x["path"] == path and ref in x["refs"]][0]
+
+
+def test_scheduler_counts_stand_in_as_whole_numbers():
+    script = "python3 -m verl.trainer.main_ppo \\\n  trainer.nnodes=$SLURM_JOB_NUM_NODES \\\n" \
+             "  trainer.n_gpus_per_node=${NGPUS_PER_NODE} data.train_files=$DATA_DIR/x.parquet\n"
+    got = launch_of(script)["overrides"]
+    nnodes = dict(o.split("=", 1) for o in got)
+    assert int(nnodes["trainer.nnodes"]) >= 1 and int(nnodes["trainer.n_gpus_per_node"]) >= 1
+    assert nnodes["data.train_files"].startswith("/tmp/verl-examples/")
+
+
+@pytest.mark.parametrize("path,ref,release", [
+    ("examples/gspo_trainer/test_gspo_3b_math.sh", "v0.7.0", "0.7.0"),
+    ("examples/gspo_trainer/test_gspo_3b_math_slurm.sh", "v0.7.0", "0.7.0"),
+])
+def test_slurm_example_launch_has_no_fail(path, ref, release):
+    x = _stored(path, ref)
+    comp = compose_stored(parse_launch(localise(x["overrides"], INPUTS)), release=release)
+    assert comp.error is None, comp.error
+    assert comp.get("trainer.nnodes") == 1
+    _plan, found, _note = evaluate(comp.get, release)
+    assert [(f.id, f.message) for f in found if f.status == "fail"] == []
