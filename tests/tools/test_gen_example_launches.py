@@ -13,6 +13,8 @@ import os
 import sys
 
 import pytest
+from envs import real_env
+from verl_fixtures import tiny_inputs
 
 from preflight.launch.compose import compose_stored
 from preflight.launch.overrides import parse_launch
@@ -21,7 +23,8 @@ from preflight.launch.rules import evaluate
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from gen_example_launches import launch_of  # noqa: E402
-from verl_differential import localise  # noqa: E402
+import verl_differential  # noqa: E402
+from verl_differential import differential, localise  # noqa: E402
 
 INPUTS = {"model": "/tmp/verl-examples/model", "train": "/tmp/verl-examples/train.parquet",
           "test": "/tmp/verl-examples/test.parquet"}
@@ -53,3 +56,27 @@ def test_slurm_example_launch_has_no_fail(path, ref, release):
     assert comp.get("trainer.nnodes") == 1
     _plan, found, _note = evaluate(comp.get, release)
     assert [(f.id, f.message) for f in found if f.status == "fail"] == []
+
+
+@pytest.mark.realenv
+def test_061_fails_agree_with_verl(tmp_path):
+    """The FAIL rows on verl 0.6.1's own examples are verl's verdict too: run_with_rollout_corr.sh sets no
+    micro-batch size and run_deepseek7b_llm_pfppo.sh loses its overrides at a ``\\  # comment`` line (bash
+    ends the command there, as the extractor does); verl 0.6.1's start-up rejects both, and no rule fails
+    a launch it accepts."""
+    env = real_env("verl061-tf4", ["verl==0.6.1", "torch==2.13.0", "transformers>=4.51,<5", "pyarrow>=19,<20"])
+    paths = ("examples/rollout_correction/run_with_rollout_corr.sh",
+             "examples/ppo_trainer/run_deepseek7b_llm_pfppo.sh",
+             "examples/tuning/7b/qwen2-7b_grpo-lora_1_h100_fsdp_vllm.sh")
+    everything = verl_differential.launches_for
+    try:
+        verl_differential.launches_for = lambda ref: [x for x in everything(ref) if x["path"] in paths]
+        rep = differential(env, "v0.6.1", tiny_inputs(env, str(tmp_path / "tiny"), 32, 0), "0.6.1")
+    finally:
+        verl_differential.launches_for = everything
+    rows = {c["path"]: c for c in rep["cases"]}
+    assert rep["ran"] == 3, rep["cases"]
+    for p in paths[:2]:
+        assert rows[p]["verl"] != "accepted" and "micro_batch_set.actor" in rows[p]["rules"], rows[p]
+    assert rows[paths[2]]["verl"] == "accepted" and rows[paths[2]]["rules"] == [], rows[paths[2]]
+    assert rep["rule_fails_verl_accepts"] == [] and rep["disagreements"] == []
