@@ -29,11 +29,10 @@ from preflight.launch.overrides import parse_launch  # noqa: E402
 
 ENTRY = "verl.trainer.main_ppo"
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*|[0-9])(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 _SUBST = re.compile(r"\$\(([^()]*)\)")
-#: Variables a scheduler or the user's shell sets to a count (SLURM_JOB_NUM_NODES, NNODES, NGPUS_PER_NODE...):
+#: Variables a scheduler or the user's shell sets to a count (SLURM_JOB_NUM_NODES, NNODES, ARNOLD_WORKER_GPU...):
 #: a path stand-in there would be a launch no shell produces, so they stand in as 1.
-_COUNT = re.compile(r"(^|_)(NUM|NNODES|NODES|N?GPUS|WORLD_SIZE|NPROC)(_|$)")
+_COUNT = re.compile(r"(^|_)(NUM|NNODES|NODES|N?GPUS?|WORLD_SIZE|NPROC)(_|$)")
 
 
 def git(repo, *args):
@@ -52,18 +51,43 @@ def _arith(m, env):
         return "1"
 
 
+def _value(name, default, env):
+    if name in env:
+        return env[name]
+    if default is not None:
+        return expand(default, env)
+    return "1" if _COUNT.search(name) else "/tmp/verl-examples/%s" % name
+
+
 def expand(text, env):
+    """``text`` with $VAR, ${VAR}, ${VAR:-default}, ${VAR:+alt} (nested: ${A:-${B:-2}}), $((arith)) and
+    $(command) replaced as the script's shell would, from ``env``."""
     text = re.sub(r"\$\(\((.*?)\)\)", lambda m: _arith(m, env), text)
     text = _SUBST.sub(lambda m: "/tmp/verl-examples/cmd", text)  # $(command): a local value
-
-    def sub(m):
-        name = m.group(1) or m.group(3)
-        if name in env:
-            return env[name]
-        if m.group(2) is not None:
-            return expand(m.group(2), env)
-        return "1" if _COUNT.search(name) else "/tmp/verl-examples/%s" % name
-    return _VAR.sub(sub, text)
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("${", i):
+            depth, j = 1, i + 2
+            while j < len(text) and depth:
+                depth += {"{": 1, "}": -1}.get(text[j], 0)
+                j += 1
+            m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*|[0-9])(?::?([-+])(.*))?$", text[i + 2:j - 1], re.S)
+            if depth == 0 and m and m.group(2) == "+":  # ${VAR:+alt}: alt where VAR is set, else nothing
+                out.append(expand(m.group(3), env) if env.get(m.group(1)) else "")
+                i = j
+                continue
+            if depth == 0 and m:
+                out.append(_value(m.group(1), m.group(3), env))
+                i = j
+                continue
+        m = re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)", text[i:])
+        if m:
+            out.append(_value(m.group(1), None, env))
+            i += m.end()
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
 
 
 def launch_of(script):

@@ -45,6 +45,23 @@ def test_scheduler_counts_stand_in_as_whole_numbers():
     assert nnodes["data.train_files"].startswith("/tmp/verl-examples/")
 
 
+def test_nested_defaults_resolve():
+    """``export GPUS_PER_NODE=${SLURM_GPUS_ON_NODE:-${GPUS_PER_NODE:-2}}`` (recipe/langgraph_agent at
+    v0.6.0) and ``CKPTS_DIR=${CKPTS_DIR:-"${RAY_DATA_HOME}/ckpts"}`` (recipe/dapo): bash gives 2 and a
+    path; a ``${...`` left in an override would be a Hydra interpolation no shell produces."""
+    script = 'RAY_DATA_HOME=${RAY_DATA_HOME:-"${HOME}/verl"}\nCKPTS_DIR=${CKPTS_DIR:-"${RAY_DATA_HOME}/ckpts"}\n' \
+             "export GPUS_PER_NODE=${SLURM_GPUS_ON_NODE:-${GPUS_PER_NODE:-2}}\n" \
+             "python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=$GPUS_PER_NODE " \
+             'trainer.default_local_dir="${CKPTS_DIR}"\n'
+    got = dict(o.split("=", 1) for o in launch_of(script)["overrides"])
+    assert got["trainer.n_gpus_per_node"] == "2"
+    assert got["trainer.default_local_dir"].endswith("/verl/ckpts") and "$" not in got["trainer.default_local_dir"]
+    with open(os.path.join(ROOT, "tests", "data", "verl_example_launches.json"), encoding="utf-8") as fh:
+        stored = [o for x in json.load(fh)["launches"] for o in x["overrides"]]
+    assert not [o for o in stored if "${" in o.partition("=")[2] and "${oc." not in o and "${." not in o], \
+        "an unexpanded shell variable is stored"
+
+
 @pytest.mark.parametrize("path,ref,release", [
     ("examples/gspo_trainer/test_gspo_3b_math.sh", "v0.7.0", "0.7.0"),
     ("examples/gspo_trainer/test_gspo_3b_math_slurm.sh", "v0.7.0", "0.7.0"),
