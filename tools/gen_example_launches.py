@@ -6,7 +6,7 @@ the checkout's HEAD), keeps the scripts that run ``python3 -m verl.trainer.main_
 overrides and ``--config-name`` of that command, with the tag and path they came from. Shell
 variables are expanded from the script's own plain assignments (``NAME=value``, ``${NAME:-x}``
 defaults); any other variable becomes a local path ``/tmp/verl-examples/<NAME>`` ("local paths
-substituted"), or ``1`` where its name says it is a count set by the scheduler
+substituted"), or a count (8 GPUs, 1 node) where its name says the scheduler sets it to one
 (``SLURM_JOB_NUM_NODES``). No script text other than those override strings is stored.
 
 The same launch at several tags is stored once with every tag in ``refs``.
@@ -31,7 +31,7 @@ ENTRY = "verl.trainer.main_ppo"
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _SUBST = re.compile(r"\$\(([^()]*)\)")
 #: Variables a scheduler or the user's shell sets to a count (SLURM_JOB_NUM_NODES, NNODES, ARNOLD_WORKER_GPU...):
-#: a path stand-in there would be a launch no shell produces, so they stand in as 1.
+#: a path stand-in there would be a launch no shell produces, so they stand in as 8 (GPUs) or 1 (nodes).
 _COUNT = re.compile(r"(^|_)(NUM|NNODES|NODES|N?GPUS?|WORLD_SIZE|NPROC)(_|$)")
 
 
@@ -56,7 +56,9 @@ def _value(name, default, env):
         return env[name]
     if default is not None:
         return expand(default, env)
-    return "1" if _COUNT.search(name) else "/tmp/verl-examples/%s" % name
+    if _COUNT.search(name):  # a count: 8 GPUs on a node (verl's own n_gpus_per_node default), 1 of anything else
+        return "8" if "GPU" in name else "1"
+    return "/tmp/verl-examples/%s" % name
 
 
 def expand(text, env):
