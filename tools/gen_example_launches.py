@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Extract the launch lines of verl's example scripts as test data (tests/data/verl_example_launches.json).
 
-Reads ``examples/**/*.sh`` of a verl git checkout at each release tag (and the checkout's HEAD),
-keeps the scripts that run ``python3 -m verl.trainer.main_ppo``, and stores, per script, only the
+Reads ``examples/**/*.sh`` and ``recipe/**/*.sh`` of a verl git checkout at each release tag (and
+the checkout's HEAD), keeps the scripts that run ``python3 -m verl.trainer.main_ppo``, and stores, per script, only the
 overrides and ``--config-name`` of that command, with the tag and path they came from. Shell
 variables are expanded from the script's own plain assignments (``NAME=value``, ``${NAME:-x}``
 defaults); any other variable becomes a local path ``/tmp/verl-examples/<NAME>`` ("local paths
-substituted"). No script text other than those override strings is stored.
+substituted"), or a count (8 GPUs, 1 node) where its name says the scheduler sets it to one
+(``SLURM_JOB_NUM_NODES``). No script text other than those override strings is stored.
 
 The same launch at several tags is stored once with every tag in ``refs``.
 
@@ -28,8 +29,10 @@ from preflight.launch.overrides import parse_launch  # noqa: E402
 
 ENTRY = "verl.trainer.main_ppo"
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*|[0-9])(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 _SUBST = re.compile(r"\$\(([^()]*)\)")
+#: Variables a scheduler or the user's shell sets to a count (SLURM_JOB_NUM_NODES, NNODES, ARNOLD_WORKER_GPU...):
+#: a path stand-in there would be a launch no shell produces, so they stand in as 8 (GPUs) or 1 (nodes).
+_COUNT = re.compile(r"(^|_)(NUM|NNODES|NODES|N?GPUS?|WORLD_SIZE|NPROC)(_|$)")
 
 
 def git(repo, *args):
@@ -48,18 +51,45 @@ def _arith(m, env):
         return "1"
 
 
+def _value(name, default, env):
+    if name in env:
+        return env[name]
+    if default is not None:
+        return expand(default, env)
+    if _COUNT.search(name):  # a count: 8 GPUs on a node (verl's own n_gpus_per_node default), 1 of anything else
+        return "8" if "GPU" in name else "1"
+    return "/tmp/verl-examples/%s" % name
+
+
 def expand(text, env):
+    """``text`` with $VAR, ${VAR}, ${VAR:-default}, ${VAR:+alt} (nested: ${A:-${B:-2}}), $((arith)) and
+    $(command) replaced as the script's shell would, from ``env``."""
     text = re.sub(r"\$\(\((.*?)\)\)", lambda m: _arith(m, env), text)
     text = _SUBST.sub(lambda m: "/tmp/verl-examples/cmd", text)  # $(command): a local value
-
-    def sub(m):
-        name = m.group(1) or m.group(3)
-        if name in env:
-            return env[name]
-        if m.group(2) is not None:
-            return expand(m.group(2), env)
-        return "/tmp/verl-examples/%s" % name
-    return _VAR.sub(sub, text)
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("${", i):
+            depth, j = 1, i + 2
+            while j < len(text) and depth:
+                depth += {"{": 1, "}": -1}.get(text[j], 0)
+                j += 1
+            m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*|[0-9])(?::?([-+])(.*))?$", text[i + 2:j - 1], re.S)
+            if depth == 0 and m and m.group(2) == "+":  # ${VAR:+alt}: alt where VAR is set, else nothing
+                out.append(expand(m.group(3), env) if env.get(m.group(1)) else "")
+                i = j
+                continue
+            if depth == 0 and m:
+                out.append(_value(m.group(1), m.group(3), env))
+                i = j
+                continue
+        m = re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)", text[i:])
+        if m:
+            out.append(_value(m.group(1), None, env))
+            i += m.end()
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
 
 
 def launch_of(script):
@@ -98,7 +128,7 @@ def main():
     tags = [t for t in git(args.repo, "tag").split() if re.match(r"^v\d+\.\d+(\.\d+)?(\.post\d+)?$", t)]
     launches, seen = [], {}
     for ref in tags + [head]:
-        for path in sorted(git(args.repo, "ls-tree", "-r", "--name-only", ref, "examples").split()):
+        for path in sorted(git(args.repo, "ls-tree", "-r", "--name-only", ref, "examples", "recipe").split()):
             if not path.endswith(".sh"):
                 continue
             script = git(args.repo, "show", "%s:%s" % (ref, path))
@@ -110,8 +140,9 @@ def main():
                     continue
                 seen[key] = dict(got, refs=[ref if ref != head else "HEAD"], path=path)
                 launches.append(seen[key])
-    doc = {"source": "https://github.com/volcengine/verl examples/**/*.sh at each release tag and at commit %s "
-                     "(HEAD); only the overrides of their `python3 -m %s` line are kept" % (head, ENTRY),
+    doc = {"source": "https://github.com/volcengine/verl examples/**/*.sh and recipe/**/*.sh at each release tag "
+                     "and at commit %s (HEAD); only the overrides of their `python3 -m %s` line are kept"
+                     % (head, ENTRY),
            "generated_by": "tools/gen_example_launches.py", "launches": launches}
     with open(args.out, "w", encoding="utf-8") as fh:  # one launch per line: a diff shows what changed
         head_doc = json.dumps({k: v for k, v in doc.items() if k != "launches"}, sort_keys=True)
