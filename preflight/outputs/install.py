@@ -69,6 +69,9 @@ def check_prefix(prefix: str, option: str = "--prefix") -> None:
     writable by others without the sticky bit. install runs ``PREFIX/bin/python``: run as root
     from a prefix another user controls, it would run that user's code. Nothing is changed."""
     prefix = os.path.abspath(os.path.expanduser(prefix))
+    if os.path.lexists(prefix) and not os.path.isdir(prefix):
+        raise UsageError("%s %s exists and is not a directory; choose a new or empty directory (nothing there was "
+                         "changed)" % (option, prefix))
     bins = os.path.join(prefix, "bin")
     pythons = tuple("bin/" + n for n in (os.listdir(bins) if os.path.isdir(bins) and not os.path.islink(bins) else [])
                     if n.startswith("python"))
@@ -83,9 +86,6 @@ def check_prefix(prefix: str, option: str = "--prefix") -> None:
         raise UsageError("%s %s is not this user's own (%s): install runs its bin/python, and never one another "
                          "user could have put there; choose a prefix only you can write, e.g. under your home "
                          "(nothing there was run or changed)" % (option, prefix, why))
-    if os.path.lexists(prefix) and not os.path.isdir(prefix):
-        raise UsageError("%s %s exists and is not a directory; choose a new or empty directory (nothing there was "
-                         "changed)" % (option, prefix))
     if not os.path.isdir(prefix) or not _entries(prefix):
         return
     if any(os.path.exists(os.path.join(prefix, m)) for m in _MARKERS):
