@@ -149,3 +149,20 @@ def check_output_dir(path: str, option: str) -> None:
     from .atomic import check_dir
 
     check_dir(path, option)  # owned by this user or root, not writable by others
+
+
+def writable_problem(path: str) -> Optional[str]:
+    """Why this user could not create ``path`` (a file or directory that may not exist yet): the
+    nearest existing ancestor is not a directory, or is not writable and searchable by this user;
+    None when it could. Only ``os.access`` is asked: nothing is created."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    if not os.path.isdir(p):
+        return "%s is not a directory" % p
+    if not os.access(p, os.W_OK | os.X_OK):
+        return "%s is not writable by this user" % p
+    return None

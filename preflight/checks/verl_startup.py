@@ -18,7 +18,7 @@ Without verl in the target there are no such rows (one skip): the rules alone ju
 from typing import Any, Dict, List, Optional
 
 from ..launch.compose.run import config_dir
-from ..launch.startup import Startup, classify, compare, run_startup, silent_rows, where
+from ..launch.startup import Startup, classify, compare, first_line, run_startup, silent_rows, where
 from .base import Context, Outcome, failed, passed, skipped, warned
 
 __all__ = ["startup_of", "startup_rows", "recheck_fix"]
@@ -62,7 +62,7 @@ def startup_rows(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]
         kind, fix = classify(st.error)
         ev["kind"] = kind
         out.append(failed("verl %s stops at %s: %s: %s (%s)" % (st.verl_version, st.error.get("step"),
-                                                                 st.error.get("kind"), _first(st.error.get("message")),
+                                                                 st.error.get("kind"), first_line(st.error.get("message"), 400),
                                                                  where(st.error)), fix, ev, item="startup"))
     elif st.stopped_at is None:
         out.append(warned("verl's dry start-up ended without reaching its stop point (%s)" % (
@@ -107,7 +107,7 @@ def _reward_rows(st: Startup) -> List[Outcome]:
         e = r.get("error") or bad[0]
         return [failed("the reward function (%s) raised on %s: %s: %s (%s)" % (
             r.get("function"), "loading" if r.get("error") else "data_source %s" % e.get("data_source"),
-            e.get("kind"), _first(e.get("message")), where(e)),
+            e.get("kind"), first_line(e.get("message"), 400), where(e)),
             "fix the reward function's imports or the data_source it scores (verl calls it on every batch)",
             {"reward": r}, item="reward")]
     if not rows:
@@ -133,24 +133,15 @@ def recheck_fix(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any])
         return
     if again.error is not None:
         kind, _fix = classify(again.error)
-        line.evidence["verl_rejects"] = {"kind": kind, "message": _first(again.error.get("message")),
+        line.evidence["verl_rejects"] = {"kind": kind, "message": first_line(again.error.get("message"), 400),
                                          "where": where(again.error), "fix": words}
         line.alts = []
         line.fix = "no one-line fix is offered: verl's own start-up rejects the rules' candidate (see config.verl.fix)"
         facts["fix_recheck"] = warned(
             "the rules' one-line fix is not offered: verl %s's start-up rejects it: %s (%s)" % (
-                again.verl_version, _first(again.error.get("message")), where(again.error)),
+                again.verl_version, first_line(again.error.get("message"), 400), where(again.error)),
             "fix the launch as config.verl.startup says", {"verl": again.to_dict()}, item="fix")
         return
     line.evidence["verl_accepts"] = True
     facts["fix_recheck"] = passed("the rules' one-line fix passes verl %s's start-up" % again.verl_version,
                                   {"fix": words}, item="fix")
-
-
-def _first(msg: Any) -> str:
-    """The first line of an exception message, with the next one when it ends in ':' (Hydra's
-    InstantiationException puts the cause verl raised on the second line), at most 400 characters."""
-    lines = [x.strip() for x in str(msg or "").strip().splitlines()]
-    if len(lines) > 1 and lines[0].endswith(":"):
-        return (lines[0] + " " + lines[1])[:400]
-    return lines[0][:400] if lines else ""

@@ -279,7 +279,7 @@ def compare(findings: Sequence[Any], st: Startup) -> List[Dict[str, Any]]:
     elif st.error is not None and not fails:
         kind, _fix = classify(st.error)
         out.append({"rule": None, "id": None, "rules": "no rule fails",
-                    "verl": "%s: %s (%s)" % (st.error.get("kind"), _first(st.error.get("message")), where(st.error)),
+                    "verl": "%s: %s (%s)" % (st.error.get("kind"), first_line(st.error.get("message")), where(st.error)),
                     "why": "verl rejects the launch at %s (%s); no rule covers it" % (st.error.get("step"), kind)})
     return out
 
@@ -296,10 +296,11 @@ def _before_ray(stops: str, where_: str) -> bool:
     return any(k in text for k in _PRE_RAY)
 
 
-def _first(msg: Any) -> str:
+def first_line(msg: Any, limit: int = 300) -> str:
     """The first line of an exception message, with the next one when it ends in ':' (Hydra's
-    InstantiationException puts the cause verl raised on the second line), at most 300 characters."""
+    InstantiationException puts the cause verl raised on the second line), at most ``limit``
+    characters."""
     lines = [x.strip() for x in str(msg or "").strip().splitlines()]
     if len(lines) > 1 and lines[0].endswith(":"):
-        return (lines[0] + " " + lines[1])[:300]
-    return lines[0][:300] if lines else ""
+        return (lines[0] + " " + lines[1])[:limit]
+    return lines[0][:limit] if lines else ""

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional
 from urllib.parse import urlparse
 
 from ...matrix import parse_version
+from ...paths import writable_problem
 from ..rules import Finding
 
 __all__ = ["backends", "check"]
@@ -104,20 +105,6 @@ def _swanlab(env: Dict[str, str], wrapper: Any) -> Finding:
                    item="swanlab", evidence=ev)
 
 
-def _path_problem(path: str) -> Optional[str]:
-    p = os.path.abspath(path)
-    while not os.path.exists(p):
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    if not os.path.isdir(p):
-        return "%s is not a directory" % p
-    if not os.access(p, os.W_OK | os.X_OK):
-        return "%s is not writable by this user" % p
-    return None
-
-
 def _mlflow(env: Dict[str, str], release: Optional[str], cwd: str) -> Finding:
     from .data import load_facts
 
@@ -138,7 +125,7 @@ def _mlflow(env: Dict[str, str], release: Optional[str], cwd: str) -> Finding:
     path = u.path if u.scheme in ("sqlite", "file") else uri
     if u.scheme == "sqlite":
         path = path[1:] if path.startswith("//") else path
-    why = _path_problem(os.path.dirname(path) if u.scheme == "sqlite" else path)
+    why = writable_problem(os.path.dirname(path) if u.scheme == "sqlite" else path)
     if why:
         return Finding("logger", "fail", "mlflow logs to %s (%s), but %s" % (uri, how, why),
                        "export MLFLOW_TRACKING_URI=sqlite:////tmp/mlruns.db (a writable path) or a tracking server",
@@ -155,7 +142,7 @@ def _tensorboard(env: Dict[str, str], get: Any, cwd: str) -> Finding:
         d = os.path.join(cwd, load_facts()["loggers"]["tensorboard_default"], str(get("trainer.project_name", "") or ""),
                          str(get("trainer.experiment_name", "") or ""))
         how = "verl's default under the job's working directory"
-    why = _path_problem(d)
+    why = writable_problem(d)
     ev = {"dir": d, "from": how}
     if why:
         return Finding("logger", "fail", "tensorboard writes to %s (%s), but %s" % (d, how, why),

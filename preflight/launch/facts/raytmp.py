@@ -7,8 +7,9 @@ installed Ray's own (``validate_socket_filepath`` probed in the target), else th
 """
 
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
+from ...paths import writable_problem
 from ..rules import Finding
 
 __all__ = ["check", "temp_root"]
@@ -27,20 +28,6 @@ def temp_root(get: Any, env: Dict[str, str]) -> Tuple[str, str]:
     if env.get("RAY_TMPDIR"):
         return os.path.join(env["RAY_TMPDIR"], "ray"), "RAY_TMPDIR"
     return os.path.join(load_facts()["ray"]["default_tmpdir"], "ray"), "Ray's default"
-
-
-def _writable(path: str) -> Optional[str]:
-    p = os.path.abspath(path)
-    while not os.path.exists(p):
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    if not os.path.isdir(p):
-        return "%s is not a directory" % p
-    if not os.access(p, os.W_OK | os.X_OK):
-        return "%s is not writable by this user" % p
-    return None
 
 
 def check(get: Any, env: Dict[str, str], wrapper: Any, facts: Dict[str, Any]) -> List[Finding]:
@@ -66,7 +53,7 @@ def check(get: Any, env: Dict[str, str], wrapper: Any, facts: Dict[str, Any]) ->
                         "use a temp dir of at most %d bytes: export RAY_TMPDIR=/tmp (or +ray_kwargs.ray_init._temp_dir="
                         "/tmp/ray)" % max(room, 1), item="temp_dir", evidence=ev,
                         stops="OSError 'AF_UNIX path length cannot exceed %d bytes' in ray.init, before any worker" % limit)]
-    why = _writable(root)
+    why = writable_problem(root)
     if why:
         return [Finding("ray", "fail", "Ray's temp dir %s (%s): %s" % (root, how, why),
                         "point RAY_TMPDIR at a writable directory (export RAY_TMPDIR=/tmp)", item="temp_dir", evidence=ev)]
