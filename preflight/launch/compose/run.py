@@ -88,7 +88,8 @@ def _build(out: Any, spec: LaunchSpec, file: Optional[str], method: str, notes: 
     rel = release if method == "stored" else (c.verl_version or release)
     if err is not None:
         c.error = _hint(err, spec, rel, final or defaults, fields() if callable(fields) else fields)
-    elif "final" not in trees:  # the process died or hung before Hydra answered
+    elif "final" not in trees or getattr(out, "timed_out", False):
+        # the process died or hung before Hydra answered, or while it resolved interpolations
         c.error = _probe_error(python, out, timeout)
         c.probe = out.evidence()
     else:
