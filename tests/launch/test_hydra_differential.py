@@ -19,6 +19,7 @@ cases. The summary line prints "overrides tried/equal".
 import json
 import os
 import subprocess
+import tempfile
 import sys
 import zipfile
 
@@ -177,8 +178,15 @@ def _vendored(pyz, release, cases, config_name="ppo_trainer"):
     except LookupError:
         pass
     env = {k: v for k, v in os.environ.items() if k != "PREFLIGHT_DIFF_UNSET"}
-    p = subprocess.run([py, "-I", "-S", "-c", load_script("verl_compose"), json.dumps(args)], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, universal_newlines=True, env=env, timeout=900)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:  # the prelude's own way in
+        json.dump(args, fh)
+    env["PREFLIGHT_ARGS"] = fh.name
+    try:
+        p = subprocess.run([py, "-I", "-S", "-c", load_script("verl_compose")], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, env=env, timeout=900)
+    finally:
+        if os.path.exists(fh.name):
+            os.unlink(fh.name)
     events = [json.loads(ln.split(" ", 1)[1]) for ln in p.stdout.splitlines() if ln.startswith("@@PREFLIGHT@@ ")]
     assert events and events[0]["event"] == "env", p.stderr[-2000:]
     assert "preflight.pyz" in json.dumps(events[0]) or events[0]["stored"]
