@@ -230,6 +230,19 @@ def failure_facts(lines: Sequence[str]) -> Tuple[str, List[str]]:
     return text, sorted(names)
 
 
+#: What pip prints when its resolver refuses a set (no candidate, a conflict, Requires-Python).
+RESOLVER_REFUSALS = ("ResolutionImpossible", "The conflict is caused by", "No matching distribution found",
+                     "Could not find a version that satisfies", "requires a different Python")
+
+
+def refused_by_resolver(lines: Sequence[str], names: Sequence[str] = ()) -> bool:
+    """True when pip's output ``lines`` hold its resolver's refusal of the set (so the set "does
+    not install"); False when pip stopped for another reason (its own crash, "No space left on
+    device", a killed process), which proves nothing about the set."""
+    text = "\n".join(lines)
+    return bool(names) or any(w in text for w in RESOLVER_REFUSALS)
+
+
 def sdist_only(name: str, timeout: float = 20.0, index_url: str = PYPI) -> Optional[bool]:
     """True when the index serves only sdists for project ``name`` (no wheel at all, so a
     binary-only install cannot take it: a source build), False when it has wheels, None when the
@@ -295,6 +308,9 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
             if any(w in text for w in ("NewConnectionError", "Max retries exceeded", "ConnectTimeout")):
                 return dict(base, status="unproven", reason="the index %s could not be read during the proof: %s"
                             % (index_url, text[-200:]))
+            if not refused_by_resolver(lines, names):  # pip crashed, the disk filled...: no verdict on the set
+                return dict(base, status="unproven", reason="pip stopped without a resolver verdict (%s): no proof "
+                            "either way" % (text[-200:] or "exit %d" % proc.returncode))
             sdist = [n for n in names[:6] if sdist_only(n, min(20.0, max(1.0, timeout - (time.monotonic() - t0))),
                                                         index_url)]
             return dict(base, status="failed", error=text or "pip exited %d" % proc.returncode, no_wheel=names,

@@ -85,3 +85,21 @@ def test_cpu_wheel_is_never_the_cuda_build(matrix):
     idx = json.load(open(os.path.join(ROOT, "matrices", "proofs.json")))["proofs"]
     for row in idx.values():
         assert not any("+cpu" in x for x in row.get("installed") or []), row["requirements"]
+
+
+def test_only_the_resolvers_refusal_makes_a_stack_fail():
+    """pip's own crash or a full disk proves nothing about the set ("unproven"); the resolver's
+    refusal does ("does not install"). The texts are pip's own messages."""
+    from preflight.proofs import failure_facts, refused_by_resolver
+
+    crash = ["ERROR: Exception:", "Traceback (most recent call last):", "OSError: [Errno 28] No space left on device"]
+    disk = ["ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device"]
+    nomatch = ["ERROR: Could not find a version that satisfies the requirement sgl-kernel==0.0.5 (from versions: none)",
+               "ERROR: No matching distribution found for sgl-kernel==0.0.5"]
+    conflict = ["ERROR: Cannot install a and b because these package versions have conflicting dependencies.",
+                "The conflict is caused by:", "    a 1 depends on c==1", "    b 1 depends on c==2",
+                "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/"]
+    for lines in (crash, disk):
+        assert not refused_by_resolver(lines, failure_facts(lines)[1])
+    for lines in (nomatch, conflict):
+        assert refused_by_resolver(lines, failure_facts(lines)[1])
