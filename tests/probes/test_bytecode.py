@@ -116,7 +116,7 @@ def test_read_only_sources_get_a_prefix_alternative_that_works(tmp_path, monkeyp
 
     py, site, record = _venv_with_networkx(tmp_path)
     real_access = os.access
-    monkeypatch.setattr(packages.os, "access", lambda p, mode: False if p == site else real_access(p, mode))
+    monkeypatch.setattr(packages.os, "access", lambda p, mode, **kw: False if p == site else real_access(p, mode, **kw))
     out = tmp_path / "r.json"
     main(["check", "--stage", "python,packages", "--python", py, "--json", str(out), "-q"])
     r = next(x for x in json.load(open(str(out)))["results"] if x["id"] == "packages.bytecode")
