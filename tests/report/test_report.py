@@ -200,7 +200,7 @@ def test_atomic_writer_replaces_or_leaves_the_old_file(tmp_path):
 
 
 def test_atomic_writer_error_on_a_missing_directory(tmp_path):
-    with pytest.raises(OutputError, match="--json .*/nope/r.json: cannot write"):
+    with pytest.raises(OutputError, match="--json .*/nope/r.json: directory .*/nope does not exist"):
         write_atomic(str(tmp_path / "nope" / "r.json"), "{}", "--json")
 
 
