@@ -87,6 +87,6 @@ def test_completion_generated_at_build_time(pyz, tmp_path):
     out = _run(["bash", "-c", probe])
     assert out.returncode == 0, out.stderr
     first, second = out.stdout.splitlines()
-    assert "--format" in first.split() and second.split() == ["resolve"]
+    assert "--format" in first.split() and second.split() == ["rehearse", "resolve"]
     z = _run([sys.executable, "-I", "-S", pyz, "--completion", "zsh"])
     assert z.returncode == 0 and z.stdout.startswith("#compdef preflight")
