@@ -349,14 +349,14 @@ def test_drift_names_heterogeneous_gpus():
 def test_collective_hang_names_node_and_rank(ray_py, cluster, matrix):
     # a rank that hangs in all_reduce (the rank script's fault injection) is killed and named
     from preflight.cluster import collective_outcome, label_nodes
-    from preflight.probes.process import load_script, run_script
+    from preflight.probes.process import LOADER, load_script, run_script
 
     m = matrix.curated["nccl"]["measure"]
     gloo = {"sizes": [s << 20 for s in m["gloo_sizes_mib"]], "warmup": 1, "iters": 2, "min_timed_s": 0.0,
             "max_iters": 2}
     args = {"address": cluster.address, "connect_timeout_s": 30, "pyz": None, "pools": [], "pg_timeout_s": 20,
             "ray_init": {}, "collective": {"backend": "gloo", "world": 2, "rank_script": load_script("nccl_rank"),
-                                           "timeout_s": 20, "inject": {"rank": 1, "fault": "hang_allreduce"},
+                                           "loader": LOADER, "timeout_s": 20, "inject": {"rank": 1, "fault": "hang_allreduce"},
                                            "gloo": gloo}}
     t0 = time.monotonic()
     out = run_script(ray_py, "ray_cluster", args, timeout=150, env=cluster.env)
