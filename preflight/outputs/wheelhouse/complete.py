@@ -5,7 +5,7 @@ import json
 import os
 import tempfile
 import zipfile
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Iterator, List, Set, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -37,6 +37,16 @@ def _wheel_requires_unchecked(path: str) -> List[str]:
     return [l.split(":", 1)[1].strip() for l in head.splitlines() if l.lower().startswith("requires-dist:")]
 
 
+def _applying(reqs: List[Any], wanted: Dict[str, Set[str]], marker_env: Dict[str, str]) -> Iterator[Any]:
+    """(who, version, requirement) for each requirement of ``reqs`` whose marker holds for one of
+    the extras ``wanted`` of its owner (once per such extra), read lazily so extras added while
+    iterating count."""
+    for who, ver, req in reqs:
+        for ex in list(wanted.get(who, {""})):
+            if req.marker is None or req.marker.evaluate(dict(marker_env, extra=ex)):
+                yield who, ver, req
+
+
 def missing_requirements(wh_dir: str, manifest: Dict[str, Any], marker_env: Dict[str, str],
                          installed: Dict[str, str]) -> List[Dict[str, Any]]:
     """Every requirement of the served wheels that neither the wheelhouse nor the interpreter's
@@ -60,38 +70,30 @@ def missing_requirements(wh_dir: str, manifest: Dict[str, Any], marker_env: Dict
     changed = True
     while changed:
         changed = False
-        for who, _, req in reqs:
-            for ex in list(wanted.get(who, {""})):
-                env = dict(marker_env, extra=ex)
-                if req.marker is not None and not req.marker.evaluate(env):
-                    continue
-                k = canonicalize_name(req.name)
-                cur = extras.setdefault(k, set())
-                new = set(req.extras) - cur
-                if new:
-                    cur |= new
-                    wanted.setdefault(k, {""}).update(new)
-                    changed = True
-    out: Dict[str, Dict[str, Any]] = {}
-    for who, ver, req in reqs:
-        for ex in list(wanted.get(who, {""})):
-            env = dict(marker_env, extra=ex)
-            if req.marker is not None and not req.marker.evaluate(env):
-                continue
+        for _who, _, req in _applying(reqs, wanted, marker_env):
             k = canonicalize_name(req.name)
-            got = have.get(k)
-            ok = False
-            if got is not None:
-                try:
-                    ok = not req.specifier or req.specifier.contains(Version(got), prereleases=True)
-                except InvalidVersion:
-                    ok = False
-            if ok:
-                continue
-            row = out.setdefault(k, {"name": k, "required_by": [], "have": got})
-            text = "%s %s: %s" % (who, ver, str(req).split(";")[0].strip())
-            if text not in row["required_by"]:
-                row["required_by"].append(text)
+            cur = extras.setdefault(k, set())
+            new = set(req.extras) - cur
+            if new:
+                cur |= new
+                wanted.setdefault(k, {""}).update(new)
+                changed = True
+    out: Dict[str, Dict[str, Any]] = {}
+    for who, ver, req in _applying(reqs, wanted, marker_env):
+        k = canonicalize_name(req.name)
+        got = have.get(k)
+        ok = False
+        if got is not None:
+            try:
+                ok = not req.specifier or req.specifier.contains(Version(got), prereleases=True)
+            except InvalidVersion:
+                ok = False
+        if ok:
+            continue
+        row = out.setdefault(k, {"name": k, "required_by": [], "have": got})
+        text = "%s %s: %s" % (who, ver, str(req).split(";")[0].strip())
+        if text not in row["required_by"]:
+            row["required_by"].append(text)
     return [out[k] for k in sorted(out)]
 
 
