@@ -24,6 +24,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 LEAK = pytest.mark.fault("LEAK")
 SECRET = "sk-SeCrEtJudge0123456789abcdef"
 
+
+def _own_secret(tag):
+    """A secret only this test uses: the scan reads every process on the machine, and tests run
+    side by side under xdist (one test's own helper may hold its secret in its argv)."""
+    return "sk-SeCrEt%s%s" % (tag, os.urandom(6).hex())
+
 #: Appends this process's and its parent's argv (JSON) to $PF_CMDLINE_DUMP; with $PF_ARGS_COUNT,
 #: also how many ``files`` the private ARGS file holds (read, not consumed); with $PF_DUMP_EXIT,
 #: exits at once (the launcher is what is under test, not the script).
@@ -163,8 +169,10 @@ def verl_py():
 
 
 def _parquet(py, path):
-    code = "import json,sys,pyarrow as pa,pyarrow.parquet as pq; pq.write_table(pa.Table.from_pylist(json.load(sys.stdin)), sys.argv[1])"
-    subprocess.run([py, "-c", code, str(path)], input=json.dumps(ROWS), universal_newlines=True, check=True)
+    code = ("import json,sys,pyarrow as pa,pyarrow.parquet as pq; d = json.load(sys.stdin); "
+            "pq.write_table(pa.Table.from_pylist(d['rows']), d['path'])")
+    subprocess.run([py, "-c", code], input=json.dumps({"rows": ROWS, "path": str(path)}), universal_newlines=True,
+                   check=True)
     return str(path)
 
 
@@ -177,6 +185,7 @@ def test_x01_reward_kwargs_from_the_environment(verl_py, tmp_path):
     rw = tmp_path / "rw.py"
     rw.write_text(REWARD)
     dump = tmp_path / "rw.dump"
+    SECRET = _own_secret("X01")
     env = dict(os.environ, S3_JUDGE_KEY=SECRET, PF_REWARD_DUMP=str(dump), COLUMNS="300")
     scan = ProcScan(SECRET)
     try:
@@ -201,6 +210,7 @@ def test_x01_reward_kwargs_from_the_environment(verl_py, tmp_path):
 def test_data_command_with_secrets_in_every_input(verl_py, tmp_path):
     """``data --model DIR --custom-reward`` with the secret in the model's path, its chat
     template, the dataset's file name and the reward's path: no command line holds it."""
+    SECRET = _own_secret("Data")
     d = tmp_path / ("model-" + SECRET)
     d.mkdir()
     (d / "config.json").write_text(json.dumps({"model_type": "qwen2", "num_attention_heads": 2}))
