@@ -22,6 +22,9 @@ _EXC = re.compile(
     r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Warning|Timeout|Mismatch)|"
     r"KeyError|StopIteration))(?:\((?P<inner>[\w.]+)\))?(?::\s?(?P<msg>.*))?$")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+#: Ray prints a remote traceback with its "Traceback (most recent call last):" line replaced by the
+#: process title (ray/exceptions.py RayTaskError.__str__): ``ray::Actor.method() (pid=N, ip=A)``
+_RAY_TB = re.compile(r"\bray::[\w.:<>-]+\(\) \(pid=\d+")
 _SEPARATORS = ("The above exception was the direct cause of the following exception",
                "During handling of the above exception, another exception occurred")
 _MAX_CONT = 20
@@ -109,7 +112,8 @@ def split_events(text: str, standalone: Sequence[Pattern]) -> List[Event]:
     while i < len(lines):
         line, lvl = lines[i]
         stripped = line.strip()
-        if stripped.startswith("Traceback (most recent call last)"):
+        if stripped.startswith("Traceback (most recent call last)") or (
+                _RAY_TB.search(stripped) and not _EXC.match(stripped)):
             in_tb, frames = True, []
             i += 1
             continue
@@ -135,7 +139,7 @@ def split_events(text: str, standalone: Sequence[Pattern]) -> List[Event]:
             events.append(Event("exception", stripped, typ, m.group("inner") or "", "\n".join(msg_lines).strip(),
                                 i + 1, list(frames) if in_tb else [], level, j))
             covered.update(range(i, j))
-            in_tb, frames = False, []
+            in_tb, frames = bool(_RAY_TB.search(stripped)), []  # RayTaskError(X): ray::A.f() (pid=N): frames follow
             i = j
             continue
         if in_tb and stripped and not line[:1].isspace() and not fm:

@@ -260,7 +260,8 @@ def _user_frame(block: Sequence[str]) -> Optional[str]:
     where = None
     for text in block:
         m = _FRAME.match(text)
-        if m and not _LIB.search(m.group("file")) and not m.group("file").startswith("<"):
+        if m and not _LIB.search(m.group("file")) and not m.group("file").startswith("<") and \
+                not m.group("file").endswith(".pyx"):  # compiled (Cython) library code: uvloop, Ray's _raylet
             where = "%s:%s" % (m.group("file"), m.group("line"))
     return where
 

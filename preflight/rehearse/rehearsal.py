@@ -21,7 +21,7 @@ from ..result import Result, Status
 from . import dataslice, memory, rewrite, shrink, supervise
 from . import phases as phase_mod
 
-__all__ = ["Options", "Rehearsal", "rehearse", "classify_failure", "prompt_column_problem", "STAGE"]
+__all__ = ["Options", "Rehearsal", "rehearse", "classify_failure", "report_run", "prompt_column_problem", "STAGE"]
 
 STAGE = "rehearse"
 
@@ -77,16 +77,20 @@ def _row(rid: str, status: Status, message: str, fix: Optional[str] = None, evid
 
 
 def classify_failure(text: str) -> Optional[Any]:
-    """The single call site of the failure classifier (today ``preflight.diagnose.classify`` over
-    matrices/signatures.toml; ``preflight explain``'s classifier replaces it here). Returns a
-    Diagnosis (``id``, ``cause``, ``fix``) or None."""
+    """The run's output ``text`` (its whole log) classified by ``preflight explain``'s classifier
+    (:func:`preflight.explain.explain_text`: wrappers looked past, the first real error matched
+    against the ``[[explain]]`` then ``[[signature]]`` rows of matrices/signatures.toml), so a
+    rehearsal and ``preflight explain`` of the same log name the same cause. Returns the
+    Explanation (``id``, ``cause``, ``fix``, ``layer``, ``root``) when a row names the error, else
+    None; never raises."""
     from .. import matrix as matrix_mod
-    from ..diagnose import classify
+    from ..explain import explain_text
 
     try:
-        return classify(matrix_mod.load(), text)
+        ex = explain_text(text, matrix_mod.load())
     except Exception:  # the classifier must never hide the run's own error
         return None
+    return ex if ex.id else None
 
 
 #: Phase -> (what failed, the fix), for a first error no signature names.
@@ -364,7 +368,7 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
     rh.phases = table
     rh.run = {"returncode": res.returncode, "timed_out": res.timed_out, "seconds": round(res.seconds, 2),
               "gpu_sampling": res.gpu_how, "lines": len(res.lines), "leftovers": res.leftovers}
-    failed_at = _report_run(rh, res, table, opts)
+    failed_at = report_run(rh, res, table, opts)
     _phase_rows(rh, res, table, failed_at)
     # memory of the full-size model
     full_cfg = None
@@ -398,9 +402,12 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
     rh.run["prep_s"] = round(time.time() - t0 - res.seconds, 2)
 
 
-def _report_run(rh: Rehearsal, res: supervise.RunOutcome, table: List[phase_mod.Phase], opts: Options
+def report_run(rh: Rehearsal, res: supervise.RunOutcome, table: List[phase_mod.Phase], opts: Options
                 ) -> Optional[phase_mod.Phase]:
-    """The ``run`` row (the first real error, its phase, cause and fix); returns the failed phase."""
+    """Append the ``run`` row to ``rh.results`` for the outcome ``res`` and its phase ``table``: PASS
+    for two steps, else FAIL with the first real error (its phase, where, the actor), the cause and
+    fix from :func:`classify_failure` (the phase's own when no row names it). Sets ``rh.error``;
+    returns the failed phase (None on success)."""
     steps = phase_mod.parse_steps(res.lines)
     err = None if (res.ok and len(steps) >= 2) else phase_mod.first_error(res.lines)
     failed_at = None
@@ -410,8 +417,7 @@ def _report_run(rh: Rehearsal, res: supervise.RunOutcome, table: List[phase_mod.
         rh.results.append(_row("run", Status.PASS, "2 training steps ran in %.1f s (verl exited 0)" % res.seconds,
                                duration=res.seconds, evidence={"steps": {str(k): v["metrics"] for k, v in steps.items()}}))
     else:
-        text = "\n".join([err.tail, err.line]) if err else "\n".join(t for _, t in res.lines[-400:])
-        diag = classify_failure(text)
+        diag = classify_failure("\n".join(t for _, t in res.lines))
         pid = failed_at.id if failed_at else "startup"
         if err is not None and err.actor and err.actor.startswith("RewardLoop"):
             pid = "reward"
@@ -434,7 +440,9 @@ def _report_run(rh: Rehearsal, res: supervise.RunOutcome, table: List[phase_mod.
             msg = "verl exited 0 after %d step(s), not 2" % len(steps)
         else:
             msg = "failed during %s: %s" % (where, said)
-        ev: Dict[str, Any] = {"cause": cause, "phase": pid, "returncode": res.returncode, "probe": res.probe}
+        ev: Dict[str, Any] = {"cause": cause, "phase": pid, "returncode": res.returncode, "probe": res.probe,
+                              "classified_as": diag.id if diag else None,
+                              "classified_line": diag.root.headline if diag and diag.root else None}
         if err is not None:
             rh.error = {"type": err.type, "message": err.message, "tail": err.tail, "at_s": round(err.at, 2),
                         "actor": err.actor, "where": err.where, "phase": pid, "cause": cause, "fix": fix,
