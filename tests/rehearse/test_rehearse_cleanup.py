@@ -1,5 +1,5 @@
-"""Every process of a rehearsal is gone at the end: after its deadline, and after SIGINT, SIGTERM
-or SIGHUP to the checker, with a fake long-running launch that leaves a child in its own process
+"""Every process of a rehearsal is gone at the end: after its deadline, when the launch exits
+(failing or not) with its workers still up, and after SIGINT, SIGTERM or SIGHUP to the checker, with a fake long-running launch that leaves a child in its own process
 group and a double-forked setsid() daemon (what Ray's raylet and vLLM's engine look like to the
 supervisor). The truth is the kernel's: the pids the fake wrote down no longer exist."""
 
@@ -31,6 +31,8 @@ FAKE = textwrap.dedent('''
         fh.write("%d\\n%d\\n" % (os.getpid(), child.pid))
     print("ray init kwargs: {}", flush=True)
     print("(TaskRunnerV1 pid=%d) INFO:2026-12-01 15:00:00,000:worker group kwargs: {}" % os.getpid(), flush=True)
+    if os.environ.get("FAKE_EXIT"):  # verl failing (or finishing) with its workers still up
+        sys.exit(int(os.environ["FAKE_EXIT"]))
     time.sleep(600)
 ''')
 
@@ -77,6 +79,20 @@ def test_deadline_ends_everything(fake):
     assert out.leftovers == []
     assert [t for t, line in out.lines if "worker group kwargs" in line]  # the log was kept to the end
     assert {"ray_init", "worker_group"} <= set(phases.markers(out.lines))
+
+
+@pytest.mark.parametrize("status", [3, 0])
+def test_exit_with_workers_still_up_ends_everything(fake, status):
+    """verl exiting on its own (a failure, or success) while a child and a detached daemon it
+    started still run: they are ended at once, not at the deadline."""
+    env, work = fake
+    env = dict(env, FAKE_EXIT=str(status))
+    out = supervise.run(sys.executable, [], work, timeout=120.0, env=env, module="fake_verl")
+    pids = _pids(env["FAKE_PIDS"], wait=1)
+    assert out.returncode == status and not out.timed_out
+    assert out.seconds < 60
+    assert not [p for p in pids if _alive(p)]
+    assert pids[0] not in [p["pid"] for p in out.leftovers]  # the launch itself had exited
 
 
 DRIVER = textwrap.dedent('''

@@ -60,3 +60,27 @@ def test_parquet_and_jsonl_slices(py, tmp_path):
     v = ev[str(jl)]
     assert v["rows"] == 4 and v["total_rows"] == 9
     assert [json.loads(x)["prompt"][0]["content"] for x in open(v["dest"])] == ["v0", "v1", "v2", "v3"]
+
+
+def test_short_file_and_a_string_prompt_column(py, tmp_path):
+    """A file with fewer rows than asked gives all it has; a ``prompt`` column of strings (the planted
+    column-type failure) is read as pyarrow types it and refused before the run."""
+    from preflight.rehearse.rehearsal import prompt_column_problem
+
+    short = str(tmp_path / "short.parquet")
+    _write(py, short, 5)
+    bad = str(tmp_path / "bad.parquet")
+    subprocess.run([py, "-c", "import pyarrow as pa, pyarrow.parquet as pq; pq.write_table(pa.Table.from_pylist("
+                    "[{'prompt': 'q%d' % i, 'data_source': 'openai/gsm8k'} for i in range(12)]), " + repr(bad) + ")"],
+                   check=True)
+    work = tmp_path / "w"
+    (work / "data").mkdir(parents=True)
+    plan = plan_slices([short], [bad], str(work), 36, 8)
+    assert plan["problems"] == []
+    out = run_script(py, "rehearse_data", {"files": plan["files"], "prompt_key": "prompt", "sample": 2}, timeout=120)
+    ev = {e["src"]: e for e in out.events if e.get("event") == "slice"}
+    assert ev[short]["rows"] == 5 == ev[short]["total_rows"]
+    assert _read(py, ev[short]["dest"]) == _read(py, short)
+    assert ev[bad]["rows"] == 8 and ev[bad]["columns"]["prompt"] == "string"
+    assert "not a list of {role, content}" in prompt_column_problem(ev[bad]["columns"], "prompt")
+    assert prompt_column_problem(ev[short]["columns"], "prompt") is None
