@@ -2,7 +2,9 @@
 # The rehearsal's H200 proof (issue 25), run on the GPU node from the repository root, with the
 # rehearsal's files carried in $RH (default .rh/pf: preflight.pyz built from this branch, this
 # script, bench/rehearse_fixtures.py, launch.txt, wheelhouse.parts.json) and the wheelhouse parts
-# carried one per call into .rh/wN/ (bench/h200_rehearse_wheelhouse.sh makes them).
+# carried one per call into .rh/wN/ (bench/h200_rehearse_wheelhouse.sh makes the parts,
+# bench/h200_rehearse_prepare.sh lays out .rh/). TIMEOUT: the rehearsal's --timeout (default 540 s).
+# The sequence of device calls and what each costs: bench/RESULTS.md.
 #
 #   part DIR     copy the part(s) in DIR to $WH (they stay while the machine is held)
 #   install      check every part's sha256 against wheelhouse.parts.json, reassemble, pip install
@@ -69,9 +71,22 @@ rehearse() {  # NAME LAUNCH-FILE [more rehearse options]
     shift 2
     say "rehearse $name"
     t=$(date +%s.%N)
-    "${PF[@]}" rehearse --python "$PY" --gpus 1 --timeout 540 --json "$OUT/$name.json" "$@" -- "$(cat "$launch")" \
-        >"$OUT/$name.txt" 2>&1
+    "${PF[@]}" rehearse --python "$PY" --gpus 1 --timeout "${TIMEOUT:-540}" --keep-workdir --json "$OUT/$name.json" \
+        "$@" -- "$(cat "$launch")" >"$OUT/$name.txt" 2>&1
     rc=$?
+    # the run's own log (arrival time + line, what tests/data/rehearse/*.run.log.gz hold), then the workdir goes
+    "$PY" - "$OUT/$name.json" "$OUT/$name.run.log.gz" <<'PYEOF'
+import gzip, json, os, shutil, sys
+try:
+    w = (json.load(open(sys.argv[1])).get("rehearsal") or {}).get("workdir")
+except (OSError, ValueError):
+    w = None
+if w and os.path.isfile(os.path.join(w, "run.log")):
+    with open(os.path.join(w, "run.log"), "rb") as src, gzip.open(sys.argv[2], "wb") as dst:
+        shutil.copyfileobj(src, dst)
+if w and os.path.basename(w).startswith("preflight-rehearse-"):
+    shutil.rmtree(w, ignore_errors=True)
+PYEOF
     echo "$name: exit $rc, wall $("$PY" -c "import time,sys; print('%.1f' % (time.time()-float(sys.argv[1])))" "$t") s"
     grep -E "^(PASS|FAIL|WARN)  +(run|phase|tokenizer|data|model|compose|cleanup|vllm)" "$OUT/$name.txt" | cut -c1-230
     pgrep -af "raylet|gcs_server|vllm|main_ppo" | grep -v pgrep | head -5 || true

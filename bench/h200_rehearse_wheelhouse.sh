@@ -10,6 +10,8 @@
 # TaskRunnerV1 (the default trainer.use_v1=true) imports transfer_queue, which only its verl-core
 # extra requires; every requirement of it is already in the set.
 # transformers is carried: the node's 5.17.0 is outside verl 0.9.1's 'transformers<5.11,>=5.5.3'.
+# typing-inspection and annotated-types (pydantic's) are carried too: the node's image lacks them
+# (the first H200 run had to carry them in an extra call).
 #
 # usage: bash bench/h200_rehearse_wheelhouse.sh [PARTS_DIR]   (default .wh/rehearse; needs the index)
 set -eu
@@ -40,7 +42,7 @@ for n in numpy pandas pyarrow scipy sympy mpmath networkx pillow opencv-python-h
     charset-normalizer tqdm protobuf msgpack cloudpickle setuptools typing-extensions click rich pygments \
     markdown-it-py mdurl xxhash h11 httpx httpcore anyio attrs zipp wrapt pybind11 six python-dateutil \
     prometheus-client absl-py einops uvloop pyparsing packaging accelerate peft llvmlite numba regex \
-    typing-inspection annotated-types ml-dtypes markdown werkzeug; do
+    ml-dtypes markdown werkzeug; do
     omits+=(--omit "$n=$img")
 done
 for n in torchvision torchaudio flashinfer-cubin 'nvidia-cutlass-dsl*' tilelang quack-kernels humming-kernels \
