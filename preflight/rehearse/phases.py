@@ -266,12 +266,15 @@ def _user_frame(block: Sequence[str]) -> Optional[str]:
     return where
 
 
-def first_error(lines: Sequence[Tuple[float, str]], tail_lines: int = 12) -> Optional[ErrorFound]:
+def first_error(lines: Sequence[Tuple[float, str]], tail_lines: int = 12,
+                headline: Optional[str] = None) -> Optional[ErrorFound]:
     """The first exception line of a traceback in ``lines`` that is not a wrapper (Ray's
     RayTaskError/ActorDiedError, Hydra's InstantiationException: each prints the exception it
     carries after itself), with the traceback lines before it; failing that the first wrapper,
     with its inner type. Exception lines count only within 80 lines after a ``Traceback`` header
-    or a ``File "..."`` frame, so warnings that quote an exception do not. None when there is none.
+    or a ``File "..."`` frame, so warnings that quote an exception do not. With ``headline`` (the
+    error line a classifier picked, without prefixes), the first exception line holding it,
+    wrapper or not. None when there is none.
     """
     recent: List[str] = []
     since_tb = 10 ** 9
@@ -293,9 +296,13 @@ def first_error(lines: Sequence[Tuple[float, str]], tail_lines: int = 12) -> Opt
         m = _EXC_LINE.match(s)
         if not m:
             continue
+        if headline is not None and headline not in s:
+            continue
         typ = m.group("type")
         err = ErrorFound(typ, (m.group("msg") or "").strip(), "\n".join(recent[-tail_lines:]), t, actor,
                          _user_frame(recent))
+        if headline is not None:
+            return err
         if any(w in typ for w in _WRAPPERS):
             if fallback is None:
                 if m.group("inner"):

@@ -409,15 +409,21 @@ def report_run(rh: Rehearsal, res: supervise.RunOutcome, table: List[phase_mod.P
     fix from :func:`classify_failure` (the phase's own when no row names it). Sets ``rh.error``;
     returns the failed phase (None on success)."""
     steps = phase_mod.parse_steps(res.lines)
-    err = None if (res.ok and len(steps) >= 2) else phase_mod.first_error(res.lines)
-    failed_at = None
-    if not (res.ok and len(steps) >= 2):
+    passed = res.ok and len(steps) >= 2
+    err: Optional[phase_mod.ErrorFound] = None
+    diag: Optional[Any] = None
+    failed_at: Optional[phase_mod.Phase] = None
+    if not passed:
+        diag = classify_failure("\n".join(t for _, t in res.lines))
+        # the error reported is the one the classifier explained (it looks past wrappers and
+        # warnings the same way); the parser gives its time, actor and the user's frame
+        err = (phase_mod.first_error(res.lines, headline=diag.root.headline) if diag is not None and diag.root
+               is not None else None) or phase_mod.first_error(res.lines)
         failed_at = (phase_mod.phase_at(table, err.at) if err else None) or _failed_phase(table)
-    if res.ok and len(steps) >= 2:
+    if passed:
         rh.results.append(_row("run", Status.PASS, "2 training steps ran in %.1f s (verl exited 0)" % res.seconds,
                                duration=res.seconds, evidence={"steps": {str(k): v["metrics"] for k, v in steps.items()}}))
     else:
-        diag = classify_failure("\n".join(t for _, t in res.lines))
         pid = failed_at.id if failed_at else "startup"
         if err is not None and err.actor and err.actor.startswith("RewardLoop"):
             pid = "reward"

@@ -202,3 +202,17 @@ def test_unclassified_error_keeps_the_phase_fix():
     assert rh.error["classified_as"] is None and rh.error["phase"] == "worker_init"
     assert "actor/ref settings" in row.fix
     assert classify_failure("\n".join(t for _, t in lines)) is None
+
+
+def test_the_reported_error_is_the_one_explained():
+    """An earlier traceback no row knows does not hide the classified one: the run row reports the
+    error whose cause it gives, with that error's own actor and the user's frame."""
+    early = ["(WorkerDict pid=8) Traceback (most recent call last):",
+             "(WorkerDict pid=8)   File \"/site-packages/verl/workers/x.py\", line 3, in init_model",
+             "(WorkerDict pid=8) RuntimeError: something no row knows"]
+    text = _planted()["texts"]["reward_raises"]
+    lines = [(0.5 * i, line) for i, line in enumerate(early + text.splitlines())]
+    rh, row = _run_row(lines)
+    assert rh.error["classified_as"] == "reward-function-raised"
+    assert rh.error["type"] == "IndexError" and rh.error["where"].endswith("reward_raises.py:4")
+    assert "RuntimeError" not in row.message and "IndexError: list index out of range" in row.message
