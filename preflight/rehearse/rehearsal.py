@@ -34,7 +34,9 @@ class Options:
     ``keep_loggers``, ``validate``, ``keep_checkpoints``, ``response_length`` (tokens),
     ``gpus`` (run on this many GPUs of this node: sets trainer.n_gpus_per_node, trainer.nnodes=1
     and caps the rollout's tensor-parallel size), ``keep_workdir`` (leave the private directory),
-    ``module`` (entry point; tests use a fake one), ``env`` (HF cache lookup environment).
+    ``module`` (entry point; tests use a fake one), ``env`` (HF cache lookup environment),
+    ``stall_s`` (seconds a run may go on after a Ray actor died in its creation task before it is
+    stopped: verl keeps waiting for such an actor; 0 leaves it to the deadline).
     """
 
     timeout: float = 900.0
@@ -47,6 +49,7 @@ class Options:
     keep_workdir: bool = False
     module: str = "verl.trainer.main_ppo"
     prep_timeout: float = 300.0
+    stall_s: float = 90.0
 
 
 @dataclass
@@ -369,10 +372,11 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
                            evidence={"notes": rw.notes, "replaced": rw.replaced}))
     # run
     res = supervise.run(python, rw.overrides, work, opts.timeout, env=rw.env, module=opts.module,
-                        ray_dir=None, keep_ray_address=bool(opts.address))
+                        ray_dir=None, keep_ray_address=bool(opts.address), stall_s=opts.stall_s or None)
     table = phase_mod.phase_table(res.lines, res.gpu, ended_at=res.seconds)
     rh.phases = table
-    rh.run = {"returncode": res.returncode, "timed_out": res.timed_out, "seconds": round(res.seconds, 2),
+    rh.run = {"returncode": res.returncode, "timed_out": res.timed_out, "stalled": res.stalled,
+              "seconds": round(res.seconds, 2),
               "gpu_sampling": res.gpu_how, "lines": len(res.lines), "leftovers": res.leftovers}
     failed_at = report_run(rh, res, table, opts)
     _phase_rows(rh, res, table, failed_at)
@@ -444,7 +448,10 @@ def report_run(rh: Rehearsal, res: supervise.RunOutcome, table: List[phase_mod.P
             said += " (at %s%s)" % (err.where, ", in %s" % err.actor if err.actor else "")
         elif err is not None and err.actor:
             said += " (in %s)" % err.actor
-        if res.timed_out and err is not None:
+        if res.stalled is not None:
+            msg = "verl did not stop after %s (a Ray actor died in its creation task at %.0f s, during %s); " \
+                  "stopped %.0f s later" % (said, res.stalled[0], where, opts.stall_s)
+        elif res.timed_out and err is not None:
             msg = "verl did not stop after %s at %.0f s during %s; stopped at the %.0f s deadline" % (
                 said, err.at, where, opts.timeout)
         elif res.timed_out:

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-__all__ = ["RunOutcome", "run", "leftovers", "read_log", "read_gpu", "TAG_VAR", "ray_temp_dir"]
+__all__ = ["RunOutcome", "run", "leftovers", "read_log", "read_gpu", "TAG_VAR", "STALL_PATTERNS", "ray_temp_dir"]
 
 #: Environment variable whose random value marks every process of one rehearsal.
 TAG_VAR = "PREFLIGHT_REHEARSAL_TAG"
@@ -31,6 +31,11 @@ TAG_VAR = "PREFLIGHT_REHEARSAL_TAG"
 #: Variables taken out of the run's environment: a RAY_ADDRESS would make verl's ray.init join
 #: whatever cluster it names instead of the private head.
 UNSET = ("RAY_ADDRESS",)
+
+#: Output lines after which verl never finishes on its own: a Ray actor died in its creation task
+#: (Ray 2.x ActorDiedError, ray/exceptions.py), e.g. a reward loop worker whose reward module does not
+#: import; verl 0.9.1 kept waiting for it until the deadline on the H200 (bench/RESULTS.md).
+STALL_PATTERNS = (r"The actor died because of an error raised in its creation task",)
 
 
 @dataclass
@@ -47,6 +52,8 @@ class RunOutcome:
         gpu_how: "nvml", "nvidia-smi" or None (no GPU memory figures).
         leftovers: processes still carrying the run's tag after it ended ([{pid, cmd}]); killed.
         probe: the target process's own evidence (exit, stderr tail) when it failed to start.
+        stalled: (seconds, line) of the :data:`STALL_PATTERNS` line after which the run was
+            stopped because it had not ended ``stall_s`` later; None otherwise.
     """
 
     returncode: Optional[int]
@@ -58,11 +65,12 @@ class RunOutcome:
     leftovers: List[Dict[str, Any]] = field(default_factory=list)
     probe: Dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
+    stalled: Optional[Tuple[float, str]] = None
 
     @property
     def ok(self) -> bool:
         """verl exited 0 on its own."""
-        return self.returncode == 0 and not self.timed_out
+        return self.returncode == 0 and not self.timed_out and self.stalled is None
 
 
 def ray_temp_dir() -> str:
@@ -162,7 +170,7 @@ def read_gpu(path: str) -> List[Tuple[float, int, int]]:
 
 def run(python: str, overrides: Sequence[str], workdir: str, timeout: float, env: Optional[Mapping[str, str]] = None,
         module: str = "verl.trainer.main_ppo", sample_s: float = 0.5, ray_dir: Optional[str] = None,
-        keep_ray_address: bool = False) -> RunOutcome:
+        keep_ray_address: bool = False, stall_s: Optional[float] = None) -> RunOutcome:
     """Run ``module`` (verl's entry point) with ``overrides`` under ``python`` in ``workdir``.
 
     Args:
@@ -176,6 +184,8 @@ def run(python: str, overrides: Sequence[str], workdir: str, timeout: float, env
         sample_s: GPU memory sampling period, seconds.
         ray_dir: the private Ray head's temp dir (removed at the end).
         keep_ray_address: keep RAY_ADDRESS (``--address`` joins that cluster).
+        stall_s: stop the run this many seconds after a :data:`STALL_PATTERNS` line if it has not
+            ended by then (None: only the deadline stops it).
     Returns: a :class:`RunOutcome`; never raises for the run's misbehaviour. A KeyboardInterrupt
     (Ctrl-C, or SIGTERM/SIGHUP turned into one by the CLI) ends the run and everything under it,
     then propagates.
@@ -190,6 +200,8 @@ def run(python: str, overrides: Sequence[str], workdir: str, timeout: float, env
     args = {"module": module, "overrides": list(overrides), "workdir": workdir, "log": log, "gpu_log": gpu,
             "env": run_env, "unset": [] if keep_ray_address else list(UNSET),
             "deadline_s": max(5.0, timeout - 15.0), "sample_s": sample_s}
+    if stall_s:
+        args["stall"] = {"patterns": list(STALL_PATTERNS), "seconds": float(stall_s)}
     t0 = time.monotonic()
     outcome = RunOutcome(returncode=None, timed_out=False, seconds=0.0)
     proc = None
@@ -201,6 +213,9 @@ def run(python: str, overrides: Sequence[str], workdir: str, timeout: float, env
         if done is not None:
             outcome.returncode = done.get("returncode")
             outcome.timed_out = bool(done.get("timed_out"))
+            st = done.get("stalled")
+            if st:
+                outcome.stalled = (float(st[0]), str(st[1]))
         else:
             outcome.timed_out = out.timed_out
             outcome.probe = {"returncode": out.returncode, "timed_out": out.timed_out,

@@ -5,12 +5,17 @@
 # `python -m MODULE` would (runpy).
 # ARGS: {"module": "verl.trainer.main_ppo", "overrides": [...], "workdir": DIR (private, exists),
 #        "log": PATH, "gpu_log": PATH, "env": {NAME: VALUE}, "unset": [NAME...], "deadline_s": S,
-#        "sample_s": 0.5}
+#        "sample_s": 0.5, "stall": {"patterns": [REGEX...], "seconds": S} (optional)}
 # The log file holds "<seconds since start> <line>" per line of the child's stdout+stderr.
 # The GPU file holds "<seconds> <gpu index> <MiB used>" per sample (NVML through pynvml when the
 # target has it, else nvidia-smi; nothing when neither answers).
-# Events: "started" {pid}; "gpu" {how, count}; "done" {returncode, seconds, timed_out, lines}.
+# A line matching a stall pattern (a Ray actor that died in its creation task) starts a clock: if the
+# child has not ended S seconds later, it is stopped as at the deadline (verl keeps waiting for the
+# dead actor's results).
+# Events: "started" {pid}; "gpu" {how, count}; "done" {returncode, seconds, timed_out, lines, stalled
+#         ([seconds, line] of the line that started the clock, when the run was stopped for it)}.
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -88,26 +93,37 @@ def main():
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     emit("started", pid=child.pid)
     lines = [0]
+    stall = ARGS.get("stall") or {}
+    stall_rx = [re.compile(x) for x in stall.get("patterns") or []]
+    fatal = []
 
     def pump():
         fd = os.open(ARGS["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as log:
             for raw in iter(child.stdout.readline, b""):
                 text = raw.decode("utf-8", "replace").rstrip("\n")
-                log.write("%.3f %s\n" % (time.monotonic() - t0, text))
+                now = time.monotonic() - t0
+                log.write("%.3f %s\n" % (now, text))
                 log.flush()
                 lines[0] += 1
+                if not fatal and any(rx.search(text) for rx in stall_rx):
+                    fatal.append((now, text[:300]))
     reader = threading.Thread(target=pump)
     reader.daemon = True
     reader.start()
     deadline = t0 + float(ARGS.get("deadline_s", 600))
     timed_out = False
+    stalled = None
+    stall_s = float(stall.get("seconds") or 0)
     while child.poll() is None:
         if time.monotonic() > deadline:
             timed_out = True
             break
+        if fatal and stall_s and time.monotonic() - t0 > fatal[0][0] + stall_s:
+            stalled = list(fatal[0])
+            break
         time.sleep(0.2)
-    if timed_out or child.poll() is None:
+    if timed_out or stalled or child.poll() is None:
         for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
             try:
                 os.killpg(child.pid, sig)
@@ -127,7 +143,7 @@ def main():
     stop.set()
     sampler.join(5.0)
     emit("done", returncode=child.returncode, seconds=round(time.monotonic() - t0, 3), timed_out=timed_out,
-         lines=lines[0])
+         lines=lines[0], stalled=stalled)
 
 
 main()

@@ -240,3 +240,16 @@ def test_token_past_the_embedding_where_the_gpu_meets_it(where):
     rh, row = _run_row(lines)
     assert rh.error["classified_as"] == "token-out-of-vocab", rh.error
     assert "tokenizer that belongs to actor_rollout_ref.model.path" in row.fix
+
+
+def test_stalled_run_names_the_error_and_the_stop(tmp_path):
+    """The plant-2 log as it would end now: stopped stall_s after the reward worker died."""
+    lines = _lines("h200-plant2-reward-import.run.log.gz", tmp_path)
+    dead = [(t, line) for t, line in lines if "died because of an error raised in its creation task" in line][0]
+    rh = Rehearsal()
+    res = RunOutcome(None, False, dead[0] + 90.0, lines=[x for x in lines if x[0] <= dead[0] + 90.0], stalled=dead)
+    report_run(rh, res, phases.phase_table(res.lines, ended_at=res.seconds), Options())
+    row = [r for r in rh.results if r.id == "rehearse.run"][0]
+    assert row.status == Status.FAIL and rh.error["classified_as"] == "missing-module"
+    assert "a Ray actor died in its creation task at 140 s" in row.message and "stopped 90 s later" in row.message
+    assert "No module named 'preflight_planted_missing_package'" in row.message

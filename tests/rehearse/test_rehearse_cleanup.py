@@ -31,6 +31,10 @@ FAKE = textwrap.dedent('''
         fh.write("%d\\n%d\\n" % (os.getpid(), child.pid))
     print("ray init kwargs: {}", flush=True)
     print("(TaskRunnerV1 pid=%d) INFO:2026-12-01 15:00:00,000:worker group kwargs: {}" % os.getpid(), flush=True)
+    if os.environ.get("FAKE_DEAD_ACTOR"):  # Ray's ActorDiedError text, as the plant-2 run on the H200 printed it
+        print("(RewardLoopWorker pid=%d) Exception raised in creation task: The actor died because of an error raised "
+              "in its creation task, ray::reward_loop_worker_1:RewardLoopWorker.__init__() (pid=%d, ip=127.0.0.1)"
+              % (child.pid, child.pid), flush=True)
     if os.environ.get("FAKE_EXIT"):  # verl failing (or finishing) with its workers still up
         sys.exit(int(os.environ["FAKE_EXIT"]))
     time.sleep(600)
@@ -93,6 +97,20 @@ def test_exit_with_workers_still_up_ends_everything(fake, status):
     assert out.seconds < 60
     assert not [p for p in pids if _alive(p)]
     assert pids[0] not in [p["pid"] for p in out.leftovers]  # the launch itself had exited
+
+
+def test_run_that_keeps_waiting_for_a_dead_actor_is_stopped(fake):
+    """verl keeps waiting after a Ray actor died in its creation task (the H200's plant 2 ran to its
+    deadline): the run is stopped stall_s after that line, and everything it started is gone."""
+    env, work = fake
+    env = dict(env, FAKE_DEAD_ACTOR="1")
+    out = supervise.run(sys.executable, [], work, timeout=120.0, env=env, module="fake_verl", stall_s=1.0)
+    pids = _pids(env["FAKE_PIDS"], wait=1)
+    assert out.stalled is not None and "died because of an error raised in its creation task" in out.stalled[1]
+    assert not out.timed_out and not out.ok and out.seconds < 60
+    assert not [p for p in pids if _alive(p)]
+    dead = [t for t, line in out.lines if "creation task" in line][0]
+    assert abs(out.stalled[0] - dead) < 0.5
 
 
 DRIVER = textwrap.dedent('''
