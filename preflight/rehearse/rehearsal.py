@@ -416,7 +416,7 @@ def report_run(rh: Rehearsal, res: supervise.RunOutcome, table: List[phase_mod.P
                 ) -> Optional[phase_mod.Phase]:
     """Append the ``run`` row to ``rh.results`` for the outcome ``res`` and its phase ``table``: PASS
     for two steps, else FAIL with the first real error (its phase, where, the actor), the cause and
-    fix from :func:`classify_failure` (the phase's own when no row names it). Sets ``rh.error``;
+    fix from :func:`explain_run` (the phase's own when no row names it). Sets ``rh.error``;
     returns the failed phase (None on success)."""
     steps = phase_mod.parse_steps(res.lines)
     passed = res.ok and len(steps) >= 2
