@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["Phase", "ErrorFound", "parse_steps", "markers", "phase_table", "first_error", "phase_at", "strip_prefix",
-           "PHASES"]
+           "PHASES", "PROGRESS_PATTERNS"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _RAY_PREFIX = re.compile(r"^\((?P<actor>[A-Za-z_][\w.:\-]*)(?: pid=(?P<pid>\d+))?(?:, ip=[\d.a-fA-F:]+)?\)\s?")
@@ -44,6 +44,10 @@ _MARKERS = (
     ("rollout_ready", re.compile(r"checkpoint engine manager initialized")),
     ("init_done", re.compile(r"all initialize finished, ready to fit")),
 )
+
+#: Regexes (on a raw output line) of the lines that show the run still moving: each start-up marker
+#: and a console-logger step line.
+PROGRESS_PATTERNS = tuple(rx.pattern for _, rx in _MARKERS[1:]) + (_STEP.pattern,)
 
 #: The rows of the table, in order: (id, label).
 PHASES = (

@@ -35,8 +35,8 @@ class Options:
     ``gpus`` (run on this many GPUs of this node: sets trainer.n_gpus_per_node, trainer.nnodes=1
     and caps the rollout's tensor-parallel size), ``keep_workdir`` (leave the private directory),
     ``module`` (entry point; tests use a fake one), ``env`` (HF cache lookup environment),
-    ``stall_s`` (seconds a run may go on after a Ray actor died in its creation task before it is
-    stopped: verl keeps waiting for such an actor; 0 leaves it to the deadline).
+    ``stall_s`` (seconds a run may go on without progress after a Ray actor died in its creation
+    task before it is stopped: verl keeps waiting for such an actor; 0 leaves it to the deadline).
     """
 
     timeout: float = 900.0
@@ -450,7 +450,7 @@ def report_run(rh: Rehearsal, res: supervise.RunOutcome, table: List[phase_mod.P
             said += " (in %s)" % err.actor
         if res.stalled is not None:
             msg = "verl did not stop after %s (a Ray actor died in its creation task at %.0f s, during %s); " \
-                  "stopped %.0f s later" % (said, res.stalled[0], where, opts.stall_s)
+                  "stopped after %.0f s without progress" % (said, res.stalled[0], where, opts.stall_s)
         elif res.timed_out and err is not None:
             msg = "verl did not stop after %s at %.0f s during %s; stopped at the %.0f s deadline" % (
                 said, err.at, where, opts.timeout)

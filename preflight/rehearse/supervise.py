@@ -185,7 +185,8 @@ def run(python: str, overrides: Sequence[str], workdir: str, timeout: float, env
         ray_dir: the private Ray head's temp dir (removed at the end).
         keep_ray_address: keep RAY_ADDRESS (``--address`` joins that cluster).
         stall_s: stop the run this many seconds after a :data:`STALL_PATTERNS` line if it has not
-            ended by then (None: only the deadline stops it).
+            ended by then and printed no progress line since (a start-up marker or a step line,
+            :data:`.phases.PROGRESS_PATTERNS`; each restarts the clock). None: only the deadline.
     Returns: a :class:`RunOutcome`; never raises for the run's misbehaviour. A KeyboardInterrupt
     (Ctrl-C, or SIGTERM/SIGHUP turned into one by the CLI) ends the run and everything under it,
     then propagates.
@@ -201,7 +202,9 @@ def run(python: str, overrides: Sequence[str], workdir: str, timeout: float, env
             "env": run_env, "unset": [] if keep_ray_address else list(UNSET),
             "deadline_s": max(5.0, timeout - 15.0), "sample_s": sample_s}
     if stall_s:
-        args["stall"] = {"patterns": list(STALL_PATTERNS), "seconds": float(stall_s)}
+        from .phases import PROGRESS_PATTERNS
+
+        args["stall"] = {"patterns": list(STALL_PATTERNS), "progress": list(PROGRESS_PATTERNS), "seconds": float(stall_s)}
     t0 = time.monotonic()
     outcome = RunOutcome(returncode=None, timed_out=False, seconds=0.0)
     proc = None

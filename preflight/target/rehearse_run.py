@@ -5,13 +5,14 @@
 # `python -m MODULE` would (runpy).
 # ARGS: {"module": "verl.trainer.main_ppo", "overrides": [...], "workdir": DIR (private, exists),
 #        "log": PATH, "gpu_log": PATH, "env": {NAME: VALUE}, "unset": [NAME...], "deadline_s": S,
-#        "sample_s": 0.5, "stall": {"patterns": [REGEX...], "seconds": S} (optional)}
+#        "sample_s": 0.5, "stall": {"patterns": [REGEX...], "progress": [REGEX...], "seconds": S} (optional)}
 # The log file holds "<seconds since start> <line>" per line of the child's stdout+stderr.
 # The GPU file holds "<seconds> <gpu index> <MiB used>" per sample (NVML through pynvml when the
 # target has it, else nvidia-smi; nothing when neither answers).
-# A line matching a stall pattern (a Ray actor that died in its creation task) starts a clock: if the
-# child has not ended S seconds later, it is stopped as at the deadline (verl keeps waiting for the
-# dead actor's results).
+# A line matching a stall pattern (a Ray actor that died in its creation task) starts a clock, and
+# each later progress line (a start-up marker, a step line) starts it again: when the child has not
+# ended S seconds after the last of them, it is stopped as at the deadline (verl keeps waiting for
+# the dead actor's results).
 # Events: "started" {pid}; "gpu" {how, count}; "done" {returncode, seconds, timed_out, lines, stalled
 #         ([seconds, line] of the line that started the clock, when the run was stopped for it)}.
 import os
@@ -95,7 +96,9 @@ def main():
     lines = [0]
     stall = ARGS.get("stall") or {}
     stall_rx = [re.compile(x) for x in stall.get("patterns") or []]
-    fatal = []
+    progress_rx = [re.compile(x) for x in stall.get("progress") or []]
+    fatal = []  # [(seconds, line)] of the stall line; clock[0]: when the stall clock last started
+    clock = [0.0]
 
     def pump():
         fd = os.open(ARGS["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -108,6 +111,9 @@ def main():
                 lines[0] += 1
                 if not fatal and any(rx.search(text) for rx in stall_rx):
                     fatal.append((now, text[:300]))
+                    clock[0] = now
+                elif fatal and any(rx.search(text) for rx in progress_rx):
+                    clock[0] = now
     reader = threading.Thread(target=pump)
     reader.daemon = True
     reader.start()
@@ -119,7 +125,7 @@ def main():
         if time.monotonic() > deadline:
             timed_out = True
             break
-        if fatal and stall_s and time.monotonic() - t0 > fatal[0][0] + stall_s:
+        if fatal and stall_s and time.monotonic() - t0 > clock[0] + stall_s:
             stalled = list(fatal[0])
             break
         time.sleep(0.2)

@@ -251,5 +251,5 @@ def test_stalled_run_names_the_error_and_the_stop(tmp_path):
     report_run(rh, res, phases.phase_table(res.lines, ended_at=res.seconds), Options())
     row = [r for r in rh.results if r.id == "rehearse.run"][0]
     assert row.status == Status.FAIL and rh.error["classified_as"] == "missing-module"
-    assert "a Ray actor died in its creation task at 140 s" in row.message and "stopped 90 s later" in row.message
+    assert "a Ray actor died in its creation task at 140 s" in row.message and "stopped after 90 s without progress" in row.message
     assert "No module named 'preflight_planted_missing_package'" in row.message

@@ -35,6 +35,10 @@ FAKE = textwrap.dedent('''
         print("(RewardLoopWorker pid=%d) Exception raised in creation task: The actor died because of an error raised "
               "in its creation task, ray::reward_loop_worker_1:RewardLoopWorker.__init__() (pid=%d, ip=127.0.0.1)"
               % (child.pid, child.pid), flush=True)
+        if os.environ.get("FAKE_PROGRESS"):  # ...and verl still moving on after it
+            time.sleep(0.5)
+            print("(TaskRunnerV1 pid=%d) INFO:2026-12-01 15:00:09,000:all initialize finished, ready to fit"
+                  % os.getpid(), flush=True)
     if os.environ.get("FAKE_EXIT"):  # verl failing (or finishing) with its workers still up
         sys.exit(int(os.environ["FAKE_EXIT"]))
     time.sleep(600)
@@ -99,18 +103,24 @@ def test_exit_with_workers_still_up_ends_everything(fake, status):
     assert pids[0] not in [p["pid"] for p in out.leftovers]  # the launch itself had exited
 
 
-def test_run_that_keeps_waiting_for_a_dead_actor_is_stopped(fake):
+@pytest.mark.parametrize("progress", [False, True])
+def test_run_that_keeps_waiting_for_a_dead_actor_is_stopped(fake, progress):
     """verl keeps waiting after a Ray actor died in its creation task (the H200's plant 2 ran to its
-    deadline): the run is stopped stall_s after that line, and everything it started is gone."""
+    deadline): the run is stopped stall_s after that line, or after the last progress line that
+    followed it, and everything it started is gone."""
     env, work = fake
-    env = dict(env, FAKE_DEAD_ACTOR="1")
-    out = supervise.run(sys.executable, [], work, timeout=120.0, env=env, module="fake_verl", stall_s=1.0)
+    env = dict(env, FAKE_DEAD_ACTOR="1", **({"FAKE_PROGRESS": "1"} if progress else {}))
+    out = supervise.run(sys.executable, [], work, timeout=120.0, env=env, module="fake_verl", stall_s=3.0)
     pids = _pids(env["FAKE_PIDS"], wait=1)
     assert out.stalled is not None and "died because of an error raised in its creation task" in out.stalled[1]
     assert not out.timed_out and not out.ok and out.seconds < 60
     assert not [p for p in pids if _alive(p)]
     dead = [t for t, line in out.lines if "creation task" in line][0]
     assert abs(out.stalled[0] - dead) < 0.5
+    moved = [t for t, line in out.lines if "all initialize finished" in line]
+    assert bool(moved) == progress
+    # stopped stall_s after the clock's last start: the dead actor's line, or the progress line after it
+    assert out.seconds >= (moved[0] if progress else dead) + 3.0
 
 
 DRIVER = textwrap.dedent('''
