@@ -53,7 +53,7 @@ class RunOutcome:
         leftovers: processes still carrying the run's tag after it ended ([{pid, cmd}]); killed.
         probe: the target process's own evidence (exit, stderr tail) when it failed to start.
         stalled: (seconds, line) of the :data:`STALL_PATTERNS` line after which the run was
-            stopped because it had not ended ``stall_s`` later; None otherwise.
+            stopped, ``stall_s`` without progress having passed; None otherwise.
     """
 
     returncode: Optional[int]
