@@ -145,7 +145,12 @@ def main():
         os.killpg(child.pid, signal.SIGKILL)
     except OSError:
         pass
-    reader.join(5.0)
+    # the rest of the child's output; a process outside its group (a setsid() daemon, Ray's raylet)
+    # can hold the pipe open until the supervisor ends it, so stop once nothing came for 0.5 s
+    end, seen = time.monotonic() + 5.0, -1
+    while reader.is_alive() and time.monotonic() < end and lines[0] != seen:
+        seen = lines[0]
+        reader.join(0.5)
     stop.set()
     sampler.join(5.0)
     emit("done", returncode=child.returncode, seconds=round(time.monotonic() - t0, 3), timed_out=timed_out,
