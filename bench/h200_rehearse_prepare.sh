@@ -23,7 +23,7 @@ PY=${PYTHON:-python3}
 VERL_GIT=${VERL_GIT:-/work/.mirror/volcengine+verl/repo}
 VERL_TAG=${VERL_TAG:-v0.7.0}
 EXAMPLE=examples/grpo_trainer/run_qwen2_5-3b_gsm8k_grpo_lora.sh
-git check-ignore -q .rh || { echo ".rh/ is not ignored by git: add /.rh/ to .gitignore" >&2; exit 2; }
+git check-ignore -q .rh/pf/preflight.pyz || { echo ".rh/ is not ignored by git: add /.rh/ to .gitignore" >&2; exit 2; }
 [ -f "$PARTS/wheelhouse.parts.json" ] || { echo "no $PARTS/wheelhouse.parts.json: run bench/h200_rehearse_wheelhouse.sh" >&2; exit 2; }
 rm -rf .rh
 mkdir -p .rh/pf
