@@ -221,7 +221,7 @@ def test_vendored_hydra_equals_hydra_core_for_every_stored_release(pyz, release,
     every 32nd example and every edge case too)."""
     assert stored_release(release, "ppo_trainer") == (release, [])
     cases = example_cases(64) + EDGE[::3] if FULL else \
-        ["trainer.total_epochs=1"] + sample(example_cases(64), 4) + sample(EDGE[::3], 8)
+        ["trainer.total_epochs=1"] + sample(example_cases(64), 2) + sample(EDGE[::3], 3)
     truth = _truth(_wheel_config_dir(release, tmp_path), cases)
     py, got = _vendored(pyz, release, cases)
     _compare("vendored Hydra over matrices/verl_config/%s" % release, truth, got, cases, minimum=len(cases))
