@@ -11,6 +11,7 @@ from ..overrides import ConfigError, LaunchSpec
 from .errors import ComposeUnsupported
 from .fields import key_fix, unknown_fields
 from .files import check_user_file, unreadable_error
+from .gate import check_config_dirs
 from .inprocess import run_here
 from .provenance import provenance
 from .result import Composed
@@ -134,6 +135,7 @@ def compose_stored(spec: LaunchSpec, file: Optional[str] = None, release: Option
     name = spec.config_name or "ppo_trainer"
     if file:
         check_user_file(file)
+    check_config_dirs(spec.override_texts, file, config_dir(spec), name)
     pick, notes = stored_release(release, name)
     tree = stored_tree(pick)
     args = _args(spec, file, config_dir(spec))
@@ -224,6 +226,7 @@ def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: 
         spec = dataclasses.replace(spec, config_name=ep["config_name"])  # the entry point's own config
     if file:
         check_user_file(file)
+    check_config_dirs(spec.override_texts, file, config_dir(spec), spec.config_name or "ppo_trainer")
     env = dict(spec.env)
     out = run_script(python, "verl_compose", _args(spec, file, config_dir(spec)), timeout=timeout, env=env)
     notes = list(spec.notes)
