@@ -41,7 +41,7 @@ import urllib.request
 import zipfile
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from socketserver import ThreadingMixIn
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["MetadataIndex", "default_cache_dir", "wheel_metadata", "prune"]
 
@@ -59,34 +59,27 @@ def default_cache_dir() -> str:
     return os.path.join(base, "verl-preflight", "proof-index")
 
 
-class _NoRanges(Exception):
-    """The host answered a range request with the whole file (HTTP 200)."""
-
-
 class _RangeFile(io.RawIOBase):
     """A read-only, seekable view of a remote file through HTTP range requests, with the bytes
-    already read kept in memory (a wheel's tail and a few blocks: at most a few MiB)."""
+    already read kept in memory (a wheel's tail and a few blocks: at most a few MiB). ``first``:
+    the (start, bytes, size) of the tail already read."""
 
-    def __init__(self, url: str, timeout: float, stats: Dict[str, int]) -> None:
+    def __init__(self, url: str, timeout: float, stats: Dict[str, int], first: Tuple[int, bytes, int]) -> None:
         super().__init__()
         self.url, self.timeout, self.stats = url, timeout, stats
         self.pos = 0
-        self.spans: List[Tuple[int, bytes]] = []
-        start, data, self.size = self._get("bytes=-%d" % TAIL)
-        self.spans.append((start, data))
+        self.spans: List[Tuple[int, bytes]] = [(first[0], first[1])]
+        self.size = first[2]
 
     def _get(self, rng: str) -> Tuple[int, bytes, int]:
         req = urllib.request.Request(self.url, headers={"Range": rng, "Accept-Encoding": "identity"})
         with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-            if resp.status != 206:
-                raise _NoRanges(self.url)
-            m = re.match(r"bytes (\d+)-(\d+)/(\d+)", resp.headers.get("Content-Range", ""))
-            if not m:
-                raise _NoRanges(self.url)
-            data = resp.read()
+            got = _ranged(resp)
+            if got is None:
+                raise OSError("%s answered a range request with HTTP %s" % (self.url, resp.status))
         self.stats["requests"] += 1
-        self.stats["bytes"] += len(data)
-        return int(m.group(1)), data, int(m.group(3))
+        self.stats["bytes"] += len(got[1])
+        return got
 
     def seekable(self) -> bool:
         return True
@@ -139,25 +132,36 @@ def _metadata_member(zf: zipfile.ZipFile, filename: str) -> str:
     return tops[0]
 
 
+def _ranged(resp: Any) -> Optional[Tuple[int, bytes, int]]:
+    """(start, bytes, file size) of an HTTP 206 answer; None (body unread) for any other."""
+    m = re.match(r"bytes (\d+)-(\d+)/(\d+)", resp.headers.get("Content-Range", "") or "")
+    if resp.status != 206 or not m:
+        return None
+    return int(m.group(1)), resp.read(), int(m.group(3))
+
+
 def wheel_metadata(url: str, timeout: float = 60.0, stats: Optional[Dict[str, int]] = None) -> bytes:
-    """The METADATA file of the wheel at ``url``, read by HTTP range requests (or, where the host
-    serves no ranges, from a whole download deleted afterwards). Raises OSError / ValueError /
+    """The METADATA file of the wheel at ``url``, read by HTTP range requests: the last
+    :data:`TAIL` bytes first, then :data:`BLOCK`-sized reads where the zip directory or METADATA
+    lie before them. Where the host answers the first range with the whole file (HTTP 200), that
+    answer is streamed to a temporary file, read and deleted. Raises OSError / ValueError /
     zipfile.BadZipFile when the wheel cannot be read."""
     stats = stats if stats is not None else {"requests": 0, "bytes": 0}
     filename = urllib.parse.unquote(url.rsplit("/", 1)[-1])
-    try:
-        with zipfile.ZipFile(_RangeFile(url, timeout, stats)) as zf:  # type: ignore[arg-type]
-            return zf.read(_metadata_member(zf, filename))
-    except _NoRanges:
-        pass
-    with tempfile.TemporaryFile() as fh:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            shutil.copyfileobj(resp, fh, 1 << 20)
+    req = urllib.request.Request(url, headers={"Range": "bytes=-%d" % TAIL, "Accept-Encoding": "identity"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
         stats["requests"] += 1
-        stats["bytes"] += fh.tell()
-        fh.seek(0)
-        with zipfile.ZipFile(fh) as zf:
-            return zf.read(_metadata_member(zf, filename))
+        first = _ranged(resp)
+        if first is not None:
+            stats["bytes"] += len(first[1])
+            with zipfile.ZipFile(_RangeFile(url, timeout, stats, first)) as zf:  # type: ignore[arg-type]
+                return zf.read(_metadata_member(zf, filename))
+        with tempfile.TemporaryFile() as fh:
+            shutil.copyfileobj(resp, fh, 1 << 20)
+            stats["bytes"] += fh.tell()
+            fh.seek(0)
+            with zipfile.ZipFile(fh) as zf:
+                return zf.read(_metadata_member(zf, filename))
 
 
 def _write(path: str, data: bytes) -> None:
@@ -252,18 +256,22 @@ class MetadataIndex:
     ``upstream``: the PEP 691 index (PyPI's simple API); ``cache_dir``: where pages and metadata
     are kept (default :func:`default_cache_dir`; pruned to ``max_bytes`` on exit); ``page_ttl``:
     seconds a project page read from the upstream stays valid; ``timeout``: seconds for one
-    upstream request. ``stats`` counts pages and metadata read upstream or from the cache,
-    upstream requests and bytes; ``errors`` holds upstream failures, one line each."""
+    upstream request. With ``python`` (X.Y) and ``platforms`` (the tags pip is given) a page
+    holds only the wheels :meth:`may_fit` admits. ``stats`` counts pages and metadata read
+    upstream or from the cache, upstream requests and bytes, files left out; ``errors`` holds
+    upstream failures, one line each."""
 
     def __init__(self, upstream: str = "https://pypi.org/simple", cache_dir: Optional[str] = None,
-                 page_ttl: float = 600.0, timeout: float = 60.0, max_bytes: int = 256 << 20) -> None:
+                 page_ttl: float = 600.0, timeout: float = 60.0, max_bytes: int = 256 << 20,
+                 python: Optional[str] = None, platforms: Sequence[str] = ()) -> None:
         self.upstream = upstream.rstrip("/")
+        self.python, self.platforms = python, set(platforms)
         self.cache_dir = cache_dir or default_cache_dir()
         self.page_ttl, self.timeout, self.max_bytes = page_ttl, timeout, max_bytes
         self.hosts: Dict[str, str] = {}  # host -> scheme, as the upstream pages name them
         self.errors: List[str] = []
         self.stats: Dict[str, int] = {"pages": 0, "pages_cached": 0, "metadata": 0, "metadata_cached": 0,
-                                      "requests": 0, "bytes": 0}
+                                      "requests": 0, "bytes": 0, "files_left_out": 0}
         self._lock = threading.Lock()
         self._server: Optional[_Server] = None
         self.url = ""
@@ -316,6 +324,10 @@ class MetadataIndex:
             _write(path, raw)
         doc = json.loads(raw.decode("utf-8"))
         base = "%s/%s/" % (self.upstream, name)
+        if self.python and self.platforms:
+            keep = [f for f in doc.get("files", []) if self.may_fit(f.get("filename", ""))]
+            self.stats["files_left_out"] += len(doc.get("files", [])) - len(keep)
+            doc["files"] = keep
         for f in doc.get("files", []):
             if not f.get("filename", "").endswith(".whl"):
                 continue
@@ -327,6 +339,27 @@ class MetadataIndex:
             f["url"] = "/files/%s%s" % (u.netloc, u.path)
             f["core-metadata"] = f["dist-info-metadata"] = True
         return json.dumps(doc).encode("utf-8")
+
+    def may_fit(self, filename: str) -> bool:
+        """Whether pip could take wheel ``filename`` for the target (``python``, ``platforms``), as
+        a superset of pip's own tag check: some tag of the wheel has platform ``any`` or one of
+        ``platforms``, a ``py*`` or ``cp*`` interpreter and abi ``none``, ``abi3`` or the target's
+        ``cpXY``. Files pip rejects anyway (other platforms, PyPy, other CPython ABIs; sdists,
+        which --only-binary=:all: excludes) are left out of the page, so pip's finder parses a
+        fraction of torch's thousands of links; a name that does not parse is kept."""
+        if not filename.endswith(".whl"):
+            return False
+        parts = filename[:-4].split("-")
+        if len(parts) not in (5, 6):
+            return True
+        abi_own = "cp" + str(self.python).replace(".", "")
+        for interp in parts[-3].split("."):
+            for abi in parts[-2].split("."):
+                for plat in parts[-1].split("."):
+                    if (plat == "any" or plat in self.platforms) and interp.startswith(("py", "cp")) and \
+                            abi in ("none", "abi3", abi_own):
+                        return True
+        return False
 
     def metadata(self, host: str, path: str) -> bytes:
         """METADATA of the wheel ``https://host/path`` (the scheme the page named) (cached; read by range requests on a miss).

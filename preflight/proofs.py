@@ -9,7 +9,10 @@ A proof is recorded by ``tools/record_proofs.py`` (network, PyPI) with::
         --platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64 \\
         REQUIREMENTS
 
-(every platform tag a glibc 2.35 x86_64 target accepts). The index ``matrices/proofs.json`` holds,
+(every platform tag a glibc 2.35 x86_64 target accepts), pip reading PyPI through the loopback
+index of :mod:`preflight.proof_index` (each wheel's METADATA by range requests, kept in the tool's
+cache; pages hold only the wheels the target's tags may admit), since this index announces no
+PEP 658 metadata and pip would otherwise download every candidate wheel. The index ``matrices/proofs.json`` holds,
 per proof id, the requirement set, Python, platform tags, resolver, date, status, the resolved
 ``name==version`` set and the trimmed report's file (``tests/data/proofs/<id>.json``). A proof
 made for glibc G also holds on any newer glibc (its tags are a superset).
@@ -316,11 +319,13 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
         return _run_pip(base, pip_python, ver, inside, python, arch, index_url, index_url, timeout, t0, [])
     from .proof_index import MetadataIndex
 
-    with MetadataIndex(index_url, cache_dir=cache_dir, page_ttl=page_ttl, timeout=min(60.0, timeout)) as ix:
+    with MetadataIndex(index_url, cache_dir=cache_dir, page_ttl=page_ttl, timeout=min(60.0, timeout),
+                       python=python, platforms=platform_tags(DEFAULT_GLIBC, arch)) as ix:
         out = _run_pip(base, pip_python, ver, inside, python, arch, index_url, ix.url, timeout, t0, ix.errors)
     out["metadata"] = ("PEP 658 metadata of each wheel, read by range requests through a loopback index "
                        "(preflight.proof_index): %(metadata)d read, %(metadata_cached)d cached, %(pages)d pages read, "
-                       "%(pages_cached)d cached, %(bytes)d bytes from the index" % ix.stats)
+                       "%(pages_cached)d cached, %(bytes)d bytes from the index, %(files_left_out)d files no tag of the target "
+                       "admits left out of the pages" % ix.stats)
     out["bytes"] = ix.stats["bytes"]
     return out
 

@@ -6,7 +6,8 @@ knows, resolved with no GPU or driver given (the install line ``spec`` and ``ins
 for that Python and platform), plus every scenario of tests/data/scenarios.toml. For each set
 that needs only PyPI, pip's own resolver runs for the target (preflight.proofs.pip_command:
 ``--dry-run --report --only-binary=:all: --python-version X.Y --platform manylinux_2_35_ARCH...``)
-and the recorder writes:
+(through preflight.proof_index: no whole wheel is downloaded; metadata and pages are cached in
+~/.cache/verl-preflight/proof-index, pages for --page-ttl seconds) and the recorder writes:
 
 * tests/data/proofs/<id>.json: pip's report trimmed to name, version, requires_python and
   requires_dist of each resolved distribution, with the command, pip's version and the date;
@@ -16,7 +17,10 @@ and the recorder writes:
 
 A set with a ``+cuXYZ`` torch needs download.pytorch.org, which this machine cannot reach: it is
 listed as unproven and not run. Entries already recorded are kept (``--force`` re-records);
-an interrupted run keeps what it finished. ``--changes`` prints what a re-record changed (used by
+an interrupted run keeps what it finished. A set pip refuses (ResolutionImpossible, no matching
+distribution, ResolutionTooDeep) is recorded "failed" with pip's words; one that runs past
+--timeout stays "not recorded" with "timed out after N s" (unproven, retried next run). Below
+15 GB free on the temporary directory's disk a set is skipped. ``--changes`` prints what a re-record changed (used by
 ``matrix refresh``). pip's configuration (PIP_CONFIG_FILE, PIP_* variables) is ignored, so the proof
 is about the index, not this machine.
 

@@ -184,3 +184,29 @@ def test_the_cache_is_bounded(tmp_path):
         os.utime(str(tmp_path / ("f%d" % i)), (i, i))
     assert prune(str(tmp_path), 4500) == 6000
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f6", "f7", "f8", "f9"]
+
+
+def test_pages_keep_every_wheel_pips_tags_admit():
+    """A page leaves out only wheels no tag pip uses for the target admits: the truth is
+    packaging.tags (what pip's --python-version/--platform/--abi build) over real file names."""
+    from packaging.tags import compatible_tags, cpython_tags
+    from packaging.utils import parse_wheel_filename
+
+    from preflight.proof_index import MetadataIndex
+
+    names = ["torch-2.4.0-cp310-cp310-manylinux1_x86_64.whl", "torch-2.4.0-cp311-cp311-manylinux1_x86_64.whl",
+             "torch-2.4.0-cp310-none-macosx_11_0_arm64.whl", "torch-2.4.0-cp310-cp310-win_amd64.whl",
+             "torch-2.9.0-cp310-cp310-manylinux_2_28_aarch64.whl", "vllm-0.6.3-cp38-abi3-manylinux1_x86_64.whl",
+             "numpy-1.26.4-cp310-cp310-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+             "numpy-1.26.4-pp39-pypy39_pp73-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+             "numpy-2.1.0-cp310-cp310-musllinux_1_2_x86_64.whl", "six-1.17.0-py2.py3-none-any.whl",
+             "triton-3.0.0-1-cp310-cp310-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+             "nvidia_nccl_cu12-2.20.5-py3-none-manylinux2014_x86_64.whl", "numpy-1.26.4.tar.gz"]
+    for arch in ("x86_64", "aarch64"):
+        plats = proofs.platform_tags(proofs.DEFAULT_GLIBC, arch)
+        ix = MetadataIndex(python="3.10", platforms=plats)
+        pip_tags = set(cpython_tags((3, 10), ["cp310", "abi3", "none"], plats)) | \
+            set(compatible_tags((3, 10), "cp310", plats))
+        for n in names:
+            fits = n.endswith(".whl") and bool(parse_wheel_filename(n)[3] & pip_tags)
+            assert ix.may_fit(n) == fits, (arch, n)  # equal here; a superset by construction
