@@ -19,7 +19,7 @@ import json
 import os
 import re
 import sys
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -32,7 +32,14 @@ MARK = {"proven": "P", "does not install": "X", "unproven": "?", "no stack": "-"
 
 
 def _why_failed(p: Dict[str, Any]) -> str:
-    """pip's refusal, short: its kind and the package it names."""
+    """pip's refusal, short: its kind and the package it names (and which of them the index
+    serves as an sdist only, which a binary-only install cannot take)."""
+    why = _refusal(p)
+    sdist = p.get("source_builds") or []
+    return why + ("; only an sdist on the index: %s" % ", ".join(sdist) if sdist else "")
+
+
+def _refusal(p: Dict[str, Any]) -> str:
     err = p.get("error") or ""
     kind = p.get("refusal") or ("ResolutionImpossible" if "ResolutionImpossible" in err or "conflict" in err
                                 else "no matching distribution")
@@ -59,13 +66,17 @@ def _why_unproven(p: Dict[str, Any]) -> str:
     return reason[:160]
 
 
-def cells(mx: Any, arches: List[str]) -> Iterator[Dict[str, Any]]:
+def cells(mx: Any, arches: List[str], releases: Optional[Sequence[str]] = None,
+          pythons: Sequence[str] = PYTHONS) -> Iterator[Dict[str, Any]]:
     """One dict per grid cell: verl, backend, python, arch, verdict (proven / does not install /
-    unproven / no stack), why (one line; empty for proven), proof (the proof id, where any)."""
+    unproven / no stack), why (one line; empty for proven), proof (the proof id, where any).
+    ``releases``: only these verl releases (default: every one the matrix knows)."""
     for arch in arches:
         for v in mx.verl_versions():
+            if releases is not None and v not in releases:
+                continue
             for b in sorted((mx.verl(v) or {}).get("backend_extras") or {}) + ["none"]:
-                for py in PYTHONS:
+                for py in pythons:
                     r = resolve(mx, v, b, python=py, arch=arch, _options=False)
                     verdict = {"works": "proven"}.get(r.verdict, r.verdict)
                     p = r.proof or {}
@@ -102,7 +113,10 @@ def grid(rows: List[Dict[str, Any]]) -> str:
     for (v, b, arch), pys in by.items():
         cols = []
         for py in PYTHONS:
-            r = pys[py]
+            r = pys.get(py)
+            if r is None:
+                cols.append(" ")
+                continue
             mark = MARK[r["verdict"]]
             if r["why"] and r["verdict"] != "no stack":
                 n = reasons.setdefault("%s: %s" % (r["verdict"], r["why"]), len(reasons) + 1)
