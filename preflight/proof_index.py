@@ -30,6 +30,7 @@ import hashlib
 import io
 import json
 import os
+import queue
 import re
 import shutil
 import tempfile
@@ -43,6 +44,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from socketserver import ThreadingMixIn
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from packaging.version import InvalidVersion, Version
+
 __all__ = ["MetadataIndex", "default_cache_dir", "wheel_metadata", "prune"]
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
@@ -50,6 +53,10 @@ JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 TAIL = 1 << 20
 #: Bytes of one further range read.
 BLOCK = 1 << 18
+#: Final releases per page whose wheels' METADATA is read ahead of pip's request, and the
+#: threads that read them.
+PREFETCH = 2
+WORKERS = 6
 
 
 def default_cache_dir() -> str:
@@ -273,10 +280,16 @@ class MetadataIndex:
         self.stats: Dict[str, int] = {"pages": 0, "pages_cached": 0, "metadata": 0, "metadata_cached": 0,
                                       "requests": 0, "bytes": 0, "files_left_out": 0}
         self._lock = threading.Lock()
+        self._inflight: Dict[str, threading.Event] = {}
+        self._queue: "queue.Queue[Optional[str]]" = queue.Queue()
+        self._queue_on = False
         self._server: Optional[_Server] = None
         self.url = ""
 
     def __enter__(self) -> "MetadataIndex":
+        self._queue_on = True
+        for i in range(WORKERS):
+            threading.Thread(target=self._worker, name="proof-index-%d" % i, daemon=True).start()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.index = self
         threading.Thread(target=self._server.serve_forever, name="proof-index", daemon=True).start()
@@ -284,6 +297,9 @@ class MetadataIndex:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._queue_on = False  # queued prefetches are dropped; one under way ends with its request
+        for _ in range(WORKERS):
+            self._queue.put(None)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -338,6 +354,7 @@ class MetadataIndex:
                 self.hosts[u.netloc] = u.scheme
             f["url"] = "/files/%s%s" % (u.netloc, u.path)
             f["core-metadata"] = f["dist-info-metadata"] = True
+        self._prefetch(doc.get("files", []))
         return json.dumps(doc).encode("utf-8")
 
     def may_fit(self, filename: str) -> bool:
@@ -362,21 +379,82 @@ class MetadataIndex:
         return False
 
     def metadata(self, host: str, path: str) -> bytes:
-        """METADATA of the wheel ``https://host/path`` (the scheme the page named) (cached; read by range requests on a miss).
-        Raises ValueError for a host no page named, OSError when the upstream fails."""
+        """METADATA of the wheel ``https://host/path`` (the scheme the page named): from the
+        cache, else read by range requests (waiting for a prefetch of the same wheel already
+        under way). Raises ValueError for a host no page named, OSError when the upstream fails."""
         if host not in self.hosts:
             raise ValueError("host %s was named by no index page" % host)
         url = "%s://%s/%s" % (self.hosts[host], host, path)
+        data = self._cached(url)
+        if data is not None:
+            return data
+        with self._lock:
+            ev = self._inflight.get(url)
+        if ev is not None and ev.wait(self.timeout):
+            data = self._cached(url)
+            if data is not None:
+                return data
+        return self._fetch(url)
+
+    def _cached(self, url: str) -> Optional[bytes]:
         cached = self._cache("metadata", url)
         try:
             with open(cached, "rb") as fh:
                 data = fh.read()
-            self.stats["metadata_cached"] += 1
+        except OSError:
+            return None
+        self.stats["metadata_cached"] += 1
+        try:
             os.utime(cached)  # recently used: kept by prune
-            return data
         except OSError:
             pass
+        return data
+
+    def _fetch(self, url: str) -> bytes:
         data = wheel_metadata(url, self.timeout, self.stats)
         self.stats["metadata"] += 1
-        _write(cached, data)
+        _write(self._cache("metadata", url), data)
         return data
+
+    def _prefetch(self, files: List[Dict[str, Any]]) -> None:
+        """Queue the METADATA of the wheels of the :data:`PREFETCH` newest final releases on a
+        page (pip asks for the newest first), to be read by :data:`WORKERS` threads while pip
+        works: the upstream's latency overlaps instead of adding up."""
+        if not self._queue_on:
+            return
+        by: Dict[Any, List[str]] = {}
+        for f in files:
+            if f.get("yanked") or not f["url"].startswith("/files/"):
+                continue
+            parts = f["filename"][:-4].split("-")
+            try:
+                v = Version(parts[1])
+            except (InvalidVersion, IndexError):
+                continue
+            if not v.is_prerelease:
+                by.setdefault(v, []).append(f["url"])
+        for v in sorted(by, reverse=True)[:PREFETCH]:
+            for local in by[v]:
+                host, _, rest = local[len("/files/"):].partition("/")
+                url = "%s://%s/%s" % (self.hosts[host], host, rest)
+                with self._lock:
+                    if url in self._inflight or os.path.exists(self._cache("metadata", url)):
+                        continue
+                    self._inflight[url] = threading.Event()
+                self._queue.put(url)
+
+    def _worker(self) -> None:
+        while True:
+            url = self._queue.get()
+            if url is None:
+                return
+            try:
+                if self._queue_on and not os.path.exists(self._cache("metadata", url)):
+                    self._fetch(url)
+            except Exception:  # pip's own request for it reads it again and reports the failure
+                pass
+            finally:
+                with self._lock:
+                    ev = self._inflight.pop(url, None)
+                if ev is not None:
+                    ev.set()

@@ -427,8 +427,8 @@ def reprove(directory: str, write: bool = True, timeout: float = 600.0, log: Any
         if p["status"] == "unproven":
             continue
         keep = {k: p.get(k) for k in ("requirements", "python", "arch", "status", "pip", "index", "resolver", "glibc",
-                                      "platform_tags", "date", "error", "no_wheel", "source_builds", "build_needs")
-                if p.get(k) is not None}
+                                      "platform_tags", "date", "error", "no_wheel", "source_builds", "build_needs", "refusal",
+                                      "metadata") if p.get(k) is not None}
         keep["installed"] = sorted("%s==%s" % kv for kv in (p.get("installed") or {}).items())
         keep["file"] = row.get("file")
         new[pid] = keep
