@@ -42,7 +42,7 @@ import urllib.request
 import zipfile
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from socketserver import ThreadingMixIn
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from packaging.version import InvalidVersion, Version
 
@@ -280,7 +280,8 @@ class MetadataIndex:
         self.stats: Dict[str, int] = {"pages": 0, "pages_cached": 0, "metadata": 0, "metadata_cached": 0,
                                       "requests": 0, "bytes": 0, "files_left_out": 0}
         self._lock = threading.Lock()
-        self._inflight: Dict[str, threading.Event] = {}
+        self._inflight: Dict[str, threading.Event] = {}  # queued or being read ahead
+        self._running: Set[str] = set()  # being read ahead now
         self._queue: "queue.Queue[Optional[str]]" = queue.Queue()
         self._queue_on = False
         self._server: Optional[_Server] = None
@@ -380,8 +381,8 @@ class MetadataIndex:
 
     def metadata(self, host: str, path: str) -> bytes:
         """METADATA of the wheel ``https://host/path`` (the scheme the page named): from the
-        cache, else read by range requests (waiting for a prefetch of the same wheel already
-        under way). Raises ValueError for a host no page named, OSError when the upstream fails."""
+        cache, else read by range requests (waiting only for a read-ahead of the same wheel
+        already under way; one merely queued is taken over). Raises ValueError for a host no page named, OSError when the upstream fails."""
         if host not in self.hosts:
             raise ValueError("host %s was named by no index page" % host)
         url = "%s://%s/%s" % (self.hosts[host], host, path)
@@ -390,7 +391,11 @@ class MetadataIndex:
             return data
         with self._lock:
             ev = self._inflight.get(url)
-        if ev is not None and ev.wait(self.timeout):
+            running = url in self._running
+            if ev is not None and not running:
+                self._inflight.pop(url)  # queued only: pip's request reads it now, the worker skips it
+                ev.set()
+        if running and ev is not None and ev.wait(self.timeout):
             data = self._cached(url)
             if data is not None:
                 return data
@@ -448,13 +453,18 @@ class MetadataIndex:
             url = self._queue.get()
             if url is None:
                 return
+            with self._lock:
+                if url not in self._inflight or not self._queue_on:
+                    continue  # taken by pip's own request meanwhile, or the index is closing
+                self._running.add(url)
             try:
-                if self._queue_on and not os.path.exists(self._cache("metadata", url)):
+                if not os.path.exists(self._cache("metadata", url)):
                     self._fetch(url)
             except Exception:  # pip's own request for it reads it again and reports the failure
                 pass
             finally:
                 with self._lock:
+                    self._running.discard(url)
                     ev = self._inflight.pop(url, None)
                 if ev is not None:
                     ev.set()

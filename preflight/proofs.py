@@ -188,6 +188,8 @@ def _pip_version(pip_python: str, timeout: float) -> Optional[str]:
     try:
         out = subprocess.run([pip_python, "-m", "pip", "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              universal_newlines=True, timeout=timeout).stdout
+    except subprocess.TimeoutExpired:
+        return ""  # no answer in time: the proof's deadline, not a missing pip
     except (OSError, subprocess.SubprocessError):
         return None
     parts = out.split()
@@ -308,6 +310,9 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
         return dict(base, status="unproven", reason="the index %s is unreachable (%s): no live proof" % (index_url, why))
     pip_python = pip_python or sys.executable
     ver = _pip_version(pip_python, min(30.0, timeout))
+    if ver == "":
+        return dict(base, status="unproven", reason="timed out after %d s: %s -m pip --version gave no answer in "
+                    "time" % (timeout, pip_python))
     if ver is None or tuple(int(x) for x in re.findall(r"\d+", ver)[:2]) < (22, 2):
         return dict(base, status="unproven", reason="%s has no pip >= 22.2 (found: %s) for a live proof; pass one "
                     "whose pip is newer" % (pip_python, ver or "none"))
