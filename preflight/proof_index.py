@@ -53,9 +53,10 @@ JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 TAIL = 1 << 20
 #: Bytes of one further range read.
 BLOCK = 1 << 18
-#: Final releases per page whose wheels' METADATA is read ahead of pip's request, and the
+#: Final releases per page whose wheels' METADATA is read ahead of pip's request (the newest: pip asks for it
+#: first; with 2, 515 reads for the 337 pip made on verl 0.2's core line), and the
 #: threads that read them.
-PREFETCH = 2
+PREFETCH = 1
 WORKERS = 6
 
 
