@@ -20,6 +20,7 @@ import pytest
 
 from preflight import proofs
 from preflight.resolve import resolve
+from sweep import sample
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
@@ -32,10 +33,12 @@ def _index():
 
 # ---- the differential over the whole grid ---------------------------------------------------
 def test_no_answer_says_works_without_a_proof(matrix):
+    # an even sample of 5 releases (the grid is 616 cells, ~36 s on the loaded 2 cores);
+    # PREFLIGHT_FULL_SWEEP=1 takes every release, as tools/proof_table.py does
     idx = _index()
     seen = {"works": 0, "unproven": 0, "does not install": 0, "no stack": 0}
     for arch in ("x86_64", "aarch64"):
-        for v in matrix.verl_versions():
+        for v in sample(matrix.verl_versions(), 5):
             for b in sorted((matrix.verl(v) or {}).get("backend_extras") or {}) + ["none"]:
                 for py in PYTHONS:
                     r = resolve(matrix, v, b, python=py, arch=arch, _options=False)
