@@ -213,7 +213,7 @@ def classify(err: Dict[str, Any]) -> Tuple[str, str]:
     if m:
         top = m.group(1).split(".")[0]
         pkg = {"megatron": "megatron-core", "sglang": "sglang", "vllm": "vllm", "math_verify": "math-verify",
-               "flash_attn": "flash-attn", "pkg_resources": "setuptools<81"}.get(top, top)
+               "flash_attn": "flash-attn", "pkg_resources": "setuptools<81", "PIL": "pillow"}.get(top, top)
         return "missing_module", "install %s in the target environment (verl imports %s at %s)" % (
             pkg, m.group(1), step or "start-up")
     m = _MISSING_VAL.search(msg)
