@@ -11,6 +11,10 @@
 # The 25 slowest tests are listed at the end.
 set -euo pipefail
 cd "$(dirname "$0")"
+# Bytecode is cached in the checkout's __pycache__ (ignored by git) even where the environment says
+# not to: every test starts the checker in a new process, and without a cache each one compiles the
+# whole package again (and every pytest worker re-does its assertion rewriting).
+unset PYTHONDONTWRITEBYTECODE
 PY="${PYTHON:-python3}"
 stamp=".venv/.deps-$(cat tools/vendor.txt tools/dev-requirements.txt | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then

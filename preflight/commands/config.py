@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         shown = [r for r in rep.results if not (r.id == "config.batch" and ev is not None)]
         console.print(render.results_table(shown, verbose))
         console.print()
-        console.print(render.verdict(rep.results))
+        console.print(render.verdict(rep))
         line = next((r for r in rep.results if r.id == "config.rules.fix_line"), None)
         if line is not None and line.fix:  # every fix together, re-checked against every rule
             left = (line.evidence or {}).get("left")

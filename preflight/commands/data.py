@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(Text("Findings", style="bold cyan"))
         console.print(render.results_table(rep.results))
         console.print()
-        console.print(render.verdict(rep.results))
+        console.print(render.verdict(rep))
 
     report = Report(results=results, stages=["data"], target={"python": python,
                                                               "version": tinfo.get("version_string")},

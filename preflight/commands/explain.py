@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             for c in (rep.sections.get("explain") or {}).get("events", []):
                 console.print(Text("  line %d %s%s" % (c["line"], c["text"], " [%s]" % (c["wrapper"] or c["id"] or "")
                                                          if (c["wrapper"] or c["id"]) else ""), style="dim"))
-        console.print(render.verdict(rep.results))
+        console.print(render.verdict(rep))
     report = Report(results=results, stages=["explain"], tool_version=_version(), matrix_version=mx.version,
                     started_at=t0, duration_s=time.time() - t0, command=NAME,
                     sections={"explain": {"source": log.source, "bytes": log.size, "truncated_bytes": log.truncated,

@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         if rh.workdir:
             console.print(Text("kept: %s" % rh.workdir, style="dim"))
         console.print()
-        console.print(render.verdict(rep.results))
+        console.print(render.verdict(rep))
 
     report = Report(results=rh.results, stages=["rehearse"], target={"python": python},
                     verl={"version": release, "chosen_by": how}, tool_version=__version__,

@@ -12,11 +12,14 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ..result import Result, Status
 
-__all__ = ["Report", "NextStep", "EXIT_READY", "EXIT_NOT_READY", "EXIT_USAGE"]
+__all__ = ["Report", "NextStep", "EXIT_READY", "EXIT_NOT_READY", "EXIT_USAGE", "LAUNCH_COMMANDS"]
 
 EXIT_READY = 0      #: every selected check passed or warned
 EXIT_NOT_READY = 1  #: at least one check failed or errored
 EXIT_USAGE = 2      #: bad command line, unreadable input, or the checker's own failure
+
+#: Commands whose report judges a launch rather than a machine (their headline is OK/WOULD FAIL).
+LAUNCH_COMMANDS = frozenset({"config", "data", "rehearse", "explain"})
 
 
 @dataclass
@@ -78,6 +81,15 @@ class Report:
     def verdict(self) -> str:
         """``ready`` or ``not_ready`` (the JSON ``verdict``; commands word it for people)."""
         return "ready" if self.ready else "not_ready"
+
+    @property
+    def headline(self) -> str:
+        """The verdict as every format words it for people: ``READY``/``NOT READY`` for a machine
+        or a cluster; ``OK``/``WOULD FAIL`` for a launch, its data, its rehearsal or a log read
+        by ``explain`` (:data:`LAUNCH_COMMANDS`)."""
+        if self.command in LAUNCH_COMMANDS:
+            return "OK" if self.ready else "WOULD FAIL"
+        return "READY" if self.ready else "NOT READY"
 
     def next_steps(self) -> List["NextStep"]:
         """What to fix first when the run is not ready: one step per failing or erroring row

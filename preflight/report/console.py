@@ -98,7 +98,7 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
     if c["error"]:
         parts.append("%d errors" % c["error"])
     parts.append("%d skipped" % c["skip"])
-    verdict = ("READY", "bold green") if report.ready else ("NOT READY", "bold red")
+    verdict = (report.headline, "bold green" if report.ready else "bold red")
     console.print(Text.assemble(verdict, ": ", ", ".join(parts), ("  (%.1f s, exit %d)" % (
         report.duration_s, report.exit_code), "dim")))
 

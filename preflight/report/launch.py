@@ -4,12 +4,13 @@ Tables fit 80 columns (rich folds long keys and values); nothing here runs a che
 """
 
 import json
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from . import Report
 from ..result import Result, Status
 from ..launch.batch import BatchPlan
 from ..launch.compose import Composed, flatten
@@ -155,12 +156,12 @@ def results_table(rows: Sequence[Result], verbose: bool = False) -> Table:
     return t
 
 
-def verdict(rows: Iterable[Result]) -> Text:
-    """``OK``/``WOULD FAIL`` with counts."""
-    rows = list(rows)
+def verdict(report: Report) -> Text:
+    """The report's headline (``OK``/``WOULD FAIL``, :attr:`Report.headline`) with counts."""
+    rows = report.results
     c = {s: sum(1 for r in rows if r.status == s) for s in Status}
     bad = c[Status.FAIL] + c[Status.ERROR]
-    head = ("WOULD FAIL", "bold red") if bad else ("OK", "bold green")
+    head = (report.headline, "bold red" if bad else "bold green")
     return Text.assemble(head, ": %d failed, %d warnings, %d passed, %d skipped" % (
         bad, c[Status.WARN], c[Status.PASS], c[Status.SKIP]))
 

@@ -39,7 +39,7 @@ def _cell_code(text: str) -> str:
 def render(report: Report) -> str:
     """Markdown text of an already redacted ``report``."""
     c = report.counts()
-    verdict = "READY" if report.ready else "NOT READY"
+    verdict = report.headline
     lines: List[str] = [
         "### verl-preflight %s: %s" % (report.command, verdict), "",
         "%d passed, %d warnings, %d failed, %d errors, %d skipped (exit %d, %.1f s)" % (

@@ -78,14 +78,23 @@ def test_spec_lock_is_complete_hashed_and_reproducible(pyz, cpu_spec, tmp_path):
         k.replace("_", "-").replace(".", "-"): v for k, v in pins.items()}
 
 
+@pytest.fixture(scope="module")
+def installed(pyz, cpu_spec, tmp_path_factory):
+    """The spec's lock installed once, from nothing, then checked: (prefix, the run, its report's rows).
+    The suite's one full install: install's and bootstrap.sh's tests both judge it."""
+    base = tmp_path_factory.mktemp("installed")
+    prefix = str(base / "env")
+    p = pf(pyz, "install", "--lock", os.path.join(cpu_spec, "requirements.lock"), "--python", "3.11", "--prefix",
+           prefix, "--no-backend", "--", "--stage", "python,packages,imports", "--json", str(base / "r.json"))
+    rows = {r["id"]: r for r in json.load(open(str(base / "r.json")))["results"]} if p.returncode == 0 else {}
+    return prefix, p, rows
+
+
 @pytest.mark.realenv
-def test_install_then_check_then_noop(pyz, cpu_spec, tmp_path):
-    prefix = str(tmp_path / "env")
+def test_install_then_check_then_noop(pyz, cpu_spec, installed):
+    prefix, p, rows = installed
     lock = os.path.join(cpu_spec, "requirements.lock")
-    p = pf(pyz, "install", "--lock", lock, "--python", "3.11", "--prefix", prefix, "--no-backend", "--",
-           "--stage", "python,packages,imports", "--json", str(tmp_path / "r.json"))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
-    rows = {r["id"]: r for r in json.load(open(str(tmp_path / "r.json")))["results"]}
     for rid in ("python.interpreter", "python.version", "packages.verl", "packages.verl-requirements",
                 "packages.consistency", "imports.verl-classes.RayPPOTrainer",
                 "imports.verl-classes.ActorRolloutRefWorker"):
@@ -205,17 +214,29 @@ def test_bootstrap_exit_codes(pyz, tmp_path):
 
 
 @pytest.mark.realenv
-def test_bootstrap_provisions_and_is_idempotent(pyz, tmp_path):
-    prefix = str(tmp_path / "verl")
+def test_bootstrap_provisions_and_is_idempotent(pyz, installed, tmp_path):
+    """bootstrap.sh resolves the same stack itself (no lock given) and finds it already in the prefix
+    that ``install --lock`` of the spec made: spec, install and bootstrap name one stack. Both runs
+    change nothing (the first installs nothing; the second only checks), the first reports ready, and the
+    log keeps both. (The from-nothing install is the
+    ``installed`` fixture's; bootstrap runs the same ``install`` command.)"""
+    prefix = installed[0]
+    assert installed[1].returncode == 0, installed[1].stderr[-2000:]
+    site = os.path.join(prefix, "lib", "python3.11", "site-packages")
+    before = sorted(os.listdir(site))
     args = ["--pyz", pyz, "--verl", "0.9.1", "--prefix", prefix, "--install-args", " ".join(CPU_STACK[2:]),
             "--json", str(tmp_path / "r.json"), "--log", str(tmp_path / "log"), "--", "--stage", "python,packages,imports"]
     first = bootstrap(*args)
     assert first.returncode == 0, first.stderr[-3000:]
     assert json.load(open(str(tmp_path / "r.json")))["ready"] is True
-    second = bootstrap(*args)
-    assert second.returncode == 0
-    log = open(str(tmp_path / "log")).read()
-    assert log.count("nothing changed") == 1 and "nothing changed" in second.stdout  # the log keeps both runs
+    assert "nothing changed" in first.stdout
+    log1 = open(str(tmp_path / "log")).read()
+    second = bootstrap("--pyz", pyz, "--prefix", prefix, "--check-only", "--log", str(tmp_path / "log"), "--",
+                       "--stage", "python")
+    assert second.returncode == 0, second.stderr[-2000:]
+    log2 = open(str(tmp_path / "log")).read()
+    assert log2.startswith(log1) and len(log2) > len(log1) and log2.count("nothing changed") == 1  # both runs kept
+    assert sorted(os.listdir(site)) == before
 
 
 def test_pip_crash_names_its_exception():

@@ -21,7 +21,7 @@ from helpers import validate_report
 from preflight.atomic import OutputError, write_atomic
 from preflight.report import Report
 from preflight.report.jsonreport import Redacted
-from preflight.report.render import FORMATS, render
+from preflight.report.render import FORMATS, render, to_text
 from preflight.result import Result, Status
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -406,3 +406,22 @@ def test_gpu_run_reports():
     MarkdownIt("commonmark").enable("table").render(open(os.path.join(d, "report.markdown")).read())
     status = {f: open(os.path.join(d, "status", f)).read().strip() for f in os.listdir(os.path.join(d, "status"))}
     assert status["verdict"] == doc["verdict"] and set(status) - {"verdict"} == set(doc["stages"])
+
+
+@pytest.mark.parametrize("command", ["check", "cluster", "config", "data", "rehearse", "explain"])
+@pytest.mark.parametrize("status", [Status.PASS, Status.FAIL])
+def test_one_headline_in_console_and_markdown(command, status):
+    """The console and the markdown word the verdict the same way (READY/NOT READY for a machine,
+    OK/WOULD FAIL for a launch), and the word agrees with the JSON's ``ready``."""
+    from preflight.report import LAUNCH_COMMANDS
+    from preflight.report.launch import verdict
+
+    rep = Report(results=[Result(id="x.y", stage="config" if command in LAUNCH_COMMANDS else "host", status=status,
+                                 message="m", fix=None if status is Status.PASS else "do z")],
+                 stages=["config"], command=command)
+    pair = ("OK", "WOULD FAIL") if command in LAUNCH_COMMANDS else ("READY", "NOT READY")
+    assert rep.headline == pair[0 if json.loads(to_text(rep, "json"))["ready"] else 1]
+    md = to_text(rep, "markdown").splitlines()[0]
+    assert md.endswith(": " + rep.headline), md
+    console = verdict(rep).plain if command in LAUNCH_COMMANDS else to_text(rep, "console")
+    assert rep.headline in console and not (pair[1] in console and status is Status.PASS), console
