@@ -26,16 +26,18 @@ pytestmark = pytest.mark.realenv
 
 HEAVY = os.environ.get("VERL_PREFLIGHT_RELEASE_ENVS") == "1"
 TF4 = ["torch==2.13.0", "transformers>=4.51,<5", "pyarrow>=19,<20"]
-#: (env name, requirements, installed version, the startup_releases entry that holds for it)
+#: (env name, requirements, installed version, the startup_releases entry that holds for it, rollout)
 RELEASES = [
-    ("verl030-tf4", ["verl==0.3.0.post1"] + TF4, "0.3.0.post1", "0.3"),
-    # verl 0.4.1's own __init__ imports pkg_resources, which setuptools 81 removed (torch pulls the newest)
-    ("verl041-tf4", ["verl==0.4.1"] + TF4 + ["setuptools<81"], "0.4.1", "0.4"),
-    ("verl050-tf4", ["verl==0.5.0"] + TF4, "0.5.0", "0.4"),
-    ("verl071-tf4", ["verl==0.7.1"] + TF4, "0.7.1", "0.6"),
+    ("verl030-tf4", ["verl==0.3.0.post1"] + TF4, "0.3.0.post1", "0.3", "vllm"),
+    # verl 0.4.1's own __init__ imports pkg_resources, which setuptools 81 removed (torch pulls the
+    # newest); its TaskRunner.run imports vllm itself for rollout.name=vllm (verl/utils/vllm_utils.py:18),
+    # so on this machine (no vLLM) the launch uses the HF rollout
+    ("verl041-tf4", ["verl==0.4.1"] + TF4 + ["setuptools<81"], "0.4.1", "0.4", "hf"),
+    ("verl050-tf4", ["verl==0.5.0"] + TF4, "0.5.0", "0.4", "vllm"),
+    ("verl071-tf4", ["verl==0.7.1"] + TF4, "0.7.1", "0.6", "vllm"),
     # verl 0.8.0 imports cachetools, uvicorn and fastapi at start-up (verl/workers/rollout/
     # llm_server.py, utils.py) but its wheel does not require them: found by this dry start-up
-    ("verl080-tf4", ["verl==0.8.0"] + TF4 + ["cachetools", "uvicorn", "fastapi"], "0.8.0", "0.6"),
+    ("verl080-tf4", ["verl==0.8.0"] + TF4 + ["cachetools", "uvicorn", "fastapi"], "0.8.0", "0.6", "vllm"),
 ]
 ROWS, LONG, BATCH, EPOCHS = 32, 4, 8, 2
 
@@ -55,12 +57,14 @@ def launch(i, **kw):
 
 @pytest.mark.skipif(not HEAVY, reason="each release env is ~2 GB, 4-10 minutes to build: set "
                                       "VERL_PREFLIGHT_RELEASE_ENVS=1")
-@pytest.mark.parametrize("name,reqs,version,spec_from", RELEASES, ids=[r[2] for r in RELEASES])
-def test_release_startup(name, reqs, version, spec_from, tmp_path):
+@pytest.mark.parametrize("name,reqs,version,spec_from,rollout", RELEASES, ids=[r[2] for r in RELEASES])
+def test_release_startup(name, reqs, version, spec_from, rollout, tmp_path):
     py = real_env(name, reqs)
     i = tiny_inputs(py, str(tmp_path / "tiny"), ROWS, LONG)
-    ok, bad = run_startup_batch(py, [launch(i) + ["+data.max_prompt_lenght=64"],
-                                     launch(i, **{"actor_rollout_ref.actor.ppo_mini_batch_size": 16})], timeout=600)
+    r = {"actor_rollout_ref.rollout.name": rollout}
+    ok, bad = run_startup_batch(py, [launch(i, **r) + ["+data.max_prompt_lenght=64"],
+                                     launch(i, **dict(r, **{"actor_rollout_ref.actor.ppo_mini_batch_size": 16}))],
+                                timeout=600)
     assert ok.verl_version == version and ok.release_spec == spec_from
     assert ok.accepted, ok.error
     assert ok.stopped_at == "ResourcePoolManager.create_resource_pool"
