@@ -44,23 +44,28 @@ def _local(entry: str) -> Optional[str]:
     return entry or None
 
 
+_FLOW = re.compile(r"^[ \t]*searchpath[ \t]*:[ \t]*\[([^\]\n]*)\]", re.M)
+_BLOCK = re.compile(r"^([ \t]*)searchpath[ \t]*:[ \t]*\n((?:\1[ \t]*-[^\n]*\n?)+)", re.M)
+
+
 def _declared(path: str) -> List[str]:
-    """``hydra.searchpath`` as a YAML file declares it (the user's --file, the primary config of a
-    --config-path); [] when the file has none or cannot be read as YAML here (the composing child
-    then reports the file itself)."""
-    try:
-        import yaml  # the zipapp's vendored PyYAML, or the installed one
-    except ImportError:
-        return []
+    """``searchpath`` entries as a YAML file declares them (the user's --file, the primary config of
+    a --config-path), found in its text by two linear patterns (a flow list ``[a, b]`` and a block
+    list of ``- a`` lines): the file is never parsed here, outside the composing child's deadline (a
+    hostile YAML would stall this process). [] when it names none or cannot be read."""
     from ...paths import read_regular
 
     try:
-        data = yaml.safe_load(read_regular(path, 1 << 20).decode("utf-8", "replace"))
-    except Exception:  # noqa: BLE001 - an unreadable file is reported by the composing child
+        text = read_regular(path, 1 << 20).decode("utf-8", "replace")
+    except OSError:
         return []
-    hydra = data.get("hydra") if isinstance(data, dict) else None
-    found = hydra.get("searchpath") if isinstance(hydra, dict) else None
-    return _entries(found) if found else []
+    out: List[str] = []
+    for m in _FLOW.finditer(text):
+        out += _entries("[%s]" % m.group(1))
+    for m in _BLOCK.finditer(text):
+        out += [ln.split("-", 1)[1].split("#", 1)[0].strip().strip("'\"") for ln in m.group(2).splitlines()
+                if ln.strip().startswith("-")]
+    return [e for e in out if e]
 
 
 def searchpath_dirs(overrides: List[str], file: Optional[str], config_dir: Optional[str],
