@@ -75,6 +75,8 @@ WORKERS = 6
 #: page states it (PEP 700), else :data:`WHOLE_DEFAULT`; never more than :data:`WHOLE_MAX`.
 WHOLE_DEFAULT = 256 << 20
 WHOLE_MAX = 2 << 30
+#: Bytes a METADATA file may hold (uncompressed; a real one is a few KiB to a few hundred).
+METADATA_MAX = 16 << 20
 #: Bytes of one cached file read back (pages of torch's thousands of files are a few MiB).
 CACHED_MAX = 64 << 20
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -126,10 +128,10 @@ class _RangeFile(io.RawIOBase):
         self.spans: List[Tuple[int, bytes]] = [(first[0], first[1])]
         self.size = first[2]
 
-    def _get(self, rng: str) -> Tuple[int, bytes, int]:
-        req = urllib.request.Request(self.url, headers={"Range": rng, "Accept-Encoding": "identity"})
+    def _get(self, lo: int, hi: int) -> Tuple[int, bytes, int]:
+        req = urllib.request.Request(self.url, headers={"Range": "bytes=%d-%d" % (lo, hi), "Accept-Encoding": "identity"})
         with self.opener.open(req, timeout=self.timeout) as resp:
-            got = _ranged(resp)
+            got = _ranged(resp, hi - lo + 1)
             if got is None:
                 raise OSError("%s answered a range request with HTTP %s" % (self.url, resp.status))
         self.stats["requests"] += 1
@@ -163,7 +165,7 @@ class _RangeFile(io.RawIOBase):
         got = self._have(lo, hi)
         if got is None:
             end = min(self.size, max(hi, lo + BLOCK)) - 1
-            start, data, _ = self._get("bytes=%d-%d" % (lo, end))
+            start, data, _ = self._get(lo, end)
             self.spans.append((start, data))
             got = data[lo - start:hi - start]
         self.pos = hi
@@ -181,18 +183,22 @@ def _metadata_member(zf: zipfile.ZipFile, filename: str) -> str:
     if not tops:
         raise ValueError("%s has no .dist-info/METADATA" % filename)
     stem = "-".join(filename.split("-")[:2]).lower()
-    for n in tops:
-        if n.split(".dist-info/")[0].lower() == stem:
-            return n
-    return tops[0]
+    pick = next((n for n in tops if n.split(".dist-info/")[0].lower() == stem), tops[0])
+    if zf.getinfo(pick).file_size > METADATA_MAX:
+        raise ValueError("%s: %s is over %d bytes" % (filename, pick, METADATA_MAX))
+    return pick
 
 
-def _ranged(resp: Any) -> Optional[Tuple[int, bytes, int]]:
-    """(start, bytes, file size) of an HTTP 206 answer; None (body unread) for any other."""
+def _ranged(resp: Any, cap: int) -> Optional[Tuple[int, bytes, int]]:
+    """(start, bytes, file size) of an HTTP 206 answer of at most ``cap`` bytes (the range asked;
+    more is an OSError, unread); None (body unread) for any other answer."""
     m = re.match(r"bytes (\d+)-(\d+)/(\d+)", resp.headers.get("Content-Range", "") or "")
     if resp.status != 206 or not m:
         return None
-    return int(m.group(1)), resp.read(), int(m.group(3))
+    body = resp.read(cap + 1)
+    if len(body) > cap:
+        raise OSError("%s answered a range of %d bytes with more" % (resp.geturl(), cap))
+    return int(m.group(1)), body, int(m.group(3))
 
 
 def wheel_metadata(url: str, timeout: float = 60.0, stats: Optional[Dict[str, int]] = None,
@@ -211,7 +217,7 @@ def wheel_metadata(url: str, timeout: float = 60.0, stats: Optional[Dict[str, in
     req = urllib.request.Request(url, headers={"Range": "bytes=-%d" % TAIL, "Accept-Encoding": "identity"})
     with op.open(req, timeout=timeout) as resp:
         stats["requests"] += 1
-        first = _ranged(resp)
+        first = _ranged(resp, TAIL)
         if first is not None:
             stats["bytes"] += len(first[1])
             with zipfile.ZipFile(_RangeFile(url, timeout, stats, first, op)) as zf:  # type: ignore[arg-type]

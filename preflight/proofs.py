@@ -336,7 +336,7 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
     out["metadata"] = ("PEP 658 metadata of each wheel, read by range requests through a loopback index "
                        "(preflight.proof_index): %(metadata)d read, %(metadata_cached)d cached, %(pages)d pages read, "
                        "%(pages_cached)d cached, %(bytes)d bytes from the index, %(files_left_out)d files no tag of the target "
-                       "admits left out of the pages" % ix.stats)
+                       "admits left out of the pages" % ix.stats) + ("; %s" % ix.notes[0] if ix.notes else "")
     out["bytes"] = ix.stats["bytes"]
     return out
 

@@ -227,6 +227,18 @@ def test_f5_a_whole_download_is_bounded_by_the_pages_size(tmp_path, upstream):
     assert proof_index.WHOLE_MAX >= 1 << 30 and wheel_metadata.__defaults__[2] == proof_index.WHOLE_DEFAULT
 
 
+def test_f5_a_range_answered_with_more_than_asked_is_refused(tmp_path):
+    whl = _wheel()
+    srv, base, log = _serve(lambda h: (206, whl + b"\0" * (proof_index.TAIL + 10), {
+        "Content-Range": "bytes 0-%d/%d" % (len(whl) - 1, len(whl))}))
+    try:
+        with pytest.raises(OSError, match="with more"):
+            wheel_metadata(base + "/f/six-1.17.0-py2.py3-none-any.whl", 10)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 def test_f5_pip_gets_the_index_url_in_its_environment_never_argv(tmp_path):
     rec = tmp_path / "rec.json"
     fake_pip = tmp_path / "pip.py"  # records the argv and PIP_INDEX_URL it was started with, then fails
