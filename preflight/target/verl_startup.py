@@ -598,6 +598,9 @@ def _compose(verl_cfg_dir, user_dir, name, overrides):
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()
+    if user_dir and not os.path.isabs(user_dir):
+        # Hydra reads a relative --config-path against the entry module's directory (verl/trainer/)
+        user_dir = os.path.normpath(os.path.join(os.path.dirname(verl_cfg_dir), user_dir))
     primary = user_dir or verl_cfg_dir
     extra = ["hydra.searchpath=[file://%s]" % verl_cfg_dir] if user_dir else []
     with initialize_config_dir(config_dir=primary, version_base=None):

@@ -419,7 +419,8 @@ def test_one_headline_in_console_and_markdown(command, status):
     rep = Report(results=[Result(id="x.y", stage="config" if command in LAUNCH_COMMANDS else "host", status=status,
                                  message="m", fix=None if status is Status.PASS else "do z")],
                  stages=["config"], command=command)
-    pair = ("OK", "WOULD FAIL") if command in LAUNCH_COMMANDS else ("READY", "NOT READY")
+    pair = ("NO ERROR FOUND", "ERRORS FOUND") if command == "explain" else \
+        ("OK", "WOULD FAIL") if command in LAUNCH_COMMANDS else ("READY", "NOT READY")
     assert rep.headline == pair[0 if json.loads(to_text(rep, "json"))["ready"] else 1]
     md = to_text(rep, "markdown").splitlines()[0]
     assert md.endswith(": " + rep.headline), md
