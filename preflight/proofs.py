@@ -162,19 +162,23 @@ def build_needs(name: str) -> str:
 
 
 def pip_command(pip_python: str, requirements: Sequence[str], python: str, arch: str, report: str,
-                pip_major: int = 26, index_url: str = PYPI, target: Optional[str] = None) -> List[str]:
+                pip_major: int = 26, index_url: Optional[str] = PYPI, target: Optional[str] = None) -> List[str]:
     """The argv of pip's resolver proving ``requirements`` for CPython ``python`` on Linux ``arch``::
 
         PIP -m pip --isolated install --dry-run --ignore-installed --report FILE --only-binary=:all:
             --index-url https://pypi.org/simple --python-version X.Y --implementation cp --abi cpXY
             --abi abi3 --abi none --platform manylinux_2_35_ARCH ... REQUIREMENTS
 
-    ``pip_major`` < 24 adds ``--target`` (older pip refuses ``--platform`` without it)."""
+    ``pip_major`` < 24 adds ``--target`` (older pip refuses ``--platform`` without it). With
+    ``index_url`` None neither ``--isolated`` nor ``--index-url`` is given: the caller passes the
+    index in pip's environment (``PIP_INDEX_URL``, with every other ``PIP_*`` removed and
+    ``PIP_CONFIG_FILE=/dev/null``), as for the loopback index whose URL holds a secret."""
     abi = "cp" + python.replace(".", "")
-    cmd = [pip_python, "-m", "pip", "--disable-pip-version-check", "--isolated", "--no-cache-dir", "install", "--dry-run",
-           "--ignore-installed", "--progress-bar", "off", "--report", report, "--only-binary=:all:",
-           "--index-url", index_url, "--python-version", python, "--implementation", "cp", "--abi", abi,
-           "--abi", "abi3", "--abi", "none"]
+    cmd = [pip_python, "-m", "pip", "--disable-pip-version-check"] + (["--isolated"] if index_url else []) + [
+           "--no-cache-dir", "install", "--dry-run",
+           "--ignore-installed", "--progress-bar", "off", "--report", report, "--only-binary=:all:"] + (
+           ["--index-url", index_url] if index_url else []) + [
+           "--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none"]
     for t in platform_tags(DEFAULT_GLIBC, arch):
         cmd += ["--platform", t]
     if pip_major < 24:
@@ -327,10 +331,12 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
     with MetadataIndex(index_url, cache_dir=cache_dir, page_ttl=page_ttl, timeout=min(60.0, timeout),
                        python=python, platforms=platform_tags(DEFAULT_GLIBC, arch)) as ix:
         out = _run_pip(base, pip_python, ver, inside, python, arch, index_url, ix.url, timeout, t0, ix.errors)
+    if ix.notes:
+        out["cache_note"] = ix.notes[0]
     out["metadata"] = ("PEP 658 metadata of each wheel, read by range requests through a loopback index "
                        "(preflight.proof_index): %(metadata)d read, %(metadata_cached)d cached, %(pages)d pages read, "
                        "%(pages_cached)d cached, %(bytes)d bytes from the index, %(files_left_out)d files no tag of the target "
-                       "admits left out of the pages" % ix.stats)
+                       "admits left out of the pages" % ix.stats) + ("; %s" % ix.notes[0] if ix.notes else "")
     out["bytes"] = ix.stats["bytes"]
     return out
 
@@ -360,9 +366,13 @@ def _run_pip(base: Dict[str, Any], pip_python: str, ver: str, inside: List[str],
 
     with tempfile.TemporaryDirectory(prefix="preflight-proof-") as tmp:
         report = os.path.join(tmp, "report.json")
-        cmd = pip_command(pip_python, inside, python, arch, report, int(ver.split(".")[0]), pip_index)
+        local = pip_index != index_url  # the loopback index: its URL holds the run's secret, never argv
+        cmd = pip_command(pip_python, inside, python, arch, report, int(ver.split(".")[0]),
+                          None if local else pip_index)
         left = timeout - (time.monotonic() - t0)
         env = _clean_env()
+        if local:
+            env["PIP_INDEX_URL"] = pip_index
         env["TMPDIR"] = os.path.join(tmp, "pip-tmp")  # pip's unpack dirs die with this run, killed or not
         os.mkdir(env["TMPDIR"])
         t1 = time.monotonic()
