@@ -235,7 +235,8 @@ def test_prefer_python_is_a_preference(matrix):
     ({"verl": "0.9.1", "driver": "580"}, "--driver 580: not a full NVIDIA driver version"),
     ({"verl": "0.9.1", "gpu": "Mystery GPU"}, "--gpu Mystery GPU: unknown GPU name"),
     ({"verl": "0.9.1", "cc": "nine"}, "--cc nine: not a compute capability"),
-    ({"verl": "0.9.1", "python": "2.7"}, "--python 2.7: not a CPython version"),
+    ({"verl": "0.9.1", "python": "2.7"}, "--python 2.7: Python 2 runs no verl release"),
+    ({"verl": "0.9.1", "python": "three"}, "--python three: not a CPython version"),
     ({"verl": "0.9.1", "gpu": "H100", "cc": "8.0"}, "--gpu H100 has compute capability 9.0 but --cc 8.0"),
 ])
 def test_bad_input_raises_one_line(matrix, kw, words):
