@@ -334,7 +334,11 @@ def test_status_dir_one_file_per_stage(bare_python, tmp_path):
         want[stage] = ("failed" if any(r["status"] in ("fail", "error") for r in rows) else
                        "skipped" if all(r["status"] == "skip" for r in rows) else "ready")
     got = {f: (d / f).read_text() for f in os.listdir(str(d)) if f != MANIFEST}
-    assert got == dict({s: w + "\n" for s, w in want.items()}, verdict=doc["verdict"] + "\n")
+    from preflight.stages import STAGE_NAMES
+
+    unselected = {s: "skipped\n" for s in STAGE_NAMES if s not in doc["stages"]}  # gpu's old "ready" is gone
+    assert unselected.get("gpu") == "skipped\n"
+    assert got == dict({s: w + "\n" for s, w in want.items()}, verdict=doc["verdict"] + "\n", **unselected)
     assert "failed\n" in got.values()  # a bare interpreter has no verl: the packages stage fails
 
 
