@@ -122,7 +122,9 @@ class ProbeOutput:
 
 
 def load_script(name: str) -> str:
-    """Source text of ``preflight/target/<name>.py`` with the shared prelude prepended.
+    """Source text of ``preflight/target/<name>.py`` with the shared prelude prepended, and the
+    parts its ``# parts: _a.py _b.py`` line (within its first 40 lines) names between the two (a
+    script too long for one file keeps one namespace).
 
     Works from a source checkout and from inside the zipapp (reads through the package
     loader). Raises OSError if the script does not exist (a packaging bug).
@@ -137,7 +139,9 @@ def load_script(name: str) -> str:
         with open(path, encoding="utf-8") as fh:  # pragma: no cover - plain file loaders have get_data
             return fh.read()
 
-    return read("_prelude.py") + "\n" + read(name + ".py")
+    script = read(name + ".py")
+    parts = [ln.split(":", 1)[1].split() for ln in script.splitlines()[:40] if ln.startswith("# parts:")]
+    return "\n".join([read("_prelude.py")] + [read(f) for f in (parts[0] if parts else [])] + [script])
 
 
 def _child_env(extra: Optional[Mapping[str, str]]) -> Dict[str, str]:
