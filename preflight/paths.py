@@ -155,7 +155,9 @@ def check_output_file(path: str, option: str) -> None:
     """``path`` can be created or replaced as a file ('-' means stdout and is accepted)."""
     if not path or path == "-":
         return
-    full = os.path.abspath(os.path.expanduser(path))
+    from .atomic import absolute
+
+    full = absolute(path)  # '..' stays for the kernel to resolve (never on the text)
     if os.path.isdir(full):
         raise UsageError("%s %s is a directory; pass a file path such as %s" % (option, path,
                                                                                os.path.join(path, "report.json")))
@@ -172,7 +174,9 @@ def check_output_file(path: str, option: str) -> None:
 def check_output_dir(path: str, option: str) -> None:
     """``path`` is an existing writable directory, or can be created (its nearest existing
     ancestor is a writable directory)."""
-    full = os.path.abspath(os.path.expanduser(path))
+    from .atomic import absolute
+
+    full = absolute(path)  # '..' stays for the kernel to resolve (never on the text)
     if os.path.exists(full) and not os.path.isdir(full):
         raise UsageError("%s %s exists and is not a directory; pass a directory path" % (option, path))
     probe = full
@@ -189,7 +193,9 @@ def writable_problem(path: str) -> Optional[str]:
     """Why this user could not create ``path`` (a file or directory that may not exist yet): the
     nearest existing ancestor is not a directory, or is not writable and searchable by this user;
     None when it could. Only ``os.access`` is asked: nothing is created."""
-    p = os.path.abspath(path)
+    from .atomic import absolute
+
+    p = absolute(path)
     while not os.path.exists(p):
         parent = os.path.dirname(p)
         if parent == p:
