@@ -27,7 +27,8 @@
 # signals: SIGTERM, SIGHUP and SIGINT are passed on to the checker (as SIGTERM for SIGINT) and waited
 #   for, so its probes and installs stop; then this script exits 2.
 # exit codes: 0 ready; 1 not ready (a check failed); 2 usage error or checker/installer failure;
-#             3 no Python >= 3.8 found; 4 the zipapp could not be fetched or its sha256 does not match.
+#             3 no Python >= 3.8 found; 4 the zipapp could not be downloaded or its sha256 does not match
+#             (a --pyz path that does not exist is a usage error: 2).
 # Safe to run twice: a prefix that already has the resolved lock is left as it is,
 # and the checks run again. Nothing is echoed unmasked: the command lines it prints are
 # redacted by the checker's own redactor. A zipapp given with --sha256 is copied into a private

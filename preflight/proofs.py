@@ -9,7 +9,10 @@ A proof is recorded by ``tools/record_proofs.py`` (network, PyPI) with::
         --platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64 \\
         REQUIREMENTS
 
-(every platform tag a glibc 2.35 x86_64 target accepts). The index ``matrices/proofs.json`` holds,
+(every platform tag a glibc 2.35 x86_64 target accepts), pip reading PyPI through the loopback
+index of :mod:`preflight.proof_index` (each wheel's METADATA by range requests, kept in the tool's
+cache; pages hold only the wheels the target's tags may admit), since this index announces no
+PEP 658 metadata and pip would otherwise download every candidate wheel. The index ``matrices/proofs.json`` holds,
 per proof id, the requirement set, Python, platform tags, resolver, date, status, the resolved
 ``name==version`` set and the trimmed report's file (``tests/data/proofs/<id>.json``). A proof
 made for glibc G also holds on any newer glibc (its tags are a superset).
@@ -159,19 +162,23 @@ def build_needs(name: str) -> str:
 
 
 def pip_command(pip_python: str, requirements: Sequence[str], python: str, arch: str, report: str,
-                pip_major: int = 26, index_url: str = PYPI, target: Optional[str] = None) -> List[str]:
+                pip_major: int = 26, index_url: Optional[str] = PYPI, target: Optional[str] = None) -> List[str]:
     """The argv of pip's resolver proving ``requirements`` for CPython ``python`` on Linux ``arch``::
 
         PIP -m pip --isolated install --dry-run --ignore-installed --report FILE --only-binary=:all:
             --index-url https://pypi.org/simple --python-version X.Y --implementation cp --abi cpXY
             --abi abi3 --abi none --platform manylinux_2_35_ARCH ... REQUIREMENTS
 
-    ``pip_major`` < 24 adds ``--target`` (older pip refuses ``--platform`` without it)."""
+    ``pip_major`` < 24 adds ``--target`` (older pip refuses ``--platform`` without it). With
+    ``index_url`` None neither ``--isolated`` nor ``--index-url`` is given: the caller passes the
+    index in pip's environment (``PIP_INDEX_URL``, with every other ``PIP_*`` removed and
+    ``PIP_CONFIG_FILE=/dev/null``), as for the loopback index whose URL holds a secret."""
     abi = "cp" + python.replace(".", "")
-    cmd = [pip_python, "-m", "pip", "--disable-pip-version-check", "--isolated", "install", "--dry-run",
-           "--ignore-installed", "--progress-bar", "off", "--report", report, "--only-binary=:all:",
-           "--index-url", index_url, "--python-version", python, "--implementation", "cp", "--abi", abi,
-           "--abi", "abi3", "--abi", "none"]
+    cmd = [pip_python, "-m", "pip", "--disable-pip-version-check"] + (["--isolated"] if index_url else []) + [
+           "--no-cache-dir", "install", "--dry-run",
+           "--ignore-installed", "--progress-bar", "off", "--report", report, "--only-binary=:all:"] + (
+           ["--index-url", index_url] if index_url else []) + [
+           "--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none"]
     for t in platform_tags(DEFAULT_GLIBC, arch):
         cmd += ["--platform", t]
     if pip_major < 24:
@@ -185,6 +192,8 @@ def _pip_version(pip_python: str, timeout: float) -> Optional[str]:
     try:
         out = subprocess.run([pip_python, "-m", "pip", "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              universal_newlines=True, timeout=timeout).stdout
+    except subprocess.TimeoutExpired:
+        return ""  # no answer in time: the proof's deadline, not a missing pip
     except (OSError, subprocess.SubprocessError):
         return None
     parts = out.split()
@@ -220,7 +229,7 @@ def failure_facts(lines: Sequence[str]) -> Tuple[str, List[str]]:
         if "The conflict is caused by" in line:
             why = [x.strip() for x in lines[i:i + 12] if x.strip() and not x.startswith("To fix")]
             break
-    errs = [x for x in lines if x.startswith("ERROR")]
+    errs = [x.strip() for x in lines if x.startswith(("ERROR", "error:")) or x.lstrip().startswith("\u00d7")]
     text = " ".join(why + errs)[-1500:]
     names = set(re.findall(r"No matching distribution found for ([A-Za-z0-9_.\-]+(?:[<>=!~]=?[^\s;]+)?)", text))
     # a conflict whose every candidate "depends on X" with no version: X has no usable distribution
@@ -230,17 +239,30 @@ def failure_facts(lines: Sequence[str]) -> Tuple[str, List[str]]:
     return text, sorted(names)
 
 
-#: What pip prints when its resolver refuses a set (no candidate, a conflict, Requires-Python).
-RESOLVER_REFUSALS = ("ResolutionImpossible", "The conflict is caused by", "No matching distribution found",
-                     "Could not find a version that satisfies", "requires a different Python")
+#: What pip prints when its resolver refuses a set, and the refusal's name: no candidate for a
+#: requirement, a conflict (ResolutionImpossible), Requires-Python, or the resolver giving up
+#: after its round limit (ResolutionTooDeep: pip's "resolution-too-deep" error, so ``pip install``
+#: of the line fails the same way).
+RESOLVER_REFUSALS = (("resolution-too-deep", "ResolutionTooDeep"),
+                     ("Dependency resolution exceeded maximum depth", "ResolutionTooDeep"),
+                     ("ResolutionImpossible", "ResolutionImpossible"),
+                     ("The conflict is caused by", "ResolutionImpossible"),
+                     ("No matching distribution found", "no matching distribution"),
+                     ("Could not find a version that satisfies", "no matching distribution"),
+                     ("requires a different Python", "requires a different Python"))
 
 
-def refused_by_resolver(lines: Sequence[str], names: Sequence[str] = ()) -> bool:
-    """True when pip's output ``lines`` hold its resolver's refusal of the set (so the set "does
-    not install"); False when pip stopped for another reason (its own crash, "No space left on
-    device", a killed process), which proves nothing about the set."""
+def refused_by_resolver(lines: Sequence[str], names: Sequence[str] = ()) -> str:
+    """How pip's resolver refused the set in pip's output ``lines`` ("ResolutionTooDeep",
+    "ResolutionImpossible", "no matching distribution", "requires a different Python"; the set
+    "does not install"), or "" when pip stopped for another reason (its own crash, "No space left
+    on device", a killed process), which proves nothing about the set. ``names``: packages pip
+    found no distribution for (a refusal even without pip's wording)."""
     text = "\n".join(lines)
-    return bool(names) or any(w in text for w in RESOLVER_REFUSALS)
+    for words, name in RESOLVER_REFUSALS:
+        if words in text:
+            return name
+    return "no matching distribution" if names else ""
 
 
 def sdist_only(name: str, timeout: float = 20.0, index_url: str = PYPI) -> Optional[bool]:
@@ -260,18 +282,24 @@ def sdist_only(name: str, timeout: float = 20.0, index_url: str = PYPI) -> Optio
 
 
 def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", extra_index_urls: Sequence[str] = (),
-               timeout: float = 120.0, pip_python: Optional[str] = None, index_url: str = PYPI) -> Dict[str, Any]:
+               timeout: float = 120.0, pip_python: Optional[str] = None, index_url: str = PYPI,
+               metadata_index: bool = True, cache_dir: Optional[str] = None, page_ttl: float = 600.0) -> Dict[str, Any]:
     """Run pip's resolver now (network, bounded by ``timeout`` seconds in all) on exactly
     ``requirements`` for CPython ``python`` on Linux ``arch`` (see :func:`pip_command`), with
     ``pip_python``'s pip (default: this interpreter's; pip >= 22.2 for --dry-run --report).
 
-    Returns a row like :func:`lookup`'s, ``status`` "proven", "failed" or "unproven" (the index is
-    unreachable, pip is missing or too old, the deadline passed, or the set needs an index other
-    than PyPI: ``reason`` says which, in one line). Never raises for those."""
+    With ``metadata_index`` (the default) pip reads ``index_url`` through the loopback index of
+    :mod:`preflight.proof_index`, which serves each wheel's METADATA (PEP 658) read by range
+    requests and kept in ``cache_dir`` (project pages for ``page_ttl`` s), so no whole wheel is
+    downloaded; pip's own temporary files live in a directory removed when the proof ends.
+
+    Returns a row like :func:`lookup`'s, ``status`` "proven", "failed" (pip's resolver refused
+    the set: ``refusal`` names how, ``error`` gives pip's words) or "unproven" (the index is
+    unreachable, pip is missing or too old, the deadline passed: "timed out after N s", or the
+    set needs an index other than PyPI: ``reason`` says which, in one line); ``seconds``: the
+    resolver's wall time. Never raises for those."""
     import datetime
-    import subprocess
     import sys
-    import tempfile
     import time
 
     inside, outside = proof_requirements(requirements)
@@ -286,36 +314,93 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
         return dict(base, status="unproven", reason="the index %s is unreachable (%s): no live proof" % (index_url, why))
     pip_python = pip_python or sys.executable
     ver = _pip_version(pip_python, min(30.0, timeout))
+    if ver == "":
+        return dict(base, status="unproven", reason="timed out after %d s: %s -m pip --version gave no answer in "
+                    "time" % (timeout, pip_python))
     if ver is None or tuple(int(x) for x in re.findall(r"\d+", ver)[:2]) < (22, 2):
         return dict(base, status="unproven", reason="%s has no pip >= 22.2 (found: %s) for a live proof; pass one "
                     "whose pip is newer" % (pip_python, ver or "none"))
+    base.update(pip=ver, resolver="pip %s --dry-run --report --only-binary=:all:" % ver,
+                glibc="%d.%d" % DEFAULT_GLIBC, platform_tags="%s .. %s (%d tags)" % (
+                    platform_tags(DEFAULT_GLIBC, arch)[0], platform_tags(DEFAULT_GLIBC, arch)[-1],
+                    len(platform_tags(DEFAULT_GLIBC, arch))))
+    if not metadata_index:
+        return _run_pip(base, pip_python, ver, inside, python, arch, index_url, index_url, timeout, t0, [])
+    from .proof_index import MetadataIndex
+
+    with MetadataIndex(index_url, cache_dir=cache_dir, page_ttl=page_ttl, timeout=min(60.0, timeout),
+                       python=python, platforms=platform_tags(DEFAULT_GLIBC, arch)) as ix:
+        out = _run_pip(base, pip_python, ver, inside, python, arch, index_url, ix.url, timeout, t0, ix.errors)
+    if ix.notes:
+        out["cache_note"] = ix.notes[0]
+    out["metadata"] = ("PEP 658 metadata of each wheel, read by range requests through a loopback index "
+                       "(preflight.proof_index): %(metadata)d read, %(metadata_cached)d cached, %(pages)d pages read, "
+                       "%(pages_cached)d cached, %(bytes)d bytes from the index, %(files_left_out)d files no tag of the target "
+                       "admits left out of the pages" % ix.stats) + ("; %s" % ix.notes[0] if ix.notes else "")
+    out["bytes"] = ix.stats["bytes"]
+    return out
+
+
+def _text(x: Any) -> str:
+    if x is None:
+        return ""
+    return x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)
+
+
+def _looking_at(lines: Sequence[str]) -> str:
+    """What pip's resolver was backtracking on last ("pip is looking at multiple versions of X")."""
+    for line in reversed(lines):
+        m = re.search(r"pip is (?:still )?looking at multiple versions of (\S+)", line)
+        if m:
+            return m.group(1)
+    return ""
+
+
+def _run_pip(base: Dict[str, Any], pip_python: str, ver: str, inside: List[str], python: str, arch: str,
+             index_url: str, pip_index: str, timeout: float, t0: float, index_errors: List[str]) -> Dict[str, Any]:
+    """pip's resolver on ``inside`` against ``pip_index`` (the upstream ``index_url`` or the
+    loopback index in front of it); the row of :func:`prove_live`."""
+    import subprocess
+    import tempfile
+    import time
+
     with tempfile.TemporaryDirectory(prefix="preflight-proof-") as tmp:
         report = os.path.join(tmp, "report.json")
-        cmd = pip_command(pip_python, inside, python, arch, report, int(ver.split(".")[0]), index_url)
+        local = pip_index != index_url  # the loopback index: its URL holds the run's secret, never argv
+        cmd = pip_command(pip_python, inside, python, arch, report, int(ver.split(".")[0]),
+                          None if local else pip_index)
         left = timeout - (time.monotonic() - t0)
+        env = _clean_env()
+        if local:
+            env["PIP_INDEX_URL"] = pip_index
+        env["TMPDIR"] = os.path.join(tmp, "pip-tmp")  # pip's unpack dirs die with this run, killed or not
+        os.mkdir(env["TMPDIR"])
+        t1 = time.monotonic()
         try:
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                                  timeout=max(1.0, left), env=_clean_env(), stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            return dict(base, status="unproven", reason="pip's resolver did not finish within %d s" % timeout)
-        base.update(pip=ver, resolver="pip %s --dry-run --report --only-binary=:all:" % ver,
-                    glibc="%d.%d" % DEFAULT_GLIBC, platform_tags="%s .. %s (%d tags)" % (
-                        platform_tags(DEFAULT_GLIBC, arch)[0], platform_tags(DEFAULT_GLIBC, arch)[-1],
-                        len(platform_tags(DEFAULT_GLIBC, arch))))
+                                  timeout=max(1.0, left), env=env, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            lines = (_text(exc.stdout) + "\n" + _text(exc.stderr)).splitlines()
+            on = _looking_at(lines)
+            return dict(base, status="unproven", seconds=round(time.monotonic() - t1, 1),
+                        reason="timed out after %d s: pip's resolver gave no verdict%s" % (
+                            timeout, " (still backtracking on %s)" % on if on else ""))
+        base = dict(base, seconds=round(time.monotonic() - t1, 1))
         if proc.returncode != 0 or not os.path.exists(report):
             lines = (proc.stdout + "\n" + proc.stderr).splitlines()
             text, names = failure_facts(lines)
-            if any(w in text for w in ("NewConnectionError", "Max retries exceeded", "ConnectTimeout")):
+            if index_errors or any(w in text for w in ("NewConnectionError", "Max retries exceeded", "ConnectTimeout")):
                 return dict(base, status="unproven", reason="the index %s could not be read during the proof: %s"
-                            % (index_url, text[-200:]))
-            if not refused_by_resolver(lines, names):  # pip crashed, the disk filled...: no verdict on the set
+                            % (index_url, (index_errors[:1] or [text])[0][-200:]))
+            refusal = refused_by_resolver(lines, names)
+            if not refusal:  # pip crashed, the disk filled...: no verdict on the set
                 return dict(base, status="unproven", reason="pip stopped without a resolver verdict (%s): no proof "
                             "either way" % (text[-200:] or "exit %d" % proc.returncode))
             sdist = [n for n in names[:6] if sdist_only(n, min(20.0, max(1.0, timeout - (time.monotonic() - t0))),
                                                         index_url)]
             return dict(base, status="failed", error=text or "pip exited %d" % proc.returncode, no_wheel=names,
-                        source_builds=sdist, build_needs={n: build_needs(n) for n in sdist}, installed={},
-                        output_tail="\n".join(lines[-40:]))
+                        refusal=refusal, source_builds=sdist, build_needs={n: build_needs(n) for n in sdist},
+                        installed={}, output_tail="\n".join(lines[-40:]))
         with open(report, encoding="utf-8") as fh:
             data = json.load(fh)
     installed = {}
@@ -357,8 +442,8 @@ def reprove(directory: str, write: bool = True, timeout: float = 600.0, log: Any
         if p["status"] == "unproven":
             continue
         keep = {k: p.get(k) for k in ("requirements", "python", "arch", "status", "pip", "index", "resolver", "glibc",
-                                      "platform_tags", "date", "error", "no_wheel", "source_builds", "build_needs")
-                if p.get(k) is not None}
+                                      "platform_tags", "date", "error", "no_wheel", "source_builds", "build_needs", "refusal",
+                                      "metadata") if p.get(k) is not None}
         keep["installed"] = sorted("%s==%s" % kv for kv in (p.get("installed") or {}).items())
         keep["file"] = row.get("file")
         new[pid] = keep

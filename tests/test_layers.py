@@ -35,7 +35,7 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("checks", ("preflight.checks",)),
     ("domain", ("preflight.report", "preflight.outputs", "preflight.launch", "preflight.resolve",
                 "preflight.context", "preflight.explain", "preflight.rehearse")),
-    ("facts", ("preflight.probes", "preflight.matrix", "preflight.proofs")),
+    ("facts", ("preflight.probes", "preflight.matrix", "preflight.proofs", "preflight.proof_index")),
     ("leaf", ("preflight", "preflight.result", "preflight.errors", "preflight.redact", "preflight.paths",
               "preflight.atomic", "preflight.stages", "preflight.pipes", "preflight.hw", "preflight.netif",
               "preflight.diagnose", "preflight.shell", "preflight.interrupts", "preflight.limits")),

@@ -6,7 +6,8 @@ knows, resolved with no GPU or driver given (the install line ``spec`` and ``ins
 for that Python and platform), plus every scenario of tests/data/scenarios.toml. For each set
 that needs only PyPI, pip's own resolver runs for the target (preflight.proofs.pip_command:
 ``--dry-run --report --only-binary=:all: --python-version X.Y --platform manylinux_2_35_ARCH...``)
-and the recorder writes:
+(through preflight.proof_index: no whole wheel is downloaded; metadata and pages are cached in
+~/.cache/verl-preflight/proof-index, pages for --page-ttl seconds) and the recorder writes:
 
 * tests/data/proofs/<id>.json: pip's report trimmed to name, version, requires_python and
   requires_dist of each resolved distribution, with the command, pip's version and the date;
@@ -16,7 +17,10 @@ and the recorder writes:
 
 A set with a ``+cuXYZ`` torch needs download.pytorch.org, which this machine cannot reach: it is
 listed as unproven and not run. Entries already recorded are kept (``--force`` re-records);
-an interrupted run keeps what it finished. ``--changes`` prints what a re-record changed (used by
+an interrupted run keeps what it finished. A set pip refuses (ResolutionImpossible, no matching
+distribution, ResolutionTooDeep) is recorded "failed" with pip's words; one that runs past
+--timeout stays "not recorded" with "timed out after N s" (unproven, retried next run). Below
+15 GB free on the temporary directory's disk a set is skipped. ``--changes`` prints what a re-record changed (used by
 ``matrix refresh``). pip's configuration (PIP_CONFIG_FILE, PIP_* variables) is ignored, so the proof
 is about the index, not this machine.
 
@@ -27,7 +31,9 @@ Usage: python3 tools/record_proofs.py [--jobs 2] [--arch x86_64,aarch64] [--forc
 import argparse
 import json
 import os
+import shutil
 import sys
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Iterator, List, Tuple
@@ -42,6 +48,8 @@ from preflight.resolve import ResolveError, resolve  # noqa: E402
 INDEX = os.path.join(ROOT, "matrices", "proofs.json")
 OUTDIR = os.path.join(ROOT, "tests", "data", "proofs")
 _LOCK = threading.Lock()
+#: Free bytes the recorder keeps on the temporary directory's disk (a set is skipped below it).
+MIN_FREE = 15 * 10**9
 PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
 
 
@@ -67,11 +75,14 @@ def grid(mx, arches: List[str]) -> Iterator[Tuple[str, Dict[str, Any]]]:
                     yield "%s/%s/py%s/%s" % (v, b, py, arch), {"verl": v, "backend": b, "python": py, "arch": arch}
 
 
-def record_one(pip_python: str, reqs: List[str], python: str, arch: str, timeout: int) -> Tuple[Dict[str, Any], Any]:
+def record_one(pip_python: str, reqs: List[str], python: str, arch: str, timeout: int,
+               metadata_index: bool = True, page_ttl: float = 3600.0) -> Tuple[Dict[str, Any], Any]:
     """Prove one set live; (index row, trimmed report document or None)."""
-    p = proofs.prove_live(reqs, python, arch, (), timeout=timeout, pip_python=pip_python)
+    p = proofs.prove_live(reqs, python, arch, (), timeout=timeout, pip_python=pip_python,
+                          metadata_index=metadata_index, page_ttl=page_ttl)
     row = {k: p.get(k) for k in ("requirements", "python", "arch", "status", "reason", "pip", "index", "resolver",
-                                 "glibc", "platform_tags", "date", "error", "no_wheel") if p.get(k) is not None}
+                                 "glibc", "platform_tags", "date", "error", "no_wheel", "refusal", "seconds",
+                                 "metadata") if p.get(k) is not None}
     if p["status"] == "unproven":
         row["status"] = "not recorded"  # retried on the next run
         return row, None
@@ -107,6 +118,10 @@ def main(argv=None) -> int:
     ap.add_argument("--first", default="", help="comma-separated label prefixes to record first "
                                                 "(e.g. 0.5.0/none/py3.12/x86_64)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds for one resolver run")
+    ap.add_argument("--no-metadata-index", action="store_true",
+                    help="let pip read the index directly (it downloads every wheel the index serves no PEP 658 "
+                         "metadata for) instead of through preflight.proof_index")
+    ap.add_argument("--page-ttl", type=float, default=3600.0, help="seconds a cached project page stays valid")
     a = ap.parse_args(argv)
     mx = load()
     with open(INDEX, encoding="utf-8") as fh:
@@ -149,7 +164,12 @@ def main(argv=None) -> int:
 
     def one(item):
         pid, (reqs, py, arch, labels) = item
-        row, doc = record_one(a.pip, reqs, py, arch, a.timeout)
+        free = shutil.disk_usage(tempfile.gettempdir()).free
+        if free < MIN_FREE:
+            print("%s skipped: %.1f GB free in %s, below %d GB" % (pid, free / 1e9, tempfile.gettempdir(),
+                                                                  MIN_FREE // 10**9), flush=True)
+            return
+        row, doc = record_one(a.pip, reqs, py, arch, a.timeout, not a.no_metadata_index, a.page_ttl)
         row["for"] = labels[:8]
         with _LOCK:  # keep what is done: write after each set, merging what another recorder wrote
             if doc is not None:
@@ -166,7 +186,7 @@ def main(argv=None) -> int:
                 fh.write("\n")
             os.replace(INDEX + ".tmp", INDEX)
             idx["proofs"] = cur["proofs"]
-            print("%s %s py%s %s %s%s" % (pid, row["status"], py, arch, " ".join(reqs[:4]),
+            print("%s %s py%s %s %ss %s%s" % (pid, row["status"], py, arch, row.get("seconds", "-"), " ".join(reqs[:4]),
                                           (": " + (row.get("error") or row.get("reason") or "")[-160:])
                                           if row["status"] != "proven" else ""), flush=True)
 

@@ -6,6 +6,9 @@ Runs when Hydra composed the launch in the target (the target has verl). Rows:
   exception verl raised, its file:line inside verl, its kind and the smallest fix;
 * ``config.verl.<effect>``: what verl did silently (rows its filter dropped, prompts over
   data.max_prompt_length, batches and total steps);
+* ``config.verl.ignored``: the launch's override keys whose name no source file of the installed
+  verl reads (a ``+``-added key Hydra took without a word, a misspelt or retired option): WARN
+  with the nearest key verl's config has;
 * ``config.verl.reward``: one call of the reward function on the first rows;
 * ``config.verl.rules``: the rules' verdicts set beside verl's (a disagreement is a WARN naming
   the rule: a bug in the rule or in the dry start-up);
@@ -74,12 +77,14 @@ def startup_rows(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]
             st.verl_version, ", ".join(dict.fromkeys(st.steps)) or "main", st.stopped_at, w.get("file"),
             w.get("line"), st.seconds), ev, item="startup"))
     for item, status, msg, fix in silent_rows(st):
+        evid: Dict[str, Any] = {"ignored": st.ignored} if item == "ignored" else {"facts": st.facts,
+                                                                                  "lengths": st.lengths}
         if status == "fail":
-            out.append(failed(msg, fix or "", {"facts": st.facts, "lengths": st.lengths}, item=item))
+            out.append(failed(msg, fix or "", evid, item=item))
         elif status == "warn":
-            out.append(warned(msg, fix or "", {"facts": st.facts, "lengths": st.lengths}, item=item))
+            out.append(warned(msg, fix or "", evid, item=item))
         else:
-            out.append(passed(msg, {"facts": st.facts}, item=item))
+            out.append(passed(msg, {"ignored": st.ignored} if item == "ignored" else {"facts": st.facts}, item=item))
     out += _reward_rows(st)
     dis = compare(found, st)
     if dis:

@@ -14,6 +14,7 @@ from ..shell import command, quote
 from ..paths import check_output_dir
 from ..redact import redact_text
 from ..report.render import print_safe
+from .output import teller
 from .stack import add_stack_options, make_spec, resolve_stack
 
 NAME = "image"
@@ -97,11 +98,9 @@ def run(args: argparse.Namespace) -> int:
     """Write the build context; with --build, build it or print the exact command."""
     from .. import __version__
     from ..outputs.dockerfile import ImageSpec, base_image_for, render_dockerfile
-    from ..report.console import SafeConsole as Console
 
 
-    console = Console(highlight=False, stderr=True)
-    say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
+    say = teller()
     out = args.output
 
     check_output_dir(out, "-o")

@@ -12,8 +12,9 @@ from typing import List, Optional, Sequence
 
 from ..errors import UsageError
 from ..paths import check_output_dir, file_problem
-from ..redact import redact_text, strip_userinfo
+from ..redact import strip_userinfo
 from .argtypes import Parser, refuse_empty
+from .output import teller
 from .stack import add_stack_options, make_spec, resolve_stack
 
 NAME = "install"
@@ -95,10 +96,8 @@ def run(args: argparse.Namespace) -> int:
     """Install, then check; see the module docstring for exit codes."""
     from ..outputs.install import install
     from ..outputs.lock import find_interpreter
-    from ..report.console import SafeConsole as Console
 
-    console = Console(highlight=False, stderr=True)
-    say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
+    say = teller()
     prefix = os.path.abspath(os.path.expanduser(args.prefix))
     from ..outputs.install import check_prefix
 

@@ -10,7 +10,7 @@ import argparse
 import os
 import stat
 import sys
-from typing import List, Optional, TextIO, Tuple
+from typing import Callable, List, Optional, TextIO, Tuple
 
 from ..errors import UsageError
 from ..outputs.owned import MANIFEST
@@ -21,6 +21,22 @@ from ..report.status import VERDICT_FILE
 from ..stages import STAGE_NAMES
 
 __all__ = ["add_output_options", "outputs_of", "check_outputs", "console_stream", "emit", "INPUT_ARGS"]
+
+
+def teller() -> Callable[[str], None]:
+    """The one way a command tells its progress and plain answers to people: on stderr, each line
+    redacted (:func:`preflight.redact.redact_text`), every ``preflight <command>`` in it spelled as
+    this tool was run (:func:`preflight.report.invocation.localise_commands`), and never folded (a
+    command in it stays one pasteable line, terminal or not)."""
+    from ..redact import redact_text
+    from ..report.console import SafeConsole
+    from ..report.invocation import localise_commands
+
+    console = SafeConsole(highlight=False, stderr=True)
+
+    def say(text: str) -> None:
+        console.print(localise_commands(redact_text(text)) or "", markup=False, soft_wrap=True)
+    return say
 
 
 def add_output_options(p: argparse.ArgumentParser, what: str = "the report") -> None:

@@ -5,6 +5,7 @@ import argparse
 import os
 
 from ..report.render import print_safe
+from .output import teller
 from .stack import add_stack_options, dry_run, make_spec
 
 NAME = "spec"
@@ -37,30 +38,26 @@ def download_size(lock) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Write the spec; 0 written, 1 no stack works."""
-    from ..report.console import SafeConsole as Console
 
     from ..paths import check_output_dir
 
     check_output_dir(args.output, "-o")
-    console = Console(highlight=False, stderr=True)
-    from ..redact import redact_text
-
-    say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
+    say = teller()
     if args.dry_run:
         return dry_run(args, "lock the complete set and write requirements.lock, pylock.toml and "
                                   "environment.json into %s" % args.output)
     mx, res, spec, paths = make_spec(args, args.output, say)
     if spec is None:
-        console.print("[bold red]no stack works[/] for verl %s here:" % res.verl)
+        say("no stack works for verl %s here:" % res.verl)
         for p in res.problems:
-            console.print("  - %s" % p, markup=False)
+            say("  - %s" % p)
         for o in res.options:
-            console.print("  option: %s" % o, markup=False)
+            say("  option: %s" % o)
         return 1
-    console.print("%d packages pinned with hashes (%s); download size: %s" % (
-        len(spec.lock.packages), spec.lock.mode, download_size(spec.lock)), markup=False)
+    say("%d packages pinned with hashes (%s); download size: %s" % (
+        len(spec.lock.packages), spec.lock.mode, download_size(spec.lock)))
     for p in spec.post_install:
-        console.print("after installing the lock: %s" % p, markup=False)
+        say("after installing the lock: %s" % p)
     for p in paths:
         print_safe(os.path.abspath(p))
     return 0

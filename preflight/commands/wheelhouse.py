@@ -11,8 +11,8 @@ from typing import Callable
 
 from ..errors import UsageError
 from ..paths import check_output_dir
-from ..redact import redact_text
 from ..report.render import print_safe
+from .output import teller
 
 NAME = "wheelhouse"
 HELP = "download and verify every wheel of a lock for an offline machine (split for transport)"
@@ -60,10 +60,8 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build, verify or check a wheelhouse; see EPILOG for exit codes."""
-    from ..report.console import SafeConsole as Console
 
-    console = Console(highlight=False, stderr=True)
-    say = lambda s: console.print(redact_text(s), markup=False, soft_wrap=True)  # noqa: E731
+    say = teller()
     if args.action == "verify":
         return _verify(args, say)
     if args.check:

@@ -83,12 +83,34 @@ def _classify(e: Event, rows: List[Tuple[Dict[str, Any], Pattern]], matrix: Any
             return r, {k: v for k, v in m.groupdict().items() if v}
     from ..diagnose import classify
 
-    d = classify(matrix, ctx, dist="the package", torch="installed")
+    d = classify(matrix, ctx, dist=_dist_in(ctx), torch=_torch_in(ctx))
     if d is None:
         return None
     row = {"id": d.id, "layer": _layer_of(d.id), "cause": d.cause, "fix": d.fix, "source": d.source,
            "confidence": d.confidence, "facts": []}
     return row, dict(d.groups)
+
+
+_EXT_PATH = re.compile(r"(?:site|dist)-packages/([A-Za-z_][A-Za-z0-9_]*)/|/([A-Za-z_][A-Za-z0-9_]*)/_C[^/\s]*\.so")
+_IMPORT_TO_DIST = {"flash_attn": "flash-attn", "sgl_kernel": "sgl-kernel", "flashinfer": "flashinfer-python",
+                   "vllm_flash_attn": "vllm", "transformer_engine": "transformer-engine", "apex": "apex"}
+_TORCH_IN_LOG = re.compile(r"\btorch[ =_-]+v?(\d+\.\d+(?:\.\d+)?(?:\+\w+)?)")
+
+
+def _dist_in(text: str) -> str:
+    """The distribution whose file the log names (``.../site-packages/vllm/_C.abi3.so`` -> ``vllm``),
+    else a phrase that sends the reader to the error's own path."""
+    m = _EXT_PATH.search(text)
+    if m:
+        name = m.group(1) or m.group(2)
+        return _IMPORT_TO_DIST.get(name, name.replace("_", "-"))
+    return "the package whose extension the error names"
+
+
+def _torch_in(text: str) -> str:
+    """The torch version the log states, else ``installed`` (the fixes read "built for torch installed")."""
+    m = _TORCH_IN_LOG.search(text)
+    return m.group(1) if m else "installed"
 
 
 def _layer_of(sig_id: str) -> str:

@@ -167,8 +167,8 @@ def parse_launch(command: Union[str, Sequence[str]]) -> LaunchSpec:
             if not eq and k < len(args):
                 inline = _expand(args[k], spec.env, spec.notes)
                 k += 1
-            if flag in ("--config-name", "-cn"):
-                spec.config_name = inline
+            if flag in ("--config-name", "-cn"):  # Hydra reads name and name.yaml alike (verl's scripts use both)
+                spec.config_name = inline[:-len(".yaml")] if inline.endswith(".yaml") and len(inline) > 5 else inline
             elif flag in ("--config-path", "-cp"):
                 spec.config_path = inline
             else:

@@ -17,8 +17,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .startup_releases import RELEASES
+
 __all__ = ["Startup", "run_startup", "run_startup_batch", "parse_events", "classify", "compare", "silent_rows",
-           "where"]
+           "ignored_rows", "where"]
 
 
 @dataclass
@@ -41,6 +43,10 @@ class Startup:
         seconds: wall time of the target process (s); import_seconds: verl's import (s).
         probe: how the process ended (:meth:`ProbeOutput.evidence`) when it did not end cleanly.
         no_verl: why verl could not be run (absent).
+        release_spec: the first release of the :data:`RELEASES` entry the target used.
+        ignored: ``{keys: [{override, name, parent, closest}], checked, files, seconds}``: the
+            user's override keys whose name no source file of the installed verl reads (``{error}``
+            when the search failed; None when it did not run).
     """
 
     ran: bool = False
@@ -57,6 +63,8 @@ class Startup:
     import_seconds: Optional[float] = None
     probe: Dict[str, Any] = field(default_factory=dict)
     no_verl: Optional[str] = None
+    release_spec: Optional[str] = None
+    ignored: Optional[Dict[str, Any]] = None
 
     @property
     def accepted(self) -> bool:
@@ -68,7 +76,7 @@ class Startup:
         return {"verl_version": self.verl_version, "stopped_at": self.stopped_at, "where": self.where,
                 "error": self.error, "steps": self.steps, "facts": self.facts, "items": self.items,
                 "lengths": self.lengths, "reward": self.reward, "seconds": round(self.seconds, 2),
-                "import_seconds": self.import_seconds}
+                "import_seconds": self.import_seconds, "release_spec": self.release_spec, "ignored": self.ignored}
 
 
 def run_startup(python: str, overrides: Sequence[str], config_name: str = "ppo_trainer",
@@ -77,12 +85,13 @@ def run_startup(python: str, overrides: Sequence[str], config_name: str = "ppo_t
     """verl's dry start-up of a launch under the target interpreter ``python`` within ``timeout`` s.
 
     ``overrides``: the Hydra override texts as the user wrote them; ``entry``: the entry module
-    (default ``verl.trainer.main_ppo``); ``env``: the launch's own environment assignments.
+    (default: the installed release's own, :data:`preflight.launch.startup_releases.RELEASES`);
+    ``env``: the launch's own environment assignments.
     Never raises for the child: a crash or timeout is in :attr:`Startup.probe`.
     """
     from ..probes.process import run_script
 
-    args = {"entry": entry or "verl.trainer.main_ppo", "config_name": config_name or "ppo_trainer",
+    args = {"entry": entry, "config_name": config_name or "ppo_trainer", "releases": _releases(),
             "config_dir": config_dir, "overrides": list(overrides), "score_rows": 4, "item_rows": 2,
             "length_rows": 256}
     out = run_script(python, "verl_startup", args, timeout=timeout, env=env)
@@ -93,13 +102,18 @@ def run_startup(python: str, overrides: Sequence[str], config_name: str = "ppo_t
     return st
 
 
+def _releases() -> List[List[Any]]:
+    return [[first, spec] for first, spec in RELEASES]
+
+
 def run_startup_batch(python: str, cases: Sequence[Sequence[str]], config_name: str = "ppo_trainer",
                       entry: Optional[str] = None, timeout: float = 600.0) -> List[Startup]:
     """verl's dry start-up of several launches (override lists) in one target process (verl imported
-    once); one :class:`Startup` per case, in order (a case the process never reached has ran=False)."""
+    once); one :class:`Startup` per case, in order (a case the process never reached has ran=False,
+    unless verl's import failed: then every case carries that error)."""
     from ..probes.process import run_script
 
-    args = {"entry": entry or "verl.trainer.main_ppo", "config_name": config_name, "config_dir": None,
+    args = {"entry": entry, "config_name": config_name, "config_dir": None, "releases": _releases(),
             "overrides": [], "batch": [list(c) for c in cases], "score_rows": 2, "item_rows": 1, "length_rows": 32}
     out = run_script(python, "verl_startup", args, timeout=timeout)
     head: List[Dict[str, Any]] = []
@@ -113,8 +127,11 @@ def run_startup_batch(python: str, cases: Sequence[Sequence[str]], config_name: 
             head.append(e)
     res = []
     for i in range(len(cases)):
-        st = parse_events(head + per[i]) if i < len(per) else Startup()
-        if i >= len(per):
+        # a case the process never reached: what the shared part said (verl's import failed, for
+        # every case alike), else how the process ended
+        st = parse_events(head + per[i]) if i < len(per) else parse_events(head)
+        if i >= len(per) and st.error is None:
+            st = Startup()
             st.probe = out.evidence()
         res.append(st)
     return res
@@ -131,6 +148,7 @@ def parse_events(events: Sequence[Dict[str, Any]]) -> Startup:
             st.ran = True
             st.verl_version = e.get("verl_version")
             st.import_seconds = e.get("import_seconds")
+            st.release_spec = e.get("release_spec")
         elif kind == "step" and e.get("state") == "ok":
             st.steps.append(str(e.get("name")))
         elif kind == "stopped":
@@ -146,6 +164,8 @@ def parse_events(events: Sequence[Dict[str, Any]]) -> Startup:
             st.lengths = {k: v for k, v in e.items() if k != "event"}
         elif kind == "reward":
             st.reward = {k: v for k, v in e.items() if k != "event"}
+        elif kind == "ignored":
+            st.ignored = {k: v for k, v in e.items() if k != "event"}
     return st
 
 
@@ -157,15 +177,19 @@ _NOT_CACHED = re.compile(r"(?:not find|couldn't connect|offline mode|cannot find
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
 _NO_NAME = re.compile(r"cannot import name '([^']+)' from '([\w.]+)'")
 _MISSING_VAL = re.compile(r"Missing mandatory value:\s*([\w.]+)")
+_NOT_INSTALLED = re.compile(r"\b(vllm|sglang) version None not supported", re.I)
 _FILE_NOT_FOUND = re.compile(r"(?:No such file or directory|FileNotFoundError)[^']*'([^']+)'")
 
 
 def classify(err: Dict[str, Any]) -> Tuple[str, str]:
     """(kind, smallest fix) for an exception verl's start-up raised (an ``error`` dict of
-    :class:`Startup`). Kinds: ``model_path``, ``hub_not_cached``, ``missing_module``,
+    :class:`Startup`). Kinds: ``compose`` (Hydra refused the overrides), ``model_path``, ``hub_not_cached``, ``missing_module``,
     ``incompatible_package``, ``missing_value``, ``data_file``, ``dataset``, ``reward``, ``validate_config``, ``config_value``."""
     msg = str(err.get("message") or "")
     step = str(err.get("step") or "")
+    if step == "compose":
+        return "compose", "Hydra refuses the overrides before verl runs: change the override it names (a key this " \
+                          "verl release's config lacks takes '+', a value with shell characters takes quotes)"
     key = _FULL_KEY.search(msg)
     m = _REPO_ID.search(msg)
     if m:
@@ -181,11 +205,15 @@ def classify(err: Dict[str, Any]) -> Tuple[str, str]:
         return "incompatible_package", "install a %s release that still has %s (verl imports it at %s; the installed " \
             "%s is newer or older than the one this verl release was built with)" % (m.group(2), m.group(1),
                                                                                     where(err), m.group(2))
+    m = _NOT_INSTALLED.search(msg)
+    if m:  # verl.third_party.vllm: "vllm version None not supported and SGLang also not Found"
+        return "missing_module", "install %s in the target environment (verl imports it at %s: the launch's " \
+            "rollout needs it; a LoRA launch loads verl.third_party.vllm at start-up)" % (m.group(1).lower(), where(err))
     m = _NO_MODULE.search(msg)
     if m:
         top = m.group(1).split(".")[0]
         pkg = {"megatron": "megatron-core", "sglang": "sglang", "vllm": "vllm", "math_verify": "math-verify",
-               "flash_attn": "flash-attn"}.get(top, top)
+               "flash_attn": "flash-attn", "pkg_resources": "setuptools<81", "PIL": "pillow"}.get(top, top)
         return "missing_module", "install %s in the target environment (verl imports %s at %s)" % (
             pkg, m.group(1), step or "start-up")
     m = _MISSING_VAL.search(msg)
@@ -199,7 +227,7 @@ def classify(err: Dict[str, Any]) -> Tuple[str, str]:
         return "dataset", "fix the dataset or the data.* option verl names in the message"
     if "reward" in step:
         return "reward", "fix the reward function or its imports (custom_reward_function / reward_manager)"
-    if step == "validate_config" or "validate" in str((err.get("verl_frame") or {}).get("function", "")):
+    if step.endswith("validate_config") or "validate" in str((err.get("verl_frame") or {}).get("function", "")):
         return "validate_config", "change the option verl's validate_config names in the message"
     return "config_value", "change the option verl names in the message"
 
@@ -217,8 +245,10 @@ def where(err: Dict[str, Any]) -> str:
 # ---- silent effects ------------------------------------------------------------------------------
 def silent_rows(st: Startup) -> List[Tuple[str, str, str, Optional[str]]]:
     """(item, status, message, fix) rows for what verl did without a word: rows its filter dropped,
-    prompts over data.max_prompt_length, an epoch of no batch, total steps, reward calls that failed."""
+    prompts over data.max_prompt_length, an epoch of no batch, total steps, reward calls that failed,
+    override keys no code of the installed verl reads (``ignored``, also when verl raised)."""
     out: List[Tuple[str, str, str, Optional[str]]] = []
+    out += ignored_rows(st)
     f = st.facts
     if not f:
         return out
@@ -252,6 +282,29 @@ def silent_rows(st: Startup) -> List[Tuple[str, str, str, Optional[str]]]:
         out.append(("steps", "pass", "%s train batches per epoch, %s total training steps; %s val batch(es)" % (
             f.get("train_batches"), f.get("total_training_steps"), f.get("val_batches")), None))
     return out
+
+
+def ignored_rows(st: Startup) -> List[Tuple[str, str, str, Optional[str]]]:
+    """The ``ignored`` row: (item, status, message, fix), WARN naming the override keys whose name
+    appears in no source file of the installed verl (a ``+``-added key Hydra accepted, a misspelt
+    or retired option), with the nearest key verl's config has; PASS with the count checked."""
+    ig = st.ignored
+    if not ig or ig.get("error"):
+        return []
+    keys = ig.get("keys") or []
+    files = ig.get("files")
+    if not keys:
+        return [("ignored", "pass", "all %d override key(s) are read by verl %s (%s source files searched)" % (
+            ig.get("checked", 0), st.verl_version, files), None)]
+    msg = "%d override key(s) not read anywhere in verl %s (%s source files searched): %s" % (
+        len(keys), st.verl_version, files, ", ".join(
+            "%s (%r appears in no file)" % (k.get("override"), k.get("name")) for k in keys))
+    fixes = []
+    for k in keys:
+        close = k.get("closest")
+        fixes.append("%s: remove it or check its spelling%s" % (
+            k.get("override"), ": verl %s reads %s" % (st.verl_version, close) if close else ""))
+    return [("ignored", "warn", msg, "; ".join(fixes))]
 
 
 # ---- verl against the rules ----------------------------------------------------------------------

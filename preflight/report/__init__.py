@@ -85,8 +85,10 @@ class Report:
     @property
     def headline(self) -> str:
         """The verdict as every format words it for people: ``READY``/``NOT READY`` for a machine
-        or a cluster; ``OK``/``WOULD FAIL`` for a launch, its data, its rehearsal or a log read
-        by ``explain`` (:data:`LAUNCH_COMMANDS`)."""
+        or a cluster; ``OK``/``WOULD FAIL`` for a launch, its data or its rehearsal
+        (:data:`LAUNCH_COMMANDS`); ``NO ERROR FOUND``/``ERRORS FOUND`` for a log ``explain`` read."""
+        if self.command == "explain":  # a log of a run that has already ended
+            return "NO ERROR FOUND" if self.ready else "ERRORS FOUND"
         if self.command in LAUNCH_COMMANDS:
             return "OK" if self.ready else "WOULD FAIL"
         return "READY" if self.ready else "NOT READY"

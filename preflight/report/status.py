@@ -5,8 +5,9 @@ an operator or a Slurm prolog to wait on (the way NVIDIA's gpu-operator validato
 At the start of a run every stage's file (and ``verdict``) is removed, so a waiter never reads a
 previous run's answer. When a stage ends, ``DIR/<stage>`` is written atomically with one word and
 a newline: ``ready`` (no check failed), ``failed`` (a check failed or could not run) or
-``skipped`` (every check was skipped, e.g. gated on an earlier stage). Stages not selected get no
-file. At the end, ``DIR/verdict`` holds ``ready`` or ``not_ready``. When the run is stopped
+``skipped`` (every check was skipped, e.g. gated on an earlier stage). Stages not selected
+(``--stage``/``--skip``) get ``skipped`` when the run ends, so a waiter on any stage's file gets a
+word. At the end, ``DIR/verdict`` holds ``ready`` or ``not_ready``. When the run is stopped
 (SIGTERM, SIGINT, SIGHUP) or crashes, every selected stage without a file and ``verdict`` get
 ``interrupted`` (``failed`` after a crash), so a waiter always gets a final word. Example wait:
 ``until [ -s DIR/gpu ]; do sleep 5; done; grep -qx ready DIR/gpu``.
@@ -133,6 +134,9 @@ class StatusDir:
     def finish(self, ready: bool) -> None:
         """Write ``verdict`` (``ready`` / ``not_ready``)."""
         with _signals_held():
+            for name in STAGE_NAMES:  # not selected: a waiter on its file gets a word too
+                if name not in self.done and self.stages and name not in self.stages:
+                    self._write(name, "skipped")
             self._write(VERDICT_FILE, "ready" if ready else "not_ready")
             self.finished = True
 

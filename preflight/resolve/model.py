@@ -143,5 +143,8 @@ def parse_python(text: str) -> str:
     """``"3.12"`` / ``"3.12.4"`` / ``"python3.12"`` -> ``"3.12"``; raises ResolveError otherwise."""
     m = re.match(r"^(?:python|py|cp)?(3)\.?(\d{1,2})(\.\d+)?$", str(text).strip().lower())
     if not m:
+        if re.match(r"^(?:python|py|cp)?[12]\.?\d{1,2}(\.\d+)?$", str(text).strip().lower()):
+            raise ResolveError("--python %s: Python 2 runs no verl release (each needs Python 3); pass a 3.x "
+                               "version, e.g. 3.12" % text)
         raise ResolveError("--python %s: not a CPython version; pass major.minor, e.g. 3.12" % text)
     return "%s.%s" % (m.group(1), int(m.group(2)))

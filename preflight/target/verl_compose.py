@@ -170,6 +170,9 @@ def main():
     overrides = list(ARGS.get("overrides") or [])
     stored = ARGS.get("stored_dir")
     verl_dir = stored or _verl_config_dir()
+    if user_dir and not os.path.isabs(user_dir) and verl_dir:
+        # Hydra reads a relative --config-path against the entry module's directory (verl/trainer/)
+        user_dir = os.path.normpath(os.path.join(os.path.dirname(verl_dir), user_dir))
     try:
         from omegaconf import OmegaConf
         import hydra  # noqa: F401

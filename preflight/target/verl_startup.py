@@ -8,24 +8,32 @@
 # stand-ins replace what needs a cluster:
 #   * run_ppo (module global of the entry) becomes: take the TaskRunner class (the ray.remote
 #     wrapper's own class) and call its run(config) in this process;
-#   * ResourcePoolManager.create_resource_pool, the first thing init_workers does in every release
-#     from 0.3 to 0.9, raises the stop marker: workers are never placed;
+#   * the release's stop point (ResourcePoolManager.create_resource_pool, the first thing
+#     init_workers does in every release from 0.3 to 0.9) raises the stop marker: workers are
+#     never placed;
 #   * ray.init/get/wait/put raise the stop marker too (a Ray call before that point is where the
-#     dry run ends, and is named); transfer_queue.init/close (0.9 V1 trainer) do nothing.
+#     dry run ends, and is named); the release's "inert" functions (0.9's transfer_queue.init and
+#     close) do nothing.
+# Where each of these lives per release (entry module, the functions timed as steps, the stop
+# point, the reward function's getter) is data: ARGS["releases"], the host's
+# preflight/launch/startup_releases.py; the entry for the installed verl's version is picked here.
 # The Hugging Face hub is never reached: HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE are set, so a model id
 # that is not in the local cache fails with the library's own "not cached" error, which is named.
 #
-# ARGS: {"entry": "verl.trainer.main_ppo", "config_name": "ppo_trainer", "config_dir": null | "/abs",
-#        "overrides": ["k=v", ...], "score_rows": 4, "item_rows": 2, "length_rows": 256}
+# ARGS: {"entry": null | "verl.trainer.main_ppo", "config_name": "ppo_trainer", "config_dir": null | "/abs",
+#        "overrides": ["k=v", ...], "score_rows": 4, "item_rows": 2, "length_rows": 256,
+#        "releases": [[first_release, spec], ...], "batch": null | [[overrides], ...]}
 # Events:
 #   "no_verl"   {reason}
-#   "env"       {verl_version, entry, config_dir}
+#   "env"       {verl_version, entry, config_dir, import_seconds, release_spec (first release of the spec)}
 #   "step"      {name, state: "start" | "ok", seconds}: verl's own functions as main() calls them
 #   "stopped"   {at, where, why}: the dry run reached its stop point (the first Ray or worker call)
 #   "error"     {step, kind, message, file, line, function, frames, verl_frame}: verl raised
 #   "facts"     {...}: what verl did silently (dataset sizes, rows filtered, batches, total steps...)
 #   "reward"    {rows: [{data_source, ok, score | kind, message, file, line}], function}
 #   "item"      {ok, keys | kind, message, file, line}: the dataset's __getitem__ on a few rows
+#   "ignored"   {keys: [{override, name, parent, closest}], checked, files, seconds} | {error}: the
+#               user's keys that no source file of the installed verl reads
 import os
 import sys
 import time
@@ -71,6 +79,10 @@ def _error(exc, verl_root, step=None):
     frames, vf = _frame_info(exc.__traceback__, verl_root)
     last = frames[-1] if frames else {}
     msg = str(exc).strip()
+    if not msg:  # a bare `assert` (verl 0.3-0.5's _validate_config): the statement is the message
+        raw = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != "<string>"]
+        if raw and raw[-1].line:
+            msg = raw[-1].line.strip()
     cause = exc.__cause__ or exc.__context__
     if cause is not None and str(cause).strip() and str(cause).strip() not in msg:
         msg += " (caused by %s: %s)" % (type(cause).__name__, str(cause).strip().splitlines()[0][:500])
@@ -93,21 +105,82 @@ def _wrap(name, fn):
     return wrapped
 
 
-_HOOKED = ("validate_config", "hf_tokenizer", "hf_processor", "load_reward_manager", "create_rl_dataset",
-           "create_rl_sampler", "omega_conf_to_dataclass", "get_custom_reward_fn")
+def _resolve(ref):
+    """``module:Name.attr`` -> (owner object, attribute name), or (None, None) when absent."""
+    import importlib
+
+    mod_name, _, path = ref.partition(":")
+    try:
+        obj = importlib.import_module(mod_name)
+    except Exception:
+        return None, None
+    parts = path.split(".")
+    for p in parts[:-1]:
+        obj = getattr(obj, p, None)
+        if obj is None:
+            return None, None
+    return obj, parts[-1]
 
 
-def _hook_module(mod):
-    for n in _HOOKED:
+def _hook_module(mod, names):
+    for n in names:
         f = getattr(mod, n, None)
         if callable(f) and not hasattr(f, "__wrapped__"):
             setattr(mod, n, _wrap(n, f))
-    tr = getattr(mod, "RayPPOTrainer", None)
-    if isinstance(tr, type) and "__init__" in tr.__dict__ and not getattr(tr.__init__, "_preflight", False):
-        init = tr.__dict__["__init__"]
-        w = _wrap("RayPPOTrainer.__init__", init)
-        w._preflight = True
-        tr.__init__ = w
+
+
+def _hook_method(ref):
+    owner, attr = _resolve(ref)
+    if not isinstance(owner, type) or attr not in owner.__dict__:
+        return
+    f = owner.__dict__[attr]
+    if getattr(f, "_preflight", False) or not callable(f):
+        return
+    w = _wrap("%s.%s" % (owner.__name__, attr), f)
+    w._preflight = True
+    setattr(owner, attr, w)
+
+
+def _version_key(v):
+    out = []
+    for part in str(v).split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        out.append(int(digits))
+        if digits != part:
+            break
+    return tuple(out)
+
+
+#: Used when the host passes no release table (the 0.6 to 0.8 layout).
+_DEFAULT_SPEC = {
+    "entry": "verl.trainer.main_ppo",
+    "hook_modules": ["verl.trainer.main_ppo", "verl.trainer.ppo.ray_trainer", "verl.trainer.ppo.utils",
+                     "verl.utils", "verl.utils.config", "verl.trainer.ppo.reward"],
+    "functions": ["validate_config", "hf_tokenizer", "hf_processor", "load_reward_manager", "create_rl_dataset",
+                  "create_rl_sampler", "omega_conf_to_dataclass", "get_custom_reward_fn"],
+    "methods": ["verl.trainer.ppo.ray_trainer:RayPPOTrainer.__init__"],
+    "stop": "verl.trainer.ppo.ray_trainer:ResourcePoolManager.create_resource_pool",
+    "custom_reward": "verl.trainer.ppo.reward:get_custom_reward_fn",
+    "default_score": "verl.utils.reward_score:default_compute_score",
+    "inert": [],
+}
+
+
+def _pick(releases, version):
+    """(first release, spec) of the release table entry that holds for ``version``."""
+    if not releases:
+        return None, _DEFAULT_SPEC
+    first, spec = releases[0]
+    for f, s in releases:
+        if _version_key(version) >= _version_key(f):
+            first, spec = f, s
+    return first, spec
 
 
 def _plain_class(cls):
@@ -248,29 +321,28 @@ def _records(df, n):
         return []
 
 
-def _score_fn(config):
-    try:
-        from verl.trainer.ppo.reward import get_custom_reward_fn
-        fn = get_custom_reward_fn(config)
+def _score_fn(config, spec):
+    owner, attr = _resolve(spec.get("custom_reward") or "")
+    getter = getattr(owner, attr, None) if owner is not None else None
+    if getter is not None:
+        fn = getter(config)
         if fn is not None:
             return fn, "custom_reward_function"
-    except ImportError:
-        pass
-    try:
-        from verl.utils.reward_score import default_compute_score as fn
-    except ImportError:
-        from verl.utils.reward_score import _default_compute_score as fn
-    return fn, "verl.utils.reward_score.default_compute_score"
+    owner, attr = _resolve(spec.get("default_score") or "")
+    fn = getattr(owner, attr, None) if owner is not None else None
+    if fn is None:
+        raise ImportError("verl's default scorer %s is not in the installed verl" % spec.get("default_score"))
+    return fn, spec.get("default_score").replace(":", ".")
 
 
-def _reward(trainer, config, verl_root, n):
+def _reward(trainer, config, verl_root, n, spec):
     ds = getattr(trainer, "train_dataset", None)
     df = _rows(ds) if ds is not None else None
     if df is None or n <= 0:
         return
     rows = _records(df, n)
     try:
-        fn, name = _score_fn(config)
+        fn, name = _score_fn(config, spec)
     except Exception as exc:
         emit("reward", function=None, rows=[], error=_error(exc, verl_root, "reward_function"))
         return
@@ -328,11 +400,207 @@ def _items(trainer, verl_root, n, length_rows):
     emit("lengths", counted=seen, over_limit=over, longest=longest, max_prompt_length=limit)
 
 
+# ---- keys verl never reads -----------------------------------------------------------------------
+# A user override whose name appears nowhere in the installed verl's sources (as a name or inside a
+# string literal, read with tokenize; or inside a ${...} interpolation of verl's YAML) is a key no
+# code of that release reads: Hydra accepts a "+"-added key silently. Names under a node that verl's
+# own config leaves empty ({} or null: engine_kwargs, override_config...) are passed on to another
+# library and are not judged, nor are names under a node whose name ends in "kwargs" or starts with
+# "override_" (verl hands such a node on whole: engine_kwargs.vllm becomes vLLM's own arguments,
+# override_transformer_config Megatron's).
+_IDENT = None  # {"files": n, "found": {name: True|False}} memo, one per process
+_WORD = __import__("re").compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _source_files(roots):
+    out = []
+    for root in roots:
+        if os.path.isfile(root):
+            out.append(root)
+            continue
+        for d, dirs, files in os.walk(root):
+            dirs[:] = [x for x in dirs if x != "__pycache__"]
+            for f in files:
+                if f.endswith((".py", ".yaml", ".yml")):
+                    out.append(os.path.join(d, f))
+    return out
+
+
+def _reads(path, names):
+    """The ``names`` that ``path`` reads: NAME tokens or words of string literals (.py), words of
+    ${...} interpolations (.yaml)."""
+    import io
+    import re
+    import tokenize
+
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return set()
+    text = raw.decode("utf-8", "replace")
+    hits = set(n for n in names if n in text)
+    if not hits:
+        return set()
+    found = set()
+    if not path.endswith(".py"):
+        for m in re.finditer(r"\$\{[^}]*\}", text):
+            found.update(w for w in _WORD.findall(m.group(0)) if w in hits)
+        return found
+    try:
+        for tok in tokenize.tokenize(io.BytesIO(raw).readline):
+            if tok.type == tokenize.NAME and tok.string in hits:
+                found.add(tok.string)
+            elif tok.type == tokenize.STRING:
+                found.update(w for w in _WORD.findall(tok.string) if w in hits)
+            if found == hits:
+                break
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        found.update(w for w in _WORD.findall(text) if w in hits)  # unreadable: count any mention
+    return found
+
+
+def _select(cfg, key):
+    from omegaconf import OmegaConf
+
+    miss = object()
+    try:
+        v = OmegaConf.select(cfg, key, default=miss, throw_on_missing=False)
+    except Exception:
+        return miss, miss
+    return v, miss
+
+
+def _candidates(cfg, base, overrides):
+    """[(override key, the name to look for, its parent path)] for the user's keys."""
+    from omegaconf import DictConfig
+
+    out = []
+    for o in overrides:
+        k, eq, _v = str(o).partition("=")
+        if not eq or k.startswith("~") or "@" in k or "/" in k:
+            continue
+        added = k.startswith("+")
+        key = k.lstrip("+")
+        parts = key.split(".")
+        if parts[0] == "hydra" or not all(_WORD.fullmatch(p) for p in parts):
+            continue
+        v, miss = _select(cfg, key)
+        if v is miss:  # a config group choice, not a value
+            continue
+        ref = base if (added and base is not None) else cfg
+        depth = len(parts)
+        while depth > 0 and _select(ref, ".".join(parts[:depth]))[0] is miss:
+            depth -= 1
+        if depth == len(parts):  # the key is in verl's own config: its leaf is the name
+            depth -= 1
+        parent = ".".join(parts[:depth])
+        node = _select(ref, parent)[0] if parent else ref
+        if node is None or (isinstance(node, DictConfig) and len(node) == 0):
+            continue  # a free-form node verl passes on (override_config, reward_kwargs...)
+        if any(p.endswith("kwargs") or p.startswith("override_") for p in parts[:depth]):
+            continue  # a node verl hands on whole (engine_kwargs.vllm -> vLLM's LLM(**...),
+            # megatron.override_transformer_config -> Megatron's TransformerConfig)
+        out.append((k, parts[depth], parent))
+    return out
+
+
+def _closest(name, parent, cfg):
+    import difflib
+
+    from omegaconf import DictConfig, OmegaConf
+
+    node = _select(cfg, parent)[0] if parent else cfg
+    pool = {}
+    if isinstance(node, DictConfig):
+        for k in node.keys():
+            pool[str(k)] = ("%s.%s" % (parent, k)) if parent else str(k)
+    best = difflib.get_close_matches(name, list(pool), n=1, cutoff=0.7)
+    if best:
+        return pool[best[0]]
+    flat = {}
+
+    def walk(n, pre):
+        if isinstance(n, dict):
+            for k, v in n.items():
+                path = "%s.%s" % (pre, k) if pre else str(k)
+                flat.setdefault(str(k), path)
+                walk(v, path)
+    try:
+        walk(OmegaConf.to_container(cfg, resolve=False), "")
+    except Exception:
+        pass
+    best = difflib.get_close_matches(name, list(flat), n=1, cutoff=0.75)
+    return flat[best[0]] if best else None
+
+
+def _ignored(cfg, overrides, verl_root, entry_file):
+    """The "ignored" event: the user's keys no file of the installed verl reads."""
+    global _IDENT
+    t0 = time.monotonic()
+    base = None
+    if any(str(o).startswith("+") for o in overrides):
+        try:  # verl's own config without the user's additions: where the added keys hang
+            base = _compose(ARGS.get("_cfg_dir"), ARGS.get("config_dir"), ARGS.get("config_name") or "ppo_trainer",
+                            [o for o in overrides if not str(o).startswith("+")])
+        except Exception:
+            base = None
+    cands = _candidates(cfg, base, overrides)
+    if _IDENT is None:
+        roots = [verl_root]
+        if entry_file and not os.path.abspath(entry_file).startswith(verl_root + os.sep):
+            roots.append(os.path.dirname(os.path.abspath(entry_file)))
+        _IDENT = {"files": _source_files(roots), "found": {}}
+    extra = []
+    from omegaconf import OmegaConf
+
+    try:
+        flat = OmegaConf.to_container(cfg, resolve=False)
+    except Exception:
+        flat = {}
+
+    def py_values(n):
+        if isinstance(n, dict):
+            for v in n.values():
+                py_values(v)
+        elif isinstance(n, list):
+            for v in n:
+                py_values(v)
+        elif isinstance(n, str) and n.endswith(".py") and os.path.isfile(os.path.expanduser(n)):
+            extra.append(os.path.expanduser(n))  # the user's own reward function or dataset class
+    py_values(flat)
+    found = _IDENT["found"]
+    todo = set(n for _k, n, _p in cands if n not in found)
+    if todo:
+        seen = set()
+        for f in _IDENT["files"]:
+            seen |= _reads(f, todo - seen)
+            if seen == todo:
+                break
+        for n in todo:
+            found[n] = n in seen
+    user_seen = set()
+    missing = [c for c in cands if not found.get(c[1])]
+    if missing and extra:
+        for f in extra:
+            user_seen |= _reads(f, set(c[1] for c in missing))
+    keys = []
+    for k, name, parent in missing:
+        if name in user_seen:
+            continue
+        keys.append({"override": k, "name": name, "parent": parent, "closest": _closest(name, parent, base or cfg)})
+    emit("ignored", keys=keys, checked=len(cands), files=len(_IDENT["files"]) + len(extra),
+         seconds=round(time.monotonic() - t0, 3))
+
+
 def _compose(verl_cfg_dir, user_dir, name, overrides):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()
+    if user_dir and not os.path.isabs(user_dir):
+        # Hydra reads a relative --config-path against the entry module's directory (verl/trainer/)
+        user_dir = os.path.normpath(os.path.join(os.path.dirname(verl_cfg_dir), user_dir))
     primary = user_dir or verl_cfg_dir
     extra = ["hydra.searchpath=[file://%s]" % verl_cfg_dir] if user_dir else []
     with initialize_config_dir(config_dir=primary, version_base=None):
@@ -344,7 +612,6 @@ def main():
         os.environ[k] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    entry = ARGS.get("entry") or "verl.trainer.main_ppo"
     import importlib
     try:
         import importlib.util
@@ -354,11 +621,31 @@ def main():
     except Exception as exc:
         emit("no_verl", reason=str(exc))
         return
+    try:
+        from importlib.metadata import version as _v
+        vv = _v("verl")
+    except Exception:
+        vv = None
+    spec_from, spec = _pick(ARGS.get("releases"), vv or "")
+    entry = ARGS.get("entry") or spec.get("entry") or "verl.trainer.main_ppo"
     import io
 
     buf = io.StringIO()
     real_out, real_err = sys.stdout, sys.stderr
-    verl_root = _verl_dir()
+    try:
+        sys.stdout = sys.stderr = buf
+        verl_root = _verl_dir()
+    except BaseException as exc:  # verl's own __init__ failed (0.4's needs setuptools' pkg_resources)
+        sys.stdout, sys.stderr = real_out, real_err
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        spec_ = importlib.util.find_spec("verl")
+        root = os.path.dirname(spec_.origin) if spec_ is not None and spec_.origin else ""
+        emit("env", verl_version=vv, entry=entry, config_dir=None, import_seconds=None, release_spec=spec_from)
+        emit("error", **_error(exc, root, "import verl"))
+        return
+    finally:
+        sys.stdout, sys.stderr = real_out, real_err
     t0 = time.monotonic()
     try:
         sys.stdout = sys.stderr = buf
@@ -366,12 +653,10 @@ def main():
         import ray
 
         _ray_stubs(ray)
-        try:
-            import transfer_queue as tq  # 0.9 V1 trainer: an inert stand-in
-            tq.init = lambda *a, **k: None
-            tq.close = lambda *a, **k: None
-        except Exception:
-            pass
+        for ref in spec.get("inert") or []:  # e.g. 0.9's TransferQueue: an inert stand-in
+            owner, attr = _resolve(ref)
+            if owner is not None:
+                setattr(owner, attr, lambda *a, **k: None)
         mod = importlib.import_module(entry)
     except BaseException as exc:
         sys.stdout, sys.stderr = real_out, real_err
@@ -381,36 +666,39 @@ def main():
         return
     finally:
         sys.stdout, sys.stderr = real_out, real_err
-    try:
-        from importlib.metadata import version as _v
-        vv = _v("verl")
-    except Exception:
+    if vv is None:
         vv = getattr(sys.modules.get("verl"), "__version__", None)
     cfg_dir = os.path.join(os.path.dirname(os.path.abspath(mod.__file__)), "config")
-    emit("env", verl_version=vv, entry=entry, config_dir=cfg_dir, import_seconds=round(time.monotonic() - t0, 3))
+    ARGS["_cfg_dir"], ARGS["_entry_file"] = cfg_dir, mod.__file__
+    emit("env", verl_version=vv, entry=entry, config_dir=cfg_dir, import_seconds=round(time.monotonic() - t0, 3),
+         release_spec=spec_from)
     fn = getattr(getattr(mod, "main", None), "__wrapped__", None)
     if fn is None:
         emit("error", step="entry", kind="NoEntry", message="%s has no @hydra.main function main" % entry,
              file=None, line=None, function=None, frames=[], verl_frame=None)
         return
-    for name in (entry, "verl.trainer.main_ppo_v0", "verl.trainer.ppo.ray_trainer", "verl.trainer.ppo.utils",
-                 "verl.trainer.ppo.v1.trainer_base", "verl.utils", "verl.utils.config", "verl.trainer.ppo.reward"):
+    while hasattr(fn, "__wrapped__"):  # 0.8: @deprecated around @hydra.main
+        fn = fn.__wrapped__
+    names = list(spec.get("functions") or [])
+    for name in [entry] + [m for m in spec.get("hook_modules") or [] if m != entry]:
         m = sys.modules.get(name)
-        if m is None and name != entry:
+        if m is None:
             try:
                 m = importlib.import_module(name)
             except Exception:
                 m = None
         if m is not None:
-            _hook_module(m)
-    try:
-        from verl.trainer.ppo.ray_trainer import ResourcePoolManager
+            _hook_module(m, names)
+    for ref in spec.get("methods") or []:
+        _hook_method(ref)
+    stop_ref = spec.get("stop") or ""
+    owner, attr = _resolve(stop_ref)
+    if owner is not None:
+        at = stop_ref.partition(":")[2]
 
         def _no_pool(self, *a, **k):
-            raise _Stop("ResourcePoolManager.create_resource_pool", "the first worker call: placement groups")
-        ResourcePoolManager.create_resource_pool = _no_pool
-    except Exception:
-        pass
+            raise _Stop(at, "the first worker call: placement groups")
+        setattr(owner, attr, _no_pool)
     state = {"runner": None}
 
     def dry_run_ppo(config, task_runner_class=None, *a, **k):
@@ -422,21 +710,21 @@ def main():
     mod.run_ppo = dry_run_ppo
     batch = ARGS.get("batch")
     if batch is None:
-        _one(fn, cfg_dir, ARGS.get("overrides") or [], state, verl_root, buf, real_out, real_err)
+        _one(fn, cfg_dir, ARGS.get("overrides") or [], state, verl_root, buf, real_out, real_err, spec)
         return
     for i, ovs in enumerate(batch):  # several launches, verl imported once: events follow their "case"
         emit("case", i=i)
         buf.seek(0)
         buf.truncate()
         try:
-            _one(fn, cfg_dir, ovs, state, verl_root, buf, real_out, real_err)
+            _one(fn, cfg_dir, ovs, state, verl_root, buf, real_out, real_err, spec)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # the dry run itself failed on this case: named, the next one runs
             emit("error", **_error(exc, verl_root, "preflight dry run"))
 
 
-def _one(fn, cfg_dir, overrides, state, verl_root, buf, real_out, real_err):
+def _one(fn, cfg_dir, overrides, state, verl_root, buf, real_out, real_err, spec):
     """One launch through verl's main (events as documented above)."""
     state["runner"] = None
     try:
@@ -445,6 +733,11 @@ def _one(fn, cfg_dir, overrides, state, verl_root, buf, real_out, real_err):
     except Exception as exc:
         emit("error", **_error(exc, verl_root, "compose"))
         return
+    if ARGS.get("ignored", True):
+        try:
+            _ignored(cfg, overrides, verl_root, ARGS.get("_entry_file"))
+        except Exception as exc:  # the search itself failed: said, the start-up still runs
+            emit("ignored", error="%s: %s" % (type(exc).__name__, exc))
     _STEP["name"] = "main"
     stop = None
     t1 = time.monotonic()
@@ -481,7 +774,7 @@ def _one(fn, cfg_dir, overrides, state, verl_root, buf, real_out, real_err):
     sys.stdout = sys.stderr = buf
     try:
         _items(trainer, verl_root, int(ARGS.get("item_rows", 2)), int(ARGS.get("length_rows", 256)))
-        _reward(trainer, cfg, verl_root, int(ARGS.get("score_rows", 4)))
+        _reward(trainer, cfg, verl_root, int(ARGS.get("score_rows", 4)), spec)
     finally:
         sys.stdout, sys.stderr = real_out, real_err
 

@@ -40,6 +40,9 @@ def verl_hydra_env(version="0.9.1"):
     (["data.train_batch_size=64", "~trainer.logger", "++a.b=[1,2]"],
      ["data.train_batch_size=64", "~trainer.logger", "++a.b=[1,2]"], {"entry": None}),
     (["--", "python", "-m", "verl.trainer.main_ppo", "x=1", "stray"], ["x=1"], {"ignored": ["stray"]}),
+    # verl's own scripts name the config with its file name (Hydra reads both)
+    ("python3 -m verl.trainer.main_ppo --config-path=config --config-name='ppo_megatron_trainer.yaml' a=1",
+     ["a=1"], {"config_path": "config", "config_name": "ppo_megatron_trainer"}),
 ])
 def test_parse_launch(command, overrides, extra):
     spec = parse_launch(command)
@@ -267,3 +270,49 @@ def test_target_path_reads_the_installed_dataclasses(verl_py):
     h = compose(verl_py, parse_launch(words))
     assert h.method == "hydra" and h.error is not None and h.error.kind == "unknown_field"
     assert h.error.fix.startswith("delete the override +actor_rollout_ref.actor.fsdp_config.grad_offload")
+
+
+#: A launch's own config directory as verl's examples ship them (examples/sglang_multiturn/config at
+#: v0.7.0): the primary config extends verl's trainer config through its defaults and searchpath.
+OWN_PRIMARY = """\
+hydra:
+  searchpath:
+    - file://verl/trainer/config
+defaults:
+  - ppo_trainer
+  - _self_
+data:
+  max_prompt_length: 1000
+actor_rollout_ref:
+  rollout:
+    name: sglang
+"""
+
+
+def test_stored_compose_with_the_launchs_own_config_directory(tmp_path):
+    """rev-verl FP-2: a --config-path of the user's own holding a config no stored release has composed
+    over the stored verl tree (its defaults name ppo_trainer), not refused as an unknown config."""
+    (tmp_path / "mine.yaml").write_text(OWN_PRIMARY)
+    spec = parse_launch("python3 -m verl.trainer.main_ppo --config-path=%s --config-name=mine.yaml "
+                        "data.train_batch_size=8" % tmp_path)
+    c = compose_stored(spec, release="0.7.0")
+    assert c.error is None, c.error
+    assert c.get("data.max_prompt_length") == 1000 and c.get("actor_rollout_ref.rollout.name") == "sglang"
+    assert c.get("data.train_batch_size") == 8 and c.get("trainer.total_epochs") is not None
+
+
+@pytest.mark.realenv
+def test_relative_config_path_is_read_as_hydra_reads_it(tmp_path, monkeypatch):
+    """rev-verl FP-3: ``--config-path=config`` is relative to the entry module's directory (verl/trainer/),
+    as Hydra's compute_search_path_dir reads it, whatever the working directory: the target's Hydra over the
+    installed verl composes it like the default, and the stored path does the same."""
+    py = verl_hydra_env()
+    monkeypatch.chdir(str(tmp_path))  # no ./config here: the working directory must not matter
+    line = "python3 -m verl.trainer.main_ppo --config-path=config --config-name=ppo_trainer.yaml data.train_batch_size=8"
+    target = compose(py, parse_launch(line))
+    plain = compose(py, parse_launch("data.train_batch_size=8"))
+    stored = compose_stored(parse_launch(line), release="0.9.1")
+    assert target.error is None and stored.error is None, (target.error, stored.error)
+    assert target.get("data.train_batch_size") == plain.get("data.train_batch_size") == stored.get(
+        "data.train_batch_size") == 8
+    assert target.get("actor_rollout_ref.actor.strategy") == plain.get("actor_rollout_ref.actor.strategy")

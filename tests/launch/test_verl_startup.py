@@ -46,10 +46,17 @@ def base(i, **kw):
     return ["%s=%s" % (k, v) for k, v in ovs.items()]
 
 
+#: "+"-added keys Hydra takes without a word: a misspelt one (no file of verl 0.9.1 has the name), a
+#: real one verl's own config lacks but main_ppo reads (config.ray_kwargs.get("timeline_json_file")),
+#: and one under engine_kwargs.vllm, a node verl's config leaves empty and passes on to vLLM.
+ADDED = ["+data.max_prompt_lenght=64", "+ray_kwargs.timeline_json_file=/tmp/timeline.json",
+         "+actor_rollout_ref.rollout.engine_kwargs.vllm.enable_prefix_caching=True"]
+
+
 def test_accepted_launch_counts_what_verl_did_silently(env091, inputs):
     epochs = 3
-    st = run_startup(env091, base(inputs, **{"data.filter_overlong_prompts": True, "trainer.total_epochs": epochs}),
-                     timeout=300)
+    st = run_startup(env091, base(inputs, **{"data.filter_overlong_prompts": True, "trainer.total_epochs": epochs})
+                     + ADDED, timeout=300)
     assert st.error is None, st.error
     assert st.accepted and st.verl_version == "0.9.1"
     assert st.stopped_at == "ResourcePoolManager.create_resource_pool"
@@ -64,6 +71,26 @@ def test_accepted_launch_counts_what_verl_did_silently(env091, inputs):
     assert f["workers"]["ActorRollout"] == "ActorRolloutRefWorker"
     assert all(x["ok"] for x in st.items)
     assert st.reward["rows"] and all(r["ok"] for r in st.reward["rows"])
+    # keys verl ignores: only the misspelt one, with the real key it meant
+    site = os.path.dirname(os.path.dirname(subprocess.check_output(
+        [env091, "-c", "import verl; print(verl.__file__)"], universal_newlines=True).strip()))
+    ig = st.ignored
+    assert [k["override"] for k in ig["keys"]] == ["+data.max_prompt_lenght"], ig
+    assert ig["keys"][0]["closest"] == "data.max_prompt_length"
+    grep = subprocess.run(["grep", "-rlw", "--include=*.py", "timeline_json_file", os.path.join(site, "verl")],
+                          stdout=subprocess.PIPE, universal_newlines=True).stdout
+    assert grep.strip()  # the real key: verl's sources name it, and it is not flagged
+    grep = subprocess.run(["grep", "-rlw", "--include=*.py", "max_prompt_lenght", os.path.join(site, "verl")],
+                          stdout=subprocess.PIPE, universal_newlines=True).stdout
+    assert not grep.strip()  # the misspelt one: no file names it
+    npy = int(subprocess.check_output("find %s -name '*.py' -o -name '*.yaml' -o -name '*.yml' | wc -l"
+                                      % os.path.join(site, "verl"), shell=True))
+    assert ig["files"] == npy
+    from preflight.launch.startup import ignored_rows
+
+    [(item, status, msg, fix)] = ignored_rows(st)
+    assert item == "ignored" and status == "warn" and "not read anywhere in verl 0.9.1" in msg
+    assert "verl 0.9.1 reads data.max_prompt_length" in fix
 
 
 def test_prompts_over_the_limit_are_counted_with_the_users_tokenizer(env091, inputs):
@@ -134,6 +161,7 @@ def test_config_command_rows(pyz, env091, inputs, tmp_path):
     assert rows["config.verl.train_filtered"]["status"] == "warn" and "%d dropped" % LONG in \
         rows["config.verl.train_filtered"]["message"]
     assert rows["config.verl.rules"]["status"] == "pass"
+    assert rows["config.verl.ignored"]["status"] == "pass"  # every key of this launch is read by verl
     assert os.path.basename(inputs["model"]) == "model"
 
 

@@ -170,12 +170,16 @@ def test_status_dir_replaces_its_own_files_on_the_next_run(pyz, tmp_path):
     for stages in ("host,python", "host"):
         r = pf(pyz, "check", "--stage", stages, "-q", "--status-dir", str(sd))
         assert r.returncode in (0, 1), r.stderr
-    # the second run removed the first run's python file (its answer is stale) and wrote its own
-    assert sorted(os.listdir(str(sd))) == sorted(["host", "verdict", MANIFEST])
+    # the second run replaced the first run's python file (its answer is stale): python was not
+    # selected, so it says skipped, as every other stage not selected does
+    from preflight.stages import STAGE_NAMES
+
+    assert sorted(os.listdir(str(sd))) == sorted(list(STAGE_NAMES) + ["verdict", MANIFEST])
+    assert (sd / "python").read_text() == "skipped\n" and (sd / "host").read_text() in ("ready\n", "failed\n")
     (sd / "legacy").mkdir()
     (sd / "gpu").write_text("ready\n")  # what an older verl-preflight left (no manifest entry)
     r = pf(pyz, "check", "--stage", "host", "-q", "--status-dir", str(sd))
-    assert r.returncode in (0, 1) and not (sd / "gpu").exists(), r.stderr
+    assert r.returncode in (0, 1) and (sd / "gpu").read_text() == "skipped\n", r.stderr
 
 
 @WRONG

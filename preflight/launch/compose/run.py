@@ -11,6 +11,7 @@ from ..overrides import ConfigError, LaunchSpec
 from .errors import ComposeUnsupported
 from .fields import key_fix, unknown_fields
 from .files import check_user_file, unreadable_error
+from .gate import check_config_dirs
 from .inprocess import run_here
 from .provenance import provenance
 from .result import Composed
@@ -31,7 +32,9 @@ def config_dir(spec: LaunchSpec) -> Optional[str]:
     cp = os.path.expanduser(spec.config_path)
     if not os.path.isabs(cp) and spec.entry and spec.entry.endswith(".py"):
         cp = os.path.join(os.path.dirname(os.path.abspath(spec.entry)), cp)
-    return os.path.abspath(cp) if os.path.isabs(cp) or os.path.isdir(cp) else cp
+    # relative: as Hydra reads it, against the directory of the entry module (verl/trainer/ for
+    # "-m verl.trainer.main_ppo", where "config" is verl's own config directory), never the working directory
+    return os.path.abspath(cp) if os.path.isabs(cp) else cp
 
 
 def _target_fields(python: str, final: Dict[str, Any], env: Dict[str, str], timeout: float) -> Dict[str, Any]:
@@ -134,9 +137,14 @@ def compose_stored(spec: LaunchSpec, file: Optional[str] = None, release: Option
     name = spec.config_name or "ppo_trainer"
     if file:
         check_user_file(file)
-    pick, notes = stored_release(release, name)
+    check_config_dirs(spec.override_texts, file, config_dir(spec), name)
+    own = config_dir(spec)
+    # the user's own config directory holds the primary config (it extends verl's through its
+    # defaults list): the release is picked by verl's trainer config, which the stored tree supplies
+    in_own = bool(own) and os.path.isabs(own or "") and os.path.isfile(os.path.join(own or "", name + ".yaml"))
+    pick, notes = stored_release(release, "ppo_trainer" if in_own else name)
     tree = stored_tree(pick)
-    args = _args(spec, file, config_dir(spec))
+    args = _args(spec, file, own)
     if args["config_dir"] and not os.path.isabs(args["config_dir"]):
         args["config_dir"] = os.path.join(os.path.dirname(tree), args["config_dir"])
     args.update({"stored_dir": tree, "stored_version": pick, "sys_path": hydra_path()})
@@ -224,6 +232,7 @@ def compose(python: str, spec: LaunchSpec, file: Optional[str] = None, release: 
         spec = dataclasses.replace(spec, config_name=ep["config_name"])  # the entry point's own config
     if file:
         check_user_file(file)
+    check_config_dirs(spec.override_texts, file, config_dir(spec), spec.config_name or "ppo_trainer")
     env = dict(spec.env)
     out = run_script(python, "verl_compose", _args(spec, file, config_dir(spec)), timeout=timeout, env=env)
     notes = list(spec.notes)

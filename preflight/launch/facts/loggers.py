@@ -80,7 +80,8 @@ def _wandb(env: Dict[str, str], wrapper: Any) -> Finding:
                    "and %s/.netrc has no entry for %s%s; wandb.init runs in a Ray actor with no terminal, so it "
                    "cannot ask and stops ('api_key not configured (no-tty)')" % (
                        home, host, "" if has is False else " (unreadable)"),
-                   "export WANDB_API_KEY=... for the job (or run 'wandb login' as the user on every node), or "
+                   "put your W&B key in WANDB_API_KEY in the job's environment (or run 'wandb login' as the user on "
+                   "every node), or "
                    "WANDB_MODE=offline to log locally, or drop wandb from trainer.logger", item="wandb", evidence=ev,
                    stops="wandb UsageError in Tracking.__init__, when the trainer starts (after the models loaded)")
 
@@ -101,7 +102,8 @@ def _swanlab(env: Dict[str, str], wrapper: Any) -> Finding:
                        item="swanlab", evidence=ev)
     return Finding("logger", "fail", "swanlab is in trainer.logger with SWANLAB_MODE=%s but no SWANLAB_API_KEY and no "
                    "saved login: swanlab.init asks for a key, which a Ray actor cannot answer" % mode,
-                   "export SWANLAB_API_KEY=... for the job, or SWANLAB_MODE=local, or drop swanlab from trainer.logger",
+                   "put your SwanLab key in SWANLAB_API_KEY in the job's environment, or SWANLAB_MODE=local, or drop "
+                   "swanlab from trainer.logger",
                    item="swanlab", evidence=ev)
 
 
