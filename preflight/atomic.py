@@ -43,7 +43,7 @@ from typing import IO, Iterator, List, Optional, Tuple, Union
 
 from .errors import UsageError
 
-__all__ = ["OutputError", "allow_shared_output", "check_dir", "check_file", "copy_file", "make_dirs",
+__all__ = ["OutputError", "absolute", "allow_shared_output", "check_dir", "check_file", "copy_file", "make_dirs",
            "open_atomic", "open_lock", "open_new", "owner_problem", "remove_file", "shared_allowed", "tree_problem",
            "write_atomic", "write_new"]
 
@@ -158,9 +158,10 @@ class _Walk:
                 try:
                     nfd = os.open(comp, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
                 except FileNotFoundError:
-                    if not create:
+                    if not create or ".." in todo:  # the kernel cannot go back up through a missing directory
                         raise _fail(self.label, "directory %s does not exist" % os.path.join(where, comp),
-                                    "create it or pass another path")
+                                    "create it or pass another path" + (" (the path goes back up through it with "
+                                                                        "'..')" if ".." in todo else ""))
                     try:
                         os.mkdir(comp, 0o777, dir_fd=fd)
                     except FileExistsError:
@@ -193,11 +194,12 @@ class _Walk:
 
     def destination(self, path: str, create_dirs: bool = False) -> Tuple[int, str, str, Optional[os.stat_result]]:
         """(directory descriptor, its path, the file's name in it, the file's lstat or None),
-        links at the file itself followed (when allowed) to what they name."""
-        path = os.path.abspath(path)
+        links at the file itself followed (when allowed) to what they name. ``..`` is resolved
+        by the walk (the parent of the directory actually reached), never on the text."""
+        path = absolute(path)
         while True:
             folder, name = os.path.split(path)
-            if not name:
+            if not name or name in (".", ".."):
                 raise _fail(self.label, "%s is a directory" % path, "pass a file path")
             fd, where = self.open_dir(folder, create=create_dirs)
             if name == "..":
@@ -217,7 +219,6 @@ class _Walk:
                 finally:
                     os.close(fd)
                 path = target if target.startswith("/") else os.path.join(where, target)
-                path = os.path.normpath(path)
                 continue
             return fd, where, name, st
 
@@ -251,8 +252,16 @@ def _label(path: str, option: str) -> str:
     return ("%s %s" % (option, path)) if option else path
 
 
-def _full(path: str) -> str:
-    return os.path.abspath(os.path.expanduser(path))
+def absolute(path: str) -> str:
+    """``path`` (``~`` expanded) made absolute by putting the working directory in front, with
+    nothing else changed: ``a/link/../b`` keeps its ``..``, which the writer's walk (like the
+    kernel) resolves against the directory the link led to. Never ``os.path.abspath`` or
+    ``normpath`` on an output path: they drop ``link/..`` on the text and write elsewhere."""
+    p = os.path.expanduser(path)
+    return p if p.startswith("/") else os.path.join(os.getcwd(), p)
+
+
+_full = absolute
 
 
 def check_file(path: str, option: str = "") -> None:
@@ -279,6 +288,9 @@ def check_dir(path: str, option: str = "") -> None:
     while not os.path.lexists(probe) and probe != "/":
         probe = os.path.dirname(probe)
     w = _Walk(label)
+    if ".." in _split(full[len(probe):]):  # x/../y with x missing: the kernel gives ENOENT, so does this
+        raise _fail(label, "%s does not exist and the path goes back up through it with '..'"
+                    % os.path.join(probe, _split(full[len(probe):])[0]), "create it or pass a path without '..'")
     fd, where = w.open_dir(probe)
     try:
         why = owner_problem(os.fstat(fd), is_dir=True)
@@ -489,8 +501,10 @@ def remove_file(path: str, option: str = "", links: bool = False) -> bool:
     removed. Raises :class:`OutputError` when the place is refused."""
     w = _Walk(_label(path, option))
     full = _full(path)
-    fd, where = w.open_dir(os.path.dirname(full))
     name = os.path.basename(full)
+    if name in ("", ".", ".."):
+        return False
+    fd, where = w.open_dir(os.path.dirname(full))
     try:
         try:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)

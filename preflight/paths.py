@@ -4,13 +4,14 @@ the fix); inputs read only when they are regular files of a sane size, so a FIFO
 link to /dev/zero named by mistake (or placed by someone else) cannot block or exhaust memory."""
 
 import errno
+import json
 import os
 import stat
-from typing import Optional
+from typing import Any, List, Optional, Union
 
 from .errors import UsageError
 
-__all__ = ["check_output_file", "check_output_dir", "file_problem", "foreign_link", "read_regular"]
+__all__ = ["check_output_file", "check_output_dir", "file_problem", "foreign_link", "loads_json", "read_regular"]
 
 
 def _could_read(uid: int, real: str) -> bool:
@@ -113,6 +114,39 @@ def read_regular(path: str, max_bytes: int) -> bytes:
         os.close(fd)
 
 
+class _NonFinite(str):
+    """A NaN, Infinity, -Infinity or an overflowing number (1e400) met while parsing."""
+
+
+def _strict_float(text: str) -> Any:
+    v = float(text)
+    return _NonFinite(text) if v != v or v in (float("inf"), float("-inf")) else v
+
+
+def _pairs(source: str):
+    def hook(pairs: List[Any]) -> dict:
+        for k, v in pairs:
+            if isinstance(v, _NonFinite) or (isinstance(v, list) and any(isinstance(x, _NonFinite) for x in v)):
+                raise ValueError("%s: key %r is %s, which is not a finite number (JSON has no NaN or Infinity); "
+                                 "write a number" % (source, k, v if isinstance(v, _NonFinite) else
+                                                     next(x for x in v if isinstance(x, _NonFinite))))
+        return dict(pairs)
+    return hook
+
+
+def loads_json(data: Union[bytes, str], source: str) -> Any:
+    """The JSON document ``data`` read from ``source`` (a path, for messages), strictly: NaN,
+    Infinity, -Infinity and numbers too large for a float (1e400) are refused, as RFC 8259 does
+    (Python's json accepts them, and ``int(float('nan'))`` later crashes a check). Every input JSON
+    file the checker reads goes through this. Raises ValueError, one line naming the file and the
+    key (UnicodeDecodeError and RecursionError as json does)."""
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    out = json.loads(text, parse_constant=_NonFinite, parse_float=_strict_float, object_pairs_hook=_pairs(source))
+    if isinstance(out, _NonFinite) or (isinstance(out, list) and any(isinstance(x, _NonFinite) for x in out)):
+        raise ValueError("%s: holds a non-finite number (NaN or Infinity); write a number" % source)
+    return out
+
+
 def _human(n: int) -> str:
     return "%d MiB" % (n >> 20) if n >= 1 << 20 else "%d KiB" % (n >> 10) if n >= 1 << 10 else "%d bytes" % n
 
@@ -121,7 +155,9 @@ def check_output_file(path: str, option: str) -> None:
     """``path`` can be created or replaced as a file ('-' means stdout and is accepted)."""
     if not path or path == "-":
         return
-    full = os.path.abspath(os.path.expanduser(path))
+    from .atomic import absolute
+
+    full = absolute(path)  # '..' stays for the kernel to resolve (never on the text)
     if os.path.isdir(full):
         raise UsageError("%s %s is a directory; pass a file path such as %s" % (option, path,
                                                                                os.path.join(path, "report.json")))
@@ -138,7 +174,9 @@ def check_output_file(path: str, option: str) -> None:
 def check_output_dir(path: str, option: str) -> None:
     """``path`` is an existing writable directory, or can be created (its nearest existing
     ancestor is a writable directory)."""
-    full = os.path.abspath(os.path.expanduser(path))
+    from .atomic import absolute
+
+    full = absolute(path)  # '..' stays for the kernel to resolve (never on the text)
     if os.path.exists(full) and not os.path.isdir(full):
         raise UsageError("%s %s exists and is not a directory; pass a directory path" % (option, path))
     probe = full
@@ -155,7 +193,9 @@ def writable_problem(path: str) -> Optional[str]:
     """Why this user could not create ``path`` (a file or directory that may not exist yet): the
     nearest existing ancestor is not a directory, or is not writable and searchable by this user;
     None when it could. Only ``os.access`` is asked: nothing is created."""
-    p = os.path.abspath(path)
+    from .atomic import absolute
+
+    p = absolute(path)
     while not os.path.exists(p):
         parent = os.path.dirname(p)
         if parent == p:

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Pattern, Tuple
 
+from ..diagnose import bounded
 from .events import Event, split_events
 
 __all__ = ["Explanation", "explain_text", "compiled_rows"]
@@ -66,7 +67,7 @@ def compiled_rows(matrix: Any) -> Tuple[List[Tuple[Dict[str, Any], Pattern]], Li
 
 
 def _wrapper(e: Event, wrappers: List[Tuple[Dict[str, Any], Pattern]]) -> Optional[str]:
-    head = e.headline
+    head = bounded(e.headline)
     for r, p in wrappers:
         if p.search(head):
             return str(r["id"])
@@ -75,7 +76,7 @@ def _wrapper(e: Event, wrappers: List[Tuple[Dict[str, Any], Pattern]]) -> Option
 
 def _classify(e: Event, rows: List[Tuple[Dict[str, Any], Pattern]], matrix: Any
               ) -> Optional[Tuple[Dict[str, Any], Dict[str, str]]]:
-    ctx = e.context
+    ctx = bounded(e.context)
     for r, p in rows:
         m = p.search(ctx)
         if m:
@@ -161,6 +162,7 @@ def explain_text(text: str, matrix: Any) -> Explanation:
     first classified warning, then the first unclassified exception. Never raises on odd text.
     """
     wrappers, rows = compiled_rows(matrix)
+    text = bounded(text or "", max_lines=1 << 62)  # every line the events' own regexes see is capped too
     standalone = [p for r, p in rows if r.get("standalone")]
     events = split_events(text or "", standalone)
     chain: List[Dict[str, Any]] = []
@@ -195,7 +197,7 @@ def explain_text(text: str, matrix: Any) -> Explanation:
             root = events[0]
         return Explanation(root, chain=chain)
     e, row, groups = pick
-    dm = _DRIVER_CODE.search(e.context)
+    dm = _DRIVER_CODE.search(bounded(e.context))
     if dm:
         groups = dict(groups, code=dm.group(1))
     vals = _Safe(groups)

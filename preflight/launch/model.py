@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ..paths import loads_json
+
 __all__ = ["ModelFacts", "hf_cache_dir", "find_config", "read_model", "SUBCONFIG_KEYS", "model_file", "read_head",
            "UnreadableModelFile", "MODEL_FILE_MAX"]
 
@@ -133,6 +135,28 @@ def find_config(model_path: Any, env: Optional[Mapping[str, str]] = None) -> Tup
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "float8_e4m3fn": 1}
 
 
+#: config.json fields that must be positive whole numbers when present (null is "not given")
+DIMENSIONS = ("num_attention_heads", "num_key_value_heads", "max_position_embeddings", "hidden_size",
+              "num_hidden_layers", "vocab_size", "intermediate_size", "head_dim")
+
+
+def _bad_dimension(raw: Dict[str, Any], text: Dict[str, Any]) -> Optional[str]:
+    """Why one of :data:`DIMENSIONS` in ``raw`` (or its text sub-config ``text``) is not a
+    positive whole number (a phrase naming the key), or None. 32.0 counts as 32; a string, a
+    bool, 0, a negative or a fraction does not."""
+    for where, doc in (("", raw), ("text config ", text)):
+        for key in DIMENSIONS:
+            v = doc.get(key)
+            if v is None:
+                continue
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and \
+                v not in (float("inf"), float("-inf")) and v > 0 and float(v).is_integer()
+            if not ok:
+                return "%s%s is %s, not a positive whole number; fix the model's config.json" % (
+                    where, key, json.dumps(v)[:40])
+    return None
+
+
 def _estimate(c: Dict[str, Any]) -> Optional[int]:
     try:
         h, layers = int(c["hidden_size"]), int(c["num_hidden_layers"])
@@ -140,7 +164,7 @@ def _estimate(c: Dict[str, Any]) -> Optional[int]:
         heads = int(c.get("num_attention_heads") or 1)
         kv = int(c.get("num_key_value_heads") or heads)
         hd = int(c.get("head_dim") or h // heads)
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError, ZeroDivisionError):
         return None
     attn = h * heads * hd + 2 * h * kv * hd + heads * hd * h
     mlp = 3 * h * inter
@@ -204,7 +228,7 @@ def _json(path: str) -> Optional[Any]:
     if data is None:
         return None
     try:
-        return json.loads(data.decode("utf-8"))
+        return loads_json(data, path)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
 
@@ -244,13 +268,17 @@ def read_model(model_path: Any, env: Optional[Mapping[str, str]] = None) -> Tupl
 def _read_model(cfg: str, how: str) -> Tuple[Optional[ModelFacts], str]:
     try:
         data = model_file(cfg)
-        raw = json.loads((data or b"").decode("utf-8"))
+        raw = loads_json(data or b"", cfg)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return None, "%s could not be read: %s" % (cfg, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     if not isinstance(raw, dict):
         return None, "%s is not a JSON object" % cfg
     text_key = next((k for k in SUBCONFIG_KEYS if isinstance(raw.get(k), dict)), None)
     text: Dict[str, Any] = raw[text_key] if text_key else {}
+
+    bad = _bad_dimension(raw, text)
+    if bad:
+        return None, "%s: %s" % (cfg, bad)
 
     def pick(key: str) -> Optional[int]:
         v = raw.get(key, text.get(key))

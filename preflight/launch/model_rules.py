@@ -12,12 +12,12 @@ fixes carry their overrides (``alts``), so :mod:`preflight.launch.fixes` can re-
 * Ray's ``num_cpus`` when CPU affinity or a cgroup quota limits the CPUs (failure_cases #21).
 """
 
-import json
 import os
 import re
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..paths import loads_json
 from ..shell import override, overrides
 from ..hw import visible_entries
 from .interpolation import reference_of
@@ -230,7 +230,7 @@ def safetensors_names(path: str, limit: int = 100 * 1024 * 1024) -> Optional[Lis
         n = struct.unpack("<Q", first)[0]
         if n <= 0 or n > limit:
             return None
-        head = json.loads(read_head(path, 8 + n)[8:].decode("utf-8"))
+        head = loads_json(read_head(path, 8 + n)[8:], path)
     except (OSError, ValueError, struct.error, UnicodeDecodeError, RecursionError):
         return None
     return sorted(k for k in head if k != "__metadata__") if isinstance(head, dict) else None

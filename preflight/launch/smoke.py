@@ -14,6 +14,7 @@ The work runs in ``preflight/target/data_smoke.py`` under a deadline.
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..paths import loads_json
 from .model import ModelFacts
 from .rules import Finding
 
@@ -29,12 +30,12 @@ _REWARD_META = dict(check="the reward function returns a finite number (or a dic
 
 def tokens(model: ModelFacts) -> Tuple[str, str]:
     """(bos_token, eos_token) from tokenizer_config.json (string or ``{"content": ...}``)."""
-    import json
 
     from .model import UnreadableModelFile, model_file
 
     try:
-        tok = json.loads((model_file(os.path.join(model.directory, "tokenizer_config.json")) or b"{}").decode("utf-8"))
+        tok_path = os.path.join(model.directory, "tokenizer_config.json")
+        tok = loads_json(model_file(tok_path) or b"{}", tok_path)
     except (UnreadableModelFile, ValueError, UnicodeDecodeError, RecursionError):
         return "", ""
 

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
-from ..atomic import make_dirs, open_lock, owner_problem, remove_file, tree_problem, write_atomic
+from ..atomic import absolute, make_dirs, open_lock, owner_problem, remove_file, tree_problem, write_atomic
 from ..errors import UsageError
 from ..probes import child
 from ..redact import redact_text
@@ -68,7 +68,7 @@ def check_prefix(prefix: str, option: str = "--prefix") -> None:
     root, no directory among them writable by other users, and the folder holding the prefix not
     writable by others without the sticky bit. install runs ``PREFIX/bin/python``: run as root
     from a prefix another user controls, it would run that user's code. Nothing is changed."""
-    prefix = os.path.abspath(os.path.expanduser(prefix))
+    prefix = absolute(prefix)  # "..": the kernel's walk, never the text
     if os.path.lexists(prefix) and not os.path.isdir(prefix):
         raise UsageError("%s %s exists and is not a directory; choose a new or empty directory (nothing there was "
                          "changed)" % (option, prefix))
@@ -287,7 +287,7 @@ def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], 
             lock_text = fh.read()
     except OSError as exc:
         raise UsageError("lock file %s: %s; run 'preflight spec' first" % (lock_path, exc.strerror or exc))
-    prefix = os.path.abspath(os.path.expanduser(prefix))
+    prefix = absolute(prefix)  # "..": the kernel's walk, never the text
     # pip/uv may start in a private directory (probes.child: a cwd others can plant is never used)
     lock_path = os.path.abspath(lock_path)
     check_prefix(prefix)

@@ -22,7 +22,7 @@ import contextlib
 import os
 from typing import Dict, Iterable, Iterator, List, Optional
 
-from ..atomic import OutputError, make_dirs, remove_file
+from ..atomic import OutputError, absolute, make_dirs, remove_file
 from ..errors import UsageError
 from ..paths import read_regular
 from ..result import Result, Status
@@ -86,7 +86,7 @@ class StatusDir:
     def __init__(self, path: str, option: str = "--status-dir", stages: Iterable[str] = ()) -> None:
         from ..outputs.owned import OutputDir
 
-        self.path = os.path.abspath(os.path.expanduser(path))
+        self.path = absolute(path)  # '..' resolved by the kernel's walk, never on the text
         self.option = option
         self.stages = list(stages)
         self.done: List[str] = []

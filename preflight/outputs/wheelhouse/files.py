@@ -1,11 +1,10 @@
 """The files of a wheelhouse: their names, and how they are read (bounded), hashed and written."""
 
 import hashlib
-import json
 import os
 from typing import Any, Callable
 
-from ...paths import read_regular
+from ...paths import loads_json, read_regular
 
 #: The files a wheelhouse and its parts directory hold.
 MANIFEST = "wheelhouse.json"
@@ -30,7 +29,7 @@ def read_text(path: str) -> str:
 
 def load_json(path: str) -> Any:
     """:func:`read_text` parsed as JSON; raises OSError or ValueError."""
-    return json.loads(read_text(path))
+    return loads_json(read_text(path), path)
 
 
 def sha256_of(path: str) -> str:

@@ -139,14 +139,42 @@ def split(wh_dir: str, parts_dir: str, part_size: int, say: Say = lambda s: None
     return doc
 
 
-def _safe_members(tar: tarfile.TarFile) -> List[tarfile.TarInfo]:
-    out = []
-    for mem in tar.getmembers():
+#: unpacked bytes allowed per byte of archive (wheels are already compressed: a tar of them holds
+#: about its own size), plus a constant for the headers of a small archive
+UNPACK_RATIO = 1.1
+UNPACK_SLACK = 1 << 20
+#: members allowed beyond two per wheel (the wheel and its simple/ index) and the fixed files
+MEMBER_SLACK = 64
+
+
+def _safe_members(tar: tarfile.TarFile, max_bytes: int, max_members: int) -> List[tarfile.TarInfo]:
+    """The members of ``tar``, refused (UsageError, one line) unless every one is a plain file
+    or directory with a plain relative name (no absolute path, no ``..``, no link, device, FIFO
+    or sparse file) and together they hold at most ``max_bytes`` bytes in at most
+    ``max_members`` members (a tar bomb is refused before anything is written)."""
+    out: List[tarfile.TarInfo] = []
+    total = 0
+    for mem in tar:
         n = mem.name
-        if not plain_name(n) or not (mem.isfile() or mem.isdir()):
-            raise UsageError("the wheelhouse archive holds an unsafe entry %r; not extracting it" % n)
+        if not plain_name(n) or not (mem.isfile() or mem.isdir()) or mem.issparse():
+            what = ("a sparse file" if mem.issparse() else "a link" if mem.issym() or mem.islnk() else
+                    "a device or FIFO" if mem.isdev() else "an unsafe name" if not plain_name(n) else "not a file")
+            raise UsageError("the wheelhouse archive holds an unsafe entry %r (%s); not extracting it" % (n, what))
+        total += max(0, mem.size)
         out.append(mem)
+        if len(out) > max_members or total > max_bytes:
+            raise UsageError("the wheelhouse archive would unpack to more than %d bytes or %d entries (its parts "
+                             "are %d bytes in all): not a wheelhouse split by this tool; nothing was extracted"
+                             % (max_bytes, max_members, int((max_bytes - UNPACK_SLACK) / UNPACK_RATIO)))
     return out
+
+
+def _free_bytes(path: str) -> Optional[int]:
+    try:
+        st = os.statvfs(path)
+    except (OSError, AttributeError):
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def _parts_problem(doc: Any) -> Optional[str]:
@@ -165,19 +193,56 @@ def _parts_problem(doc: Any) -> Optional[str]:
     return None
 
 
-def _extract(tar: tarfile.TarFile, dest: str) -> None:
+def _extract(tar: tarfile.TarFile, dest: str, archive_size: int, max_members: int = 1 << 20) -> None:
     """Unpack the plain files and directories of ``tar`` into ``dest`` through the one writer
-    (never through a link or a file another user put there)."""
-    for mem in _safe_members(tar):
-        path = os.path.join(dest, mem.name)
-        if mem.isdir():
-            make_dirs(path, "--wheelhouse")
-            continue
-        src = tar.extractfile(mem)
-        assert src is not None
-        with open_atomic(path, "--wheelhouse", create_dirs=True) as out:
-            for chunk in iter(lambda: src.read(CHUNK), b""):
-                out.write(chunk)
+    (never through a link or a file another user put there), at most ``UNPACK_RATIO`` times
+    ``archive_size`` plus ``UNPACK_SLACK`` bytes in all (checked on the headers first, then on the
+    bytes actually written) and only when the file system has room. On any failure every file and
+    directory this call created is removed again. Raises UsageError (one line)."""
+    max_bytes = int(archive_size * UNPACK_RATIO) + UNPACK_SLACK
+    members = _safe_members(tar, max_bytes, max_members)
+    need = sum(m.size for m in members if m.isfile())
+    free = _free_bytes(dest)
+    if free is not None and need > free:
+        raise UsageError("%s: %d bytes free, the wheelhouse needs %d; free space or pass another --wheelhouse"
+                         % (dest, free, need))
+    made_files: List[str] = []
+    made_dirs: List[str] = []
+    written = 0
+    try:
+        for mem in members:
+            path = os.path.join(dest, mem.name)
+            if mem.isdir():
+                if not os.path.isdir(path):
+                    made_dirs.append(path)
+                make_dirs(path, "--wheelhouse")
+                continue
+            parent = os.path.dirname(path)
+            while parent != dest and not os.path.isdir(parent):
+                made_dirs.append(parent)
+                parent = os.path.dirname(parent)
+            src = tar.extractfile(mem)
+            assert src is not None
+            if not os.path.lexists(path):
+                made_files.append(path)
+            with open_atomic(path, "--wheelhouse", create_dirs=True) as out:
+                left = mem.size
+                for chunk in iter(lambda: src.read(min(CHUNK, max(left, 1))), b""):
+                    written += len(chunk)
+                    left -= len(chunk)
+                    if left < 0 or written > max_bytes:
+                        raise UsageError("the wheelhouse archive unpacks to more than its headers say (%r); "
+                                         "nothing was kept" % mem.name)
+                    out.write(chunk)
+    except BaseException:
+        for f in reversed(made_files):
+            remove_file(f, "--wheelhouse")
+        for d in sorted(set(made_dirs), key=len, reverse=True):
+            try:
+                os.rmdir(d)  # only directories this call made, and only when empty
+            except OSError:
+                pass
+        raise
 
 
 def reassemble(parts_dir: str, dest: str, say: Say = lambda s: None) -> List[str]:
@@ -218,8 +283,10 @@ def reassemble(parts_dir: str, dest: str, say: Say = lambda s: None) -> List[str
         if whole.hexdigest() != doc["sha256"]:
             return ["the joined parts have sha256 %s, expected %s (parts out of order or from another build)" % (
                 whole.hexdigest()[:16], doc["sha256"][:16])]
+        wheels = doc.get("wheels")
+        limit = 2 * wheels + MEMBER_SLACK if isinstance(wheels, int) and not isinstance(wheels, bool) else 1 << 20
         with tarfile.open(archive) as tar:
-            _extract(tar, dest)
+            _extract(tar, dest, doc["size"], limit)
     finally:
         remove_file(archive, "--wheelhouse")
     return []
