@@ -259,7 +259,9 @@ def check_document(fmt, text, command):
     if fmt == "markdown":
         html = MarkdownIt("commonmark").enable("table").render(text)
         assert "verl-preflight %s" % command in html
-        return "NOT READY" not in text, None
+        head = text.splitlines()[0]  # "### verl-preflight <command>: <headline>"
+        assert head.endswith((": READY", ": NOT READY", ": OK", ": WOULD FAIL", ": NO ERROR FOUND", ": ERRORS FOUND")), head
+        return head.endswith((": READY", ": OK", ": NO ERROR FOUND")), None
     return ("NOT READY" not in text and "WOULD FAIL" not in text and "No stack works" not in text), None
 
 
