@@ -58,6 +58,12 @@ def run(args: argparse.Namespace) -> int:
         len(spec.lock.packages), spec.lock.mode, download_size(spec.lock)))
     for p in spec.post_install:
         say("after installing the lock: %s" % p)
+    local = [x.name for x in spec.lock.packages if (x.url or "").startswith("file:")]
+    if local:
+        say("note: %d package(s) resolved to files on this machine (%s%s: pip's find-links or a file:// index); "
+            "pylock.toml names those files, so it installs only where they exist; requirements.lock pins "
+            "them by version and hash only" % (
+                len(local), ", ".join(local[:5]), ", ..." if len(local) > 5 else ""))
     for p in paths:
         print_safe(os.path.abspath(p))
     return 0
