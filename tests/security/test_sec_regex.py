@@ -99,9 +99,9 @@ else:
 for pid, rx, how in pats:
     for iname, text in inputs(rx):
         print("start", json.dumps([pid, iname]), flush=True)
-        t = time.perf_counter()
+        t = time.process_time()  # CPU time: the bound holds on a loaded machine too
         (rx.match if how == "match" else rx.search)(text)
-        print("took", json.dumps([pid, iname, time.perf_counter() - t]), flush=True)
+        print("took", json.dumps([pid, iname, time.process_time() - t]), flush=True)
 print("patterns", len(pats), flush=True)
 '''
 
@@ -125,7 +125,7 @@ GROUPS = {"signature": 10, "wrapper": 3, "explain:0/3": 12, "explain:1/3": 12, "
 @HANG
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_every_regex_on_user_text_is_linear_on_adversarial_input(group):
-    rc, out, err = _run_all(group, timeout=4.8)
+    rc, out, err = _run_all(group, timeout=120)  # a hang guard only: each search is judged by its CPU time
     lines = out.splitlines()
     assert lines, err
     last = lines[-1]
@@ -141,12 +141,12 @@ def test_the_suite_catches_a_quadratic_pattern():
     import re
 
     old = re.compile(r"(?P<cls>[A-Za-z_][A-Za-z0-9_]*Config)\.__init__\(\)")
-    t = time.perf_counter()
+    t = time.process_time()
     old.search("x" * 20000)
-    quad = time.perf_counter() - t
-    t = time.perf_counter()
+    quad = time.process_time() - t
+    t = time.process_time()
     old.search("x" * 2000)
-    small = time.perf_counter() - t
+    small = time.process_time() - t
     assert quad > 20 * small  # 10x the text, ~100x the time
 
 
@@ -155,19 +155,23 @@ def test_the_suite_catches_a_quadratic_pattern():
                                   b"ValueError: " + b"x" * 2000000, b"File \"" + b"a" * 200000],
                          ids=["x-200k", "Config-repeated", "word-chars", "digits", "exception-2MB", "frame"])
 def test_explain_of_one_long_line_is_quick(line, matrix):
-    t = time.perf_counter()
+    t = time.process_time()  # CPU time: the bound holds on a loaded machine too
     explain_text(line.decode(), matrix)
-    assert time.perf_counter() - t < 3
+    assert time.process_time() - t < 3
 
 
 @HANG
 def test_explain_cli_of_a_200k_line_log(tmp_path):
     log = tmp_path / "one-line.log"
     log.write_bytes(b"x" * 200000)
-    t = time.perf_counter()
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run([sys.executable, "-m", "preflight", "explain", str(log)], cwd=ROOT, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, universal_newlines=True, timeout=30)
-    assert time.perf_counter() - t < 5 and "Traceback" not in p.stderr, p.stderr
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime  # load-proof, unlike wall time
+    assert cpu < 5 and "Traceback" not in p.stderr, (cpu, p.stderr)
 
 
 def test_bounded_cuts_every_line_and_keeps_the_tail():
