@@ -87,7 +87,8 @@ def test_061_fails_agree_with_verl(tmp_path):
              "examples/tuning/7b/qwen2-7b_grpo-lora_1_h100_fsdp_vllm.sh")
     everything = verl_differential.launches_for
     try:
-        verl_differential.launches_for = lambda ref: [x for x in everything(ref) if x["path"] in paths]
+        verl_differential.launches_for = lambda ref, own_dirs=False: [x for x in everything(ref, own_dirs)
+                                                                       if x["path"] in paths]
         rep = differential(env, "v0.6.1", tiny_inputs(env, str(tmp_path / "tiny"), 32, 0), "0.6.1")
     finally:
         verl_differential.launches_for = everything
