@@ -108,12 +108,13 @@ def test_b03_a_signal_reaches_the_checker(pyz, tmp_path, sig):
         time.sleep(0.5)
         t0 = time.monotonic()
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=90)
         took = time.monotonic() - t0
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 2 and took < 15, (took, err[-2000:])
+    # the signal, not the probe's 60 s deadline, ended it (on a loaded machine the stop can take tens of s)
+    assert proc.returncode == 2 and took < 50, (took, err[-2000:])
     assert "stopped by SIG" in err
     assert faultkit.wait_gone(token, 10) == []
 
