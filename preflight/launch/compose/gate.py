@@ -112,7 +112,7 @@ def _walk(root: str) -> Iterator[str]:
                 stack.append(p)
 
 
-def tree_problem(root: str) -> Optional[str]:
+def config_tree_problem(root: str) -> Optional[str]:
     """Why the config tree at ``root`` must not be handed to Hydra, or None: the directory itself
     reached through another user's link, a file in it that fails :func:`file_problem` (another
     user's link to what they cannot read, a FIFO or device with a config's name), or more than
@@ -140,10 +140,10 @@ def tree_problem(root: str) -> Optional[str]:
 def check_config_dirs(overrides: List[str], file: Optional[str], config_dir: Optional[str],
                       config_name: str) -> None:
     """Raise UsageError (one line: the directory, why, the fix) when the launch's --config-path or a
-    ``hydra.searchpath`` directory fails :func:`tree_problem`."""
+    ``hydra.searchpath`` directory fails :func:`config_tree_problem`."""
     dirs = ([("--config-path", config_dir)] if config_dir else []) + [
         ("hydra.searchpath entry", d) for d in searchpath_dirs(overrides, file, config_dir, config_name)]
     for what, d in dirs:
-        why = tree_problem(d)
+        why = config_tree_problem(d)
         if why:
             raise UsageError("%s %s: %s; point it at a config directory of your own" % (what, d, why))

@@ -141,7 +141,7 @@ def compose_stored(spec: LaunchSpec, file: Optional[str] = None, release: Option
     own = config_dir(spec)
     # the user's own config directory holds the primary config (it extends verl's through its
     # defaults list): the release is picked by verl's trainer config, which the stored tree supplies
-    in_own = bool(own) and os.path.isabs(own or "") and os.path.isfile(os.path.join(own or "", name + ".yaml"))
+    in_own = own is not None and os.path.isabs(own) and os.path.isfile(os.path.join(own, name + ".yaml"))
     pick, notes = stored_release(release, "ppo_trainer" if in_own else name)
     tree = stored_tree(pick)
     args = _args(spec, file, own)
