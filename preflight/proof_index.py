@@ -59,7 +59,7 @@ from packaging.version import InvalidVersion, Version
 
 from .atomic import OutputError, make_dirs, open_new, run_problem, tree_problem, write_atomic
 
-__all__ = ["MetadataIndex", "cache_problem", "default_cache_dir", "opener", "prune", "wheel_metadata"]
+__all__ = ["MetadataIndex", "SDIST_SUFFIXES", "sdist_version", "cache_problem", "default_cache_dir", "opener", "prune", "wheel_metadata"]
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 #: Bytes read from a wheel's end first (the zip directory; METADATA is among the last members).
@@ -246,6 +246,24 @@ def wheel_metadata(url: str, timeout: float = 60.0, stats: Optional[Dict[str, in
                 return zf.read(_metadata_member(zf, filename))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)  # this run's own mkdtemp directory
+
+
+#: The archive suffixes of an sdist (PEP 625: .tar.gz; older ones .zip, .tar.bz2...).
+SDIST_SUFFIXES = (".tar.gz", ".zip", ".tar.bz2", ".tar.xz", ".tgz", ".tar")
+
+
+def _is_sdist(filename: str) -> bool:
+    return filename.lower().endswith(SDIST_SUFFIXES)
+
+
+def sdist_version(filename: str) -> str:
+    """The version part of sdist ``filename`` (``name-1.0.tar.gz`` -> "1.0"; "" when none)."""
+    stem = filename
+    for suf in SDIST_SUFFIXES:
+        if stem.lower().endswith(suf):
+            stem = stem[:-len(suf)]
+            break
+    return stem.rsplit("-", 1)[1] if "-" in stem else ""
 
 
 def _norm(path: str) -> str:
@@ -451,6 +469,8 @@ class MetadataIndex:
         self._queue_on = False
         self._server: Optional[_Server] = None
         self.url = ""
+        #: Normalized projects whose sdists the pages keep (a native ``--no-binary NAME`` run).
+        self.sdist_projects: Set[str] = set()
 
     def _allowed(self) -> Set[str]:
         with self._lock:
@@ -501,9 +521,9 @@ class MetadataIndex:
         h = hashlib.sha256(key.encode("utf-8")).hexdigest()
         return os.path.join(self.cache_dir, kind, h[:2], h)
 
-    def page(self, project: str) -> Optional[bytes]:
-        """The rewritten PEP 691 page of ``project`` (None when the upstream has no such project)."""
-        name = re.sub(r"[-_.]+", "-", project).lower()
+    def _raw_page(self, name: str) -> Optional[bytes]:
+        """The upstream PEP 691 page of the normalized project ``name`` as the index gave it
+        (cached ``page_ttl`` s), None when the upstream has no such project."""
         path = self._cache("pages", "%s/%s" % (self.upstream, name))
         raw: Optional[bytes] = None
         got = _read_own(path)
@@ -525,27 +545,100 @@ class MetadataIndex:
             self.stats["requests"] += 1
             self.stats["bytes"] += len(raw)
             _write(path, raw)
+        return raw
+
+    def _name(self, base: str, f: Dict[str, Any]) -> Optional[str]:
+        """Register file ``f`` of a page (its absolute URL and size) as one this index may fetch;
+        its upstream URL, or None for a URL that is not http(s)."""
+        u = urllib.parse.urlsplit(urllib.parse.urljoin(base, f["url"]))
+        if u.scheme not in ("http", "https") or not u.netloc:
+            return None
+        size = f.get("size") if isinstance(f.get("size"), int) else None
+        url = urllib.parse.urlunsplit(u[:3] + ("", ""))
+        with self._lock:
+            self.hosts[u.netloc] = u.scheme
+            self._sizes[url] = size
+            self._urls[(u.netloc, _norm(u.path))] = (url, size)
+        return url
+
+    def page(self, project: str) -> Optional[bytes]:
+        """The rewritten PEP 691 page of ``project`` (None when the upstream has no such project).
+        Its sdists are kept only for a project in :attr:`sdist_projects` (a ``--no-binary`` run)."""
+        name = re.sub(r"[-_.]+", "-", project).lower()
+        raw = self._raw_page(name)
+        if raw is None:
+            return None
         doc = json.loads(raw.decode("utf-8"))
         base = "%s/%s/" % (self.upstream, name)
+        sdists = name in self.sdist_projects
         if self.python and self.platforms:
-            keep = [f for f in doc.get("files", []) if self.may_fit(f.get("filename", ""))]
+            keep = [f for f in doc.get("files", []) if self.may_fit(f.get("filename", "")) or (
+                sdists and _is_sdist(f.get("filename", "")))]
             self.stats["files_left_out"] += len(doc.get("files", [])) - len(keep)
             doc["files"] = keep
         for f in doc.get("files", []):
-            if not f.get("filename", "").endswith(".whl"):
+            wheel = f.get("filename", "").endswith(".whl")
+            if not (wheel or (sdists and _is_sdist(f.get("filename", "")))) or self._name(base, f) is None:
                 continue
             u = urllib.parse.urlsplit(urllib.parse.urljoin(base, f["url"]))
-            if u.scheme not in ("http", "https") or not u.netloc:
-                continue
-            size = f.get("size") if isinstance(f.get("size"), int) else None
-            with self._lock:
-                self.hosts[u.netloc] = u.scheme
-                self._sizes[urllib.parse.urlunsplit(u[:3] + ("", ""))] = size
-                self._urls[(u.netloc, _norm(u.path))] = (urllib.parse.urlunsplit(u[:3] + ("", "")), size)
             f["url"] = "/%s/files/%s%s" % (self.token, u.netloc, u.path)
-            f["core-metadata"] = f["dist-info-metadata"] = True
-        self._prefetch(doc.get("files", []))
+            if wheel:
+                f["core-metadata"] = f["dist-info-metadata"] = True
+        self._prefetch([f for f in doc.get("files", []) if f.get("filename", "").endswith(".whl")])
         return json.dumps(doc).encode("utf-8")
+
+    def sdist_files(self, project: str) -> List[Dict[str, Any]]:
+        """The sdists the upstream page of ``project`` lists, not yanked: dicts with
+        ``filename``, ``version`` (as the filename gives it), ``url`` (upstream) and ``size``
+        (bytes, None when the page states none); each becomes a URL :meth:`download` may fetch.
+        Raises OSError when the page cannot be read."""
+        name = re.sub(r"[-_.]+", "-", project).lower()
+        raw = self._raw_page(name)
+        if raw is None:
+            return []
+        base = "%s/%s/" % (self.upstream, name)
+        out = []
+        for f in json.loads(raw.decode("utf-8")).get("files", []):
+            fn = f.get("filename", "")
+            if not _is_sdist(fn) or f.get("yanked"):
+                continue
+            url = self._name(base, f)
+            if url is not None:
+                out.append({"filename": fn, "version": sdist_version(fn), "url": url,
+                            "size": f.get("size") if isinstance(f.get("size"), int) else None})
+        return out
+
+    def wheel_files(self, project: str) -> List[str]:
+        """The filenames of the wheels the upstream page of ``project`` lists, not yanked (every
+        platform). Raises OSError when the page cannot be read."""
+        raw = self._raw_page(re.sub(r"[-_.]+", "-", project).lower())
+        if raw is None:
+            return []
+        return [f.get("filename", "") for f in json.loads(raw.decode("utf-8")).get("files", [])
+                if f.get("filename", "").endswith(".whl") and not f.get("yanked")]
+
+    def download(self, url: str, cap: int) -> bytes:
+        """The whole file at ``url`` (one a page named: :meth:`sdist_files`), in memory: at most
+        ``cap`` bytes and never more than the page states, read within this index's
+        ``timeout`` per request. Raises OSError (over the bound, the upstream failing) or
+        ValueError (a URL no page named)."""
+        u = urllib.parse.urlsplit(url)
+        if self.known(u.netloc, u.path) is None:
+            raise ValueError("%s was named by no index page" % url)
+        with self._lock:
+            size = self._sizes.get(url)
+        limit = min(cap, size) if size is not None else cap
+        if size is not None and size > cap:
+            raise OSError("%s is %d bytes, over the %d read" % (url, size, cap))
+        with self._opener.open(urllib.request.Request(url, headers={"Accept-Encoding": "identity"}),
+                               timeout=self.timeout) as resp:
+            data = resp.read(limit + 1)
+        self.stats["requests"] += 1
+        self.stats["bytes"] += len(data)
+        if len(data) > limit:
+            raise OSError("%s sent more than the %d bytes %s" % (url, limit, "the page states" if size is not None
+                                                                  and size <= cap else "read"))
+        return data
 
     def may_fit(self, filename: str) -> bool:
         """Whether pip could take wheel ``filename`` for the target (``python``, ``platforms``), as

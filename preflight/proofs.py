@@ -19,6 +19,17 @@ made for glibc G also holds on any newer glibc (its tags are a superset).
 
 Requirements that point at files outside the package index (``flash-attn @ https://github...``)
 are not part of a proof: the recorder could not reach them, and the proof says so.
+
+A requirement the index serves only as an sdist (pyairports, flashinfer-python 0.2.5) is judged
+from the sdist itself (:mod:`preflight.sdist_purity`, read through the same index): a pure-Python
+one makes pip's resolver run again natively with ``--no-binary NAME`` (pip builds its metadata
+with its build backend, as ``pip install`` would), and the proof names the source build; one that
+needs a compiler keeps the set "failed" with what building it needs.
+
+pip evaluates requirement markers (``python_version``, ``platform_machine``) for the interpreter it
+runs under, not for ``--python-version``/``--platform``: each proof records that interpreter
+(``markers``) and its resolver line says so when it is not the target's (the recorder runs pip
+under the target's own CPython minor where this machine has one).
 """
 
 import hashlib
@@ -135,7 +146,8 @@ def lookup(requirements: Sequence[str], python: str, extra_index_urls: Sequence[
 def _row_out(base: Dict[str, Any], row: Dict[str, Any]) -> Dict[str, Any]:
     out = dict(base)
     out.update({k: row.get(k) for k in ("status", "resolver", "pip", "index", "platform_tags", "glibc", "date", "file",
-                                        "error", "source_builds", "no_wheel", "reason", "build_needs")})
+                                        "error", "source_builds", "no_wheel", "reason", "build_needs",
+                                        "sdist_purity", "native", "markers")})
     if out["status"] == "not recorded":
         out["status"] = "unproven"
     out["installed"] = dict(x.split("==", 1) for x in row.get("installed") or [])
@@ -153,16 +165,23 @@ _BUILD_NEEDS = {
 }
 
 
-def build_needs(name: str) -> str:
-    """What building ``name`` from its sdist needs, one line (a generic C/CUDA toolchain line for
-    packages without a recorded fact)."""
+def build_needs(name: str, finding: Optional[str] = None) -> str:
+    """What building ``name`` from its sdist needs, one line: the recorded fact for the package
+    (:data:`_BUILD_NEEDS`), else what its sdist shows (``finding``: the purity reader's line,
+    :func:`preflight.sdist_purity.judge_sdist`), else a generic C/CUDA toolchain line."""
     key = re.split(r"[<>=!~ \[;]", name.strip(), maxsplit=1)[0].lower().replace("_", "-")
-    return _BUILD_NEEDS.get(key, "an sdist only: building it needs its build backend and, for a compiled "
-                                 "extension, a C/C++ compiler (and nvcc for CUDA code) on the machine")
+    if key in _BUILD_NEEDS:
+        return _BUILD_NEEDS[key]
+    if finding:
+        return "an sdist only, not pure Python (its sdist %s): building it needs its build backend and a " \
+               "C/C++ compiler (nvcc for CUDA sources) on the machine" % finding
+    return ("an sdist only: building it needs its build backend and, for a compiled extension, a C/C++ compiler "
+            "(and nvcc for CUDA code) on the machine")
 
 
 def pip_command(pip_python: str, requirements: Sequence[str], python: str, arch: str, report: str,
-                pip_major: int = 26, index_url: Optional[str] = PYPI, target: Optional[str] = None) -> List[str]:
+                pip_major: int = 26, index_url: Optional[str] = PYPI, target: Optional[str] = None,
+                no_binary: Sequence[str] = ()) -> List[str]:
     """The argv of pip's resolver proving ``requirements`` for CPython ``python`` on Linux ``arch``::
 
         PIP -m pip --isolated install --dry-run --ignore-installed --report FILE --only-binary=:all:
@@ -172,13 +191,21 @@ def pip_command(pip_python: str, requirements: Sequence[str], python: str, arch:
     ``pip_major`` < 24 adds ``--target`` (older pip refuses ``--platform`` without it). With
     ``index_url`` None neither ``--isolated`` nor ``--index-url`` is given: the caller passes the
     index in pip's environment (``PIP_INDEX_URL``, with every other ``PIP_*`` removed and
-    ``PIP_CONFIG_FILE=/dev/null``), as for the loopback index whose URL holds a secret."""
+    ``PIP_CONFIG_FILE=/dev/null``), as for the loopback index whose URL holds a secret.
+
+    With ``no_binary`` (pure-Python sdists pip may build: :func:`prove_live`) the command is the
+    native one: ``--only-binary=:all: --no-binary NAME,...`` (after it: pip's later option wins)
+    and ``--use-feature=inprocess-build-deps`` (the build backend is installed by this pip, so the
+    index URL never reaches a child's argv), without ``--python-version``/``--platform`` (pip
+    refuses them with a source build): ``pip_python`` must be a CPython ``python`` on ``arch``."""
     abi = "cp" + python.replace(".", "")
     cmd = [pip_python, "-m", "pip", "--disable-pip-version-check"] + (["--isolated"] if index_url else []) + [
            "--no-cache-dir", "install", "--dry-run",
            "--ignore-installed", "--progress-bar", "off", "--report", report, "--only-binary=:all:"] + (
-           ["--index-url", index_url] if index_url else []) + [
-           "--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none"]
+           ["--index-url", index_url] if index_url else [])
+    if no_binary:
+        return cmd + ["--no-binary", ",".join(no_binary), "--use-feature=inprocess-build-deps"] + list(requirements)
+    cmd += ["--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none"]
     for t in platform_tags(DEFAULT_GLIBC, arch):
         cmd += ["--platform", t]
     if pip_major < 24:
@@ -265,25 +292,110 @@ def refused_by_resolver(lines: Sequence[str], names: Sequence[str] = ()) -> str:
     return "no matching distribution" if names else ""
 
 
-def sdist_only(name: str, timeout: float = 20.0, index_url: str = PYPI) -> Optional[bool]:
-    """True when the index serves only sdists for project ``name`` (no wheel at all, so a
-    binary-only install cannot take it: a source build), False when it has wheels, None when the
-    index could not be read within ``timeout`` s. Reads the index's simple JSON (PEP 691)."""
+def _split(name: str) -> Tuple[str, Any]:
+    """(normalized project, packaging SpecifierSet) of a name pip printed ("flashinfer_python==0.2.5",
+    "pyairports", "numpy<2.0.0"); an unparsable specifier is the empty one."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.specifiers import SpecifierSet
+
+    try:
+        r = Requirement(name.strip())
+        return re.sub(r"[-_.]+", "-", r.name).lower(), r.specifier
+    except InvalidRequirement:
+        return re.sub(r"[-_.]+", "-", re.split(r"[<>=!~ \[;]", name.strip(), maxsplit=1)[0]).lower(), SpecifierSet()
+
+
+def _holds(spec: Any, version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return spec.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+def _wheel_version(filename: str) -> str:
+    parts = filename[:-4].split("-")
+    return parts[1] if len(parts) >= 5 else ""
+
+
+def sdist_only(name: str, timeout: float = 20.0, index_url: str = PYPI, ix: Any = None) -> Optional[bool]:
+    """True when the index serves only sdists for ``name`` (a project, with or without a
+    specifier as pip printed it: "flashinfer_python==0.2.5"): among the releases the specifier
+    admits there is an sdist and no wheel at all, so a binary-only install cannot take it (a
+    source build); False when one has a wheel or there is no sdist; None when the index could not
+    be read within ``timeout`` s. Reads the index's simple JSON (PEP 691), through ``ix`` (a
+    :class:`preflight.proof_index.MetadataIndex`) when given."""
     import urllib.request
 
-    project = re.split(r"[<>=!~ \[;]", name.strip(), maxsplit=1)[0].lower()
-    req = urllib.request.Request("%s/%s/" % (index_url.rstrip("/"), project),
-                                 headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    project, spec = _split(name)
     try:
-        files = json.load(urllib.request.urlopen(req, timeout=timeout)).get("files", [])
+        if ix is not None:
+            sdists = [f["version"] for f in ix.sdist_files(project)]
+            wheels = [_wheel_version(f) for f in ix.wheel_files(project)]
+        else:
+            req = urllib.request.Request("%s/%s/" % (index_url.rstrip("/"), project),
+                                         headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+            files = [f for f in json.load(urllib.request.urlopen(req, timeout=timeout)).get("files", [])
+                     if not f.get("yanked")]
+            from .proof_index import SDIST_SUFFIXES, sdist_version
+
+            sdists = [sdist_version(f["filename"]) for f in files if f["filename"].lower().endswith(SDIST_SUFFIXES)]
+            wheels = [_wheel_version(f["filename"]) for f in files if f["filename"].endswith(".whl")]
     except Exception:
         return None
-    return bool(files) and not any(f["filename"].endswith(".whl") for f in files)
+    return any(_holds(spec, v) for v in sdists) and not any(_holds(spec, v) for v in wheels)
+
+
+def judge_sdists(ix: Any, names: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+    """For each sdist-only ``name`` (see :func:`sdist_only`), the purity of the newest sdist the
+    specifier admits: :func:`preflight.sdist_purity.judge_sdist`'s dict plus ``filename``, read
+    through ``ix`` (in memory, at most :data:`preflight.sdist_purity.MAX_ARCHIVE` bytes, the
+    index's per-request timeout). An archive refused or unreadable is ``pure`` False with the
+    reason, ``error`` True when the index failed (no verdict either way)."""
+    from packaging.version import InvalidVersion, Version
+
+    from .sdist_purity import MAX_ARCHIVE, SdistError, judge_sdist
+
+    out: Dict[str, Dict[str, Any]] = {}
+    for name in names:
+        project, spec = _split(name)
+        try:
+            files = [f for f in ix.sdist_files(project) if _holds(spec, f["version"])]
+        except (OSError, ValueError) as exc:
+            out[name] = {"pure": False, "error": True, "why": "its index page could not be read (%s)" % exc}
+            continue
+
+        def key(f: Dict[str, Any]) -> Any:
+            try:
+                return (Version(f["version"]), f["filename"].endswith(".tar.gz"))
+            except InvalidVersion:
+                return (Version("0"), False)
+
+        if not files:
+            out[name] = {"pure": False, "why": "the index lists no sdist for it"}
+            continue
+        f = max(files, key=key)
+        out[name] = judge_file(ix, f["filename"], f["url"], MAX_ARCHIVE, judge_sdist, SdistError)
+    return out
+
+
+def judge_file(ix: Any, filename: str, url: str, cap: int, judge: Any, refused: Any) -> Dict[str, Any]:
+    """One sdist judged (see :func:`judge_sdists`)."""
+    try:
+        data = ix.download(url, cap)
+    except (OSError, ValueError) as exc:
+        return {"pure": False, "error": True, "filename": filename, "why": "its sdist could not be read (%s)" % exc}
+    try:
+        return dict(judge(data, filename), filename=filename)
+    except refused as exc:
+        return {"pure": False, "filename": filename, "why": "refused: %s" % exc}
 
 
 def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", extra_index_urls: Sequence[str] = (),
                timeout: float = 120.0, pip_python: Optional[str] = None, index_url: str = PYPI,
-               metadata_index: bool = True, cache_dir: Optional[str] = None, page_ttl: float = 600.0) -> Dict[str, Any]:
+               metadata_index: bool = True, cache_dir: Optional[str] = None, page_ttl: float = 600.0,
+               native_python: Optional[str] = None) -> Dict[str, Any]:
     """Run pip's resolver now (network, bounded by ``timeout`` seconds in all) on exactly
     ``requirements`` for CPython ``python`` on Linux ``arch`` (see :func:`pip_command`), with
     ``pip_python``'s pip (default: this interpreter's; pip >= 22.2 for --dry-run --report).
@@ -293,11 +405,22 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
     requests and kept in ``cache_dir`` (project pages for ``page_ttl`` s), so no whole wheel is
     downloaded; pip's own temporary files live in a directory removed when the proof ends.
 
+    Pure-Python sdists: when the binary-only resolve is refused and every package pip found no
+    wheel for has only sdists (:func:`sdist_only`), each sdist is read through the same index and
+    judged (:func:`judge_sdists`). If all are pure Python, pip's resolver runs again natively
+    (``native_python``: a CPython ``python`` on ``arch``, this machine's, with pip >= 26; default
+    ``pip_python`` when it is one) with ``--no-binary`` for exactly those names; pip then builds
+    their metadata with their own build backend. Its answer is the proof (``source_builds`` and
+    ``build_needs`` name them); with no such interpreter the set is "unproven" (``reason`` says
+    why), never "does not install". One not pure keeps "failed", its ``build_needs`` saying what
+    building it needs.
+
     Returns a row like :func:`lookup`'s, ``status`` "proven", "failed" (pip's resolver refused
     the set: ``refusal`` names how, ``error`` gives pip's words) or "unproven" (the index is
     unreachable, pip is missing or too old, the deadline passed: "timed out after N s", or the
     set needs an index other than PyPI: ``reason`` says which, in one line); ``seconds``: the
-    resolver's wall time. Never raises for those."""
+    resolver's wall time; ``command``: pip's argv after the interpreter (no index URL, no
+    report path). Never raises for those."""
     import datetime
     import sys
     import time
@@ -317,20 +440,25 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
     if ver == "":
         return dict(base, status="unproven", reason="timed out after %d s: %s -m pip --version gave no answer in "
                     "time" % (timeout, pip_python))
-    if ver is None or tuple(int(x) for x in re.findall(r"\d+", ver)[:2]) < (22, 2):
+    if ver is None or _vtuple(ver) < (22, 2):
         return dict(base, status="unproven", reason="%s has no pip >= 22.2 (found: %s) for a live proof; pass one "
                     "whose pip is newer" % (pip_python, ver or "none"))
-    base.update(pip=ver, resolver="pip %s --dry-run --report --only-binary=:all:" % ver,
-                glibc="%d.%d" % DEFAULT_GLIBC, platform_tags="%s .. %s (%d tags)" % (
-                    platform_tags(DEFAULT_GLIBC, arch)[0], platform_tags(DEFAULT_GLIBC, arch)[-1],
-                    len(platform_tags(DEFAULT_GLIBC, arch))))
+    tags = platform_tags(DEFAULT_GLIBC, arch)
+    markers = _markers_of(pip_python, min(30.0, timeout))
+    base.update(pip=ver, resolver="pip %s --dry-run --report --only-binary=:all:%s" % (ver, _markers_note(
+                    markers, python, arch)),
+                glibc="%d.%d" % DEFAULT_GLIBC, platform_tags="%s .. %s (%d tags)" % (tags[0], tags[-1], len(tags)),
+                markers=" ".join(markers) or "unknown")
     if not metadata_index:
-        return _run_pip(base, pip_python, ver, inside, python, arch, index_url, index_url, timeout, t0, [])
+        return _run_pip(base, pip_python, ver, inside, python, arch, index_url, timeout, t0)
     from .proof_index import MetadataIndex
 
     with MetadataIndex(index_url, cache_dir=cache_dir, page_ttl=page_ttl, timeout=min(60.0, timeout),
-                       python=python, platforms=platform_tags(DEFAULT_GLIBC, arch)) as ix:
-        out = _run_pip(base, pip_python, ver, inside, python, arch, index_url, ix.url, timeout, t0, ix.errors)
+                       python=python, platforms=tags) as ix:
+        out = _run_pip(base, pip_python, ver, inside, python, arch, index_url, timeout, t0, ix)
+        if out["status"] == "failed" and out.get("source_builds") and \
+                {_split(n)[0] for n in out.get("no_wheel") or []} <= {_split(n)[0] for n in out["source_builds"]}:
+            out = _sdist_route(out, base, native_python or pip_python, inside, python, arch, index_url, timeout, t0, ix)
     if ix.notes:
         out["cache_note"] = ix.notes[0]
     out["metadata"] = ("PEP 658 metadata of each wheel, read by range requests through a loopback index "
@@ -339,6 +467,119 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
                        "admits left out of the pages" % ix.stats) + ("; %s" % ix.notes[0] if ix.notes else "")
     out["bytes"] = ix.stats["bytes"]
     return out
+
+
+def _markers_of(py: str, timeout: float) -> List[str]:
+    """[implementation, X.Y.Z, machine] of interpreter ``py``: the environment pip evaluates
+    requirement markers in (pip's ``--python-version``/``--platform`` change the tags it accepts,
+    not the markers: ``python_version``, ``platform_machine`` are the running interpreter's);
+    [] when it does not answer."""
+    import subprocess
+
+    probe = "import platform, sys; print(sys.implementation.name, platform.python_version(), platform.machine())"
+    try:
+        got = subprocess.run([py, "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True, timeout=timeout, stdin=subprocess.DEVNULL).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return got if len(got) == 3 else []
+
+
+def _markers_note(markers: List[str], python: str, arch: str) -> str:
+    """"" when pip's markers are the target's (CPython ``python`` on ``arch``), else a clause
+    saying for which interpreter they were evaluated."""
+    if markers and markers[0] == "cpython" and ".".join(markers[1].split(".")[:2]) == python and markers[2] == arch:
+        return ""
+    return "; environment markers evaluated for %s (pip evaluates them for the interpreter it runs under, not " \
+           "for --python-version/--platform)" % (" ".join(markers) or "an interpreter that did not say")
+
+
+def _vtuple(ver: str) -> Tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", ver)[:2])
+
+
+#: The oldest pip a native proof runs (``--use-feature=inprocess-build-deps``: the build backend is
+#: installed in pip's own process, so the loopback index's URL never reaches a child's argv; pip
+#: 23.x also downloads every wheel of a dry run after resolving).
+NATIVE_PIP = (26, 0)
+
+
+def native_interpreter(py: str, python: str, arch: str, timeout: float = 30.0) -> Tuple[Optional[str], str]:
+    """(pip version, "") when interpreter ``py`` may prove natively for CPython ``python`` on
+    Linux ``arch`` (it is a CPython ``python`` on this machine, whose architecture is ``arch``,
+    with pip >= :data:`NATIVE_PIP`), else (None, why not: one phrase). The second item of a
+    usable one is its description ("CPython 3.10.13 on x86_64 glibc 2.36")."""
+    import platform
+    import subprocess
+
+    if platform.system() != "Linux" or platform.machine() != arch:
+        return None, "this machine is %s %s, not Linux %s" % (platform.system(), platform.machine(), arch)
+    probe = ("import platform, sys; print(sys.implementation.name, '%d.%d' % sys.version_info[:2], "
+             "platform.python_version(), platform.machine())")
+    try:
+        got = subprocess.run([py, "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True, timeout=timeout, stdin=subprocess.DEVNULL).stdout.split()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, "%s did not run (%s)" % (py, exc)
+    if len(got) != 4 or got[0] != "cpython" or got[1] != python or got[3] != arch:
+        return None, "%s is %s, not CPython %s on %s" % (py, " ".join(got[:2]) or "no answer", python, arch)
+    ver = _pip_version(py, timeout)
+    if not ver or _vtuple(ver) < NATIVE_PIP:
+        return None, "%s has pip %s, older than the %d.%d a native proof needs" % (py, ver or "none", *NATIVE_PIP)
+    libc = platform.libc_ver()
+    return ver, "CPython %s on %s %s %s" % (got[2], arch, libc[0] or "libc", libc[1] or "?")
+
+
+def _sdist_route(failed: Dict[str, Any], base: Dict[str, Any], native: str, inside: List[str], python: str,
+                 arch: str, index_url: str, timeout: float, t0: float, ix: Any) -> Dict[str, Any]:
+    """The answer for a binary-only refusal whose every missing package is sdist-only (see
+    :func:`prove_live`): the failure with each sdist's purity and build needs, or the native
+    resolve with those sdists built."""
+    names = list(failed["source_builds"])
+    purity = judge_sdists(ix, names)
+    failed = dict(failed, sdist_purity={n: p["why"] for n, p in purity.items()},
+                  build_needs={n: build_needs(n, None if p.get("pure") or p.get("error") else p["why"])
+                               for n, p in purity.items()})
+    if any(p.get("error") for p in purity.values()):
+        bad = [n for n, p in purity.items() if p.get("error")]
+        return dict(failed, status="unproven", reason="pip's binary-only resolve needs %s from its sdist, which could "
+                    "not be judged (%s): no proof either way" % (", ".join(bad), purity[bad[0]]["why"][:200]))
+    if not all(p.get("pure") for p in purity.values()):
+        return failed
+    ver, what = native_interpreter(native, python, arch)
+    if ver is None:
+        return dict(failed, status="unproven", reason="pip's binary-only resolve needs %s from its sdist (pure Python: "
+                    "pip builds it without a compiler), and no native proof ran: %s" % (", ".join(names), what))
+    ix.sdist_projects.update(_split(n)[0] for n in names)
+    no_binary = sorted({_split(n)[0] for n in names})
+    nbase = dict(base, pip=ver, native=what, resolver="pip %s --dry-run --report --only-binary=:all: --no-binary %s, "
+                 "natively under %s (this machine's tags; the index's pages hold only the wheels a glibc %d.%d "
+                 "target's tags admit, and the sdists of %s)" % (ver, ",".join(no_binary), what, DEFAULT_GLIBC[0],
+                                                                 DEFAULT_GLIBC[1], ", ".join(no_binary)))
+    out = _run_pip(nbase, native, ver, inside, python, arch, index_url, timeout, t0, ix, no_binary)
+    out["binary_only"] = {k: failed.get(k) for k in ("refusal", "error", "no_wheel")}
+    out["sdist_purity"] = failed["sdist_purity"]
+    if out["status"] != "proven":
+        return dict(out, source_builds=names, build_needs=failed["build_needs"])
+    # every sdist pip chose is one judged pure (a newer or older one than judged is judged now)
+    from .sdist_purity import MAX_ARCHIVE, PURE_BUILD_NEEDS, SdistError, judge_sdist
+
+    judged = {p.get("filename") for p in purity.values()}
+    built: List[str] = []
+    for item in out["report"].get("install", []):
+        url = ((item.get("download_info") or {}).get("url") or "")
+        fn = url.rsplit("/", 1)[-1]
+        if not fn or fn.endswith(".whl"):
+            continue
+        built.append(item["metadata"]["name"])
+        if fn not in judged:
+            got = [f for f in ix.sdist_files(item["metadata"]["name"]) if f["filename"] == fn]
+            p = judge_file(ix, fn, got[0]["url"], MAX_ARCHIVE, judge_sdist, SdistError) if got else {
+                "pure": False, "why": "pip built %s, which its index page does not list" % fn}
+            out["sdist_purity"][item["metadata"]["name"]] = p["why"]
+            if not p.get("pure"):
+                return dict(failed, sdist_purity=out["sdist_purity"])
+    return dict(out, source_builds=built or names, build_needs={n: PURE_BUILD_NEEDS for n in built or names})
 
 
 def _text(x: Any) -> str:
@@ -357,22 +598,24 @@ def _looking_at(lines: Sequence[str]) -> str:
 
 
 def _run_pip(base: Dict[str, Any], pip_python: str, ver: str, inside: List[str], python: str, arch: str,
-             index_url: str, pip_index: str, timeout: float, t0: float, index_errors: List[str]) -> Dict[str, Any]:
-    """pip's resolver on ``inside`` against ``pip_index`` (the upstream ``index_url`` or the
-    loopback index in front of it); the row of :func:`prove_live`."""
+             index_url: str, timeout: float, t0: float, ix: Any = None,
+             no_binary: Sequence[str] = ()) -> Dict[str, Any]:
+    """pip's resolver on ``inside`` against ``index_url`` or, with ``ix``, the loopback index in
+    front of it; natively with ``no_binary`` (:func:`pip_command`); the row of :func:`prove_live`."""
     import subprocess
     import tempfile
     import time
 
+    index_errors: List[str] = ix.errors if ix is not None else []
     with tempfile.TemporaryDirectory(prefix="preflight-proof-") as tmp:
         report = os.path.join(tmp, "report.json")
-        local = pip_index != index_url  # the loopback index: its URL holds the run's secret, never argv
         cmd = pip_command(pip_python, inside, python, arch, report, int(ver.split(".")[0]),
-                          None if local else pip_index)
+                          None if ix is not None else index_url, no_binary=no_binary)
+        base = dict(base, command=[x if x != report else "REPORT" for x in cmd[1:]])
         left = timeout - (time.monotonic() - t0)
         env = _clean_env()
-        if local:
-            env["PIP_INDEX_URL"] = pip_index
+        if ix is not None:  # the loopback index: its URL holds the run's secret, never argv
+            env["PIP_INDEX_URL"] = ix.url
         env["TMPDIR"] = os.path.join(tmp, "pip-tmp")  # pip's unpack dirs die with this run, killed or not
         os.mkdir(env["TMPDIR"])
         t1 = time.monotonic()
@@ -387,20 +630,8 @@ def _run_pip(base: Dict[str, Any], pip_python: str, ver: str, inside: List[str],
                             timeout, " (still backtracking on %s)" % on if on else ""))
         base = dict(base, seconds=round(time.monotonic() - t1, 1))
         if proc.returncode != 0 or not os.path.exists(report):
-            lines = (proc.stdout + "\n" + proc.stderr).splitlines()
-            text, names = failure_facts(lines)
-            if index_errors or any(w in text for w in ("NewConnectionError", "Max retries exceeded", "ConnectTimeout")):
-                return dict(base, status="unproven", reason="the index %s could not be read during the proof: %s"
-                            % (index_url, (index_errors[:1] or [text])[0][-200:]))
-            refusal = refused_by_resolver(lines, names)
-            if not refusal:  # pip crashed, the disk filled...: no verdict on the set
-                return dict(base, status="unproven", reason="pip stopped without a resolver verdict (%s): no proof "
-                            "either way" % (text[-200:] or "exit %d" % proc.returncode))
-            sdist = [n for n in names[:6] if sdist_only(n, min(20.0, max(1.0, timeout - (time.monotonic() - t0))),
-                                                        index_url)]
-            return dict(base, status="failed", error=text or "pip exited %d" % proc.returncode, no_wheel=names,
-                        refusal=refusal, source_builds=sdist, build_needs={n: build_needs(n) for n in sdist},
-                        installed={}, output_tail="\n".join(lines[-40:]))
+            lines = [x for x in (proc.stdout + "\n" + proc.stderr).splitlines() if ix is None or ix.token not in x]
+            return _failed(base, lines, proc.returncode, index_url, index_errors, timeout, t0, ix)
         with open(report, encoding="utf-8") as fh:
             data = json.load(fh)
     installed = {}
@@ -408,6 +639,26 @@ def _run_pip(base: Dict[str, Any], pip_python: str, ver: str, inside: List[str],
         m = item["metadata"]
         installed[m["name"].lower()] = m["version"]
     return dict(base, status="proven", installed=installed, report=data)
+
+
+def _failed(base: Dict[str, Any], lines: List[str], code: int, index_url: str, index_errors: List[str],
+            timeout: float, t0: float, ix: Any) -> Dict[str, Any]:
+    """The row of a pip run that exited ``code`` without a report (see :func:`_run_pip`)."""
+    import time
+
+    text, names = failure_facts(lines)
+    if index_errors or any(w in text for w in ("NewConnectionError", "Max retries exceeded", "ConnectTimeout")):
+        return dict(base, status="unproven", reason="the index %s could not be read during the proof: %s"
+                    % (index_url, (index_errors[:1] or [text])[0][-200:]))
+    refusal = refused_by_resolver(lines, names)
+    if not refusal:  # pip crashed, the disk filled...: no verdict on the set
+        return dict(base, status="unproven", reason="pip stopped without a resolver verdict (%s): no proof "
+                    "either way" % (text[-200:] or "exit %d" % code))
+    sdist = [n for n in names[:6] if sdist_only(n, min(20.0, max(1.0, timeout - (time.monotonic() - t0))),
+                                                index_url, ix)]
+    return dict(base, status="failed", error=text or "pip exited %d" % code, no_wheel=names,
+                refusal=refusal, source_builds=sdist, build_needs={n: build_needs(n) for n in sdist},
+                installed={}, output_tail="\n".join(lines[-40:]))
 
 
 def changes(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:

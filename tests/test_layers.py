@@ -38,7 +38,8 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("facts", ("preflight.probes", "preflight.matrix", "preflight.proofs", "preflight.proof_index")),
     ("leaf", ("preflight", "preflight.result", "preflight.errors", "preflight.redact", "preflight.paths",
               "preflight.atomic", "preflight.stages", "preflight.pipes", "preflight.hw", "preflight.netif",
-              "preflight.diagnose", "preflight.shell", "preflight.interrupts", "preflight.limits")),
+              "preflight.diagnose", "preflight.shell", "preflight.interrupts", "preflight.limits",
+              "preflight.sdist_purity")),
 )
 
 #: Edges the layering still has, each with the change that removes it (none today: keep it so).

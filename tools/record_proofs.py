@@ -15,6 +15,13 @@ that needs only PyPI, pip's own resolver runs for the target (preflight.proofs.p
   date, file, resolved name==version set; for a failure pip's explanation, the packages with no
   wheel, those with only an sdist and what building them needs).
 
+pip runs under the target's own CPython minor where this machine has one (pyenv's, in a venv under
+~/.cache/verl-preflight/native-pip with the --pip interpreter's pip, made once): pip evaluates
+requirement markers (``python_version > "3.9"``) for the interpreter it runs under, so a 3.11 pip
+proving 3.9 takes 3.11's branch of every marker. A set pip refuses only for sdist-only packages
+that are pure Python is proven natively with ``--no-binary NAME`` (preflight.proofs.prove_live;
+``--no-native`` leaves it unproven).
+
 A set with a ``+cuXYZ`` torch needs download.pytorch.org, which this machine cannot reach: it is
 listed as unproven and not run. Entries already recorded are kept (``--force`` re-records);
 an interrupted run keeps what it finished. A set pip refuses (ResolutionImpossible, no matching
@@ -25,13 +32,16 @@ distribution, ResolutionTooDeep) is recorded "failed" with pip's words; one that
 is about the index, not this machine.
 
 Usage: python3 tools/record_proofs.py [--jobs 2] [--arch x86_64,aarch64] [--force] [--pip PYTHON]
-                                      [--only ID] [--list] [--limit N] [--timeout S]
+                                      [--only ID,...] [--python 3.9,...] [--list] [--limit N]
+                                      [--timeout S] [--no-native]
 """
 
 import argparse
 import json
 import os
+import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -75,24 +85,92 @@ def grid(mx, arches: List[str]) -> Iterator[Tuple[str, Dict[str, Any]]]:
                     yield "%s/%s/py%s/%s" % (v, b, py, arch), {"verl": v, "backend": b, "python": py, "arch": arch}
 
 
+_NATIVE_LOCK = threading.Lock()
+_NATIVE: Dict[str, Any] = {}
+#: Where the recorder keeps one venv per CPython minor with the --pip interpreter's pip version, for
+#: native proofs of sets that need a pure-Python sdist (preflight.proofs.prove_live).
+NATIVE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "verl-preflight", "native-pip")
+
+
+def _cpython(minor: str) -> Any:
+    """This machine's CPython ``minor`` (pyenv's first, then PATH), or None."""
+    import glob
+
+    for py in sorted(glob.glob(os.path.join(os.path.expanduser("~"), ".pyenv", "versions", minor + ".*", "bin",
+                                            "python" + minor))) + [shutil.which("python" + minor) or ""]:
+        if not py:
+            continue
+        try:
+            got = subprocess.run([py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout=60,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if got.strip() == minor:
+            return py
+    return None
+
+
+def native_python(pip_python: str, minor: str, arch: str) -> Any:
+    """An interpreter that proves natively for CPython ``minor`` on ``arch`` (see
+    proofs.native_interpreter): ``pip_python`` when it is one, else a venv of this machine's
+    CPython ``minor`` under NATIVE_DIR with ``pip_python``'s pip version (made once, with pip
+    from the index); None where there is none (another architecture, no such CPython, a pip
+    that does not run on it)."""
+    if proofs.native_interpreter(pip_python, minor, arch)[0]:
+        return pip_python
+    with _NATIVE_LOCK:
+        if minor in _NATIVE:
+            return _NATIVE[minor]
+        _NATIVE[minor] = None
+        if arch != platform.machine():
+            return None
+        venv = os.path.join(NATIVE_DIR, "py" + minor)
+        py = os.path.join(venv, "bin", "python")
+        if not proofs.native_interpreter(py, minor, arch)[0]:
+            base = _cpython(minor)
+            if base is None:
+                return None
+            ver = subprocess.run([pip_python, "-m", "pip", "--version"], stdout=subprocess.PIPE,
+                                 universal_newlines=True, timeout=60).stdout.split()[1]
+            subprocess.run([base, "-m", "venv", "--clear", venv], check=False, timeout=300)
+            for want in ("pip==" + ver, "pip>=%d.%d" % proofs.NATIVE_PIP):  # the newest that runs there else
+                if subprocess.run([py, "-m", "pip", "install", "--disable-pip-version-check", "-q", want],
+                                  check=False, timeout=300).returncode == 0:
+                    break
+        if proofs.native_interpreter(py, minor, arch)[0]:
+            _NATIVE[minor] = py
+        return _NATIVE[minor]
+
+
 def record_one(pip_python: str, reqs: List[str], python: str, arch: str, timeout: int,
-               metadata_index: bool = True, page_ttl: float = 3600.0) -> Tuple[Dict[str, Any], Any]:
-    """Prove one set live; (index row, trimmed report document or None)."""
-    p = proofs.prove_live(reqs, python, arch, (), timeout=timeout, pip_python=pip_python,
-                          metadata_index=metadata_index, page_ttl=page_ttl)
+               metadata_index: bool = True, page_ttl: float = 3600.0,
+               native: bool = True) -> Tuple[Dict[str, Any], Any]:
+    """Prove one set live; (index row, trimmed report document or None). With ``native``, a set
+    needing a pure-Python sdist is proven natively (:func:`native_python`)."""
+    own = native_python(pip_python, python, platform.machine()) if native else None
+    # pip evaluates requirement markers (python_version...) for the interpreter it runs under: the
+    # target's own CPython minor, where this machine has one with a new pip, makes them the target's
+    p = proofs.prove_live(reqs, python, arch, (), timeout=timeout, pip_python=own or pip_python,
+                          metadata_index=metadata_index, page_ttl=page_ttl,
+                          native_python=own if native and arch == platform.machine() else None)
     row = {k: p.get(k) for k in ("requirements", "python", "arch", "status", "reason", "pip", "index", "resolver",
                                  "glibc", "platform_tags", "date", "error", "no_wheel", "refusal", "seconds",
-                                 "metadata") if p.get(k) is not None}
+                                 "metadata", "native", "sdist_purity", "binary_only", "markers")
+           if p.get(k) is not None}
+    if p.get("source_builds"):
+        row["source_builds"] = p["source_builds"]
+        row["build_needs"] = p.get("build_needs") or {}
     if p["status"] == "unproven":
         row["status"] = "not recorded"  # retried on the next run
         return row, None
     row["file"] = "tests/data/proofs/%s.json" % p["id"]
+    command = "pip " + " ".join(p["command"][2:]) if p.get("command") else "pip " + " ".join(
+        proofs.pip_command("python", p["requirements"], python, arch, "REPORT")[3:])
     if p["status"] == "failed":
         row["source_builds"] = p.get("source_builds") or []
         row["build_needs"] = p.get("build_needs") or {}
-        return row, {"command": "pip " + " ".join(proofs.pip_command("python", p["requirements"], python, arch,
-                                                                      "REPORT")[3:]),
-                     "pip": p.get("pip"), "date": p.get("date"), "output_tail": p.get("output_tail", "")}
+        return row, {"command": command, "pip": p.get("pip"), "date": p.get("date"),
+                     "output_tail": p.get("output_tail", "")}
     trimmed = []
     for item in p["report"].get("install", []):
         m = item["metadata"]
@@ -100,9 +178,11 @@ def record_one(pip_python: str, reqs: List[str], python: str, arch: str, timeout
                         "requires_dist": m.get("requires_dist") or [], "requested": item.get("requested", False),
                         "wheel": os.path.basename(((item.get("download_info") or {}).get("url") or ""))})
     row["installed"] = sorted("%s==%s" % (k, v) for k, v in p["installed"].items())
-    doc = {"command": "pip " + " ".join(proofs.pip_command("python", p["requirements"], python, arch, "REPORT")[3:]),
-           "pip": p.get("pip"), "date": p.get("date"), "python": python, "arch": arch,
+    doc = {"command": command, "pip": p.get("pip"), "date": p.get("date"), "python": python, "arch": arch,
            "install": sorted(trimmed, key=lambda x: x["name"].lower())}
+    for k in ("native", "source_builds", "sdist_purity"):
+        if p.get(k):
+            doc[k] = p[k]
     return row, doc
 
 
@@ -112,7 +192,10 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", default="x86_64,aarch64", help="platforms, comma-separated")
     ap.add_argument("--force", action="store_true", help="re-record proofs already in the index")
     ap.add_argument("--pip", default=sys.executable, help="interpreter whose pip resolves (default: this one)")
-    ap.add_argument("--only", default=None, help="only this proof id")
+    ap.add_argument("--only", default=None, help="only these proof ids (comma-separated)")
+    ap.add_argument("--python", default="", help="only sets for these CPython minors (comma-separated)")
+    ap.add_argument("--no-native", action="store_true",
+                    help="never prove natively (a set needing a pure-Python sdist stays unproven)")
     ap.add_argument("--list", action="store_true", help="list the sets and their status, record nothing")
     ap.add_argument("--limit", type=int, default=0, help="record at most this many sets")
     ap.add_argument("--first", default="", help="comma-separated label prefixes to record first "
@@ -144,7 +227,9 @@ def main(argv=None) -> int:
         inside, _ = proofs.proof_requirements(r.requirements)
         todo.setdefault(pid, (inside, r.python or "", r.arch, []))[3].append(label)
     if a.only:
-        todo = {k: v for k, v in todo.items() if k == a.only}
+        todo = {k: v for k, v in todo.items() if k in a.only.split(",")}
+    if a.python:
+        todo = {k: v for k, v in todo.items() if v[1] in a.python.split(",")}
     if a.list:
         for pid, (reqs, py, arch, labels) in sorted(todo.items()):
             print(pid, py, arch, (idx["proofs"].get(pid) or {}).get("status", "-"), " ".join(reqs), "<-",
@@ -169,7 +254,7 @@ def main(argv=None) -> int:
             print("%s skipped: %.1f GB free in %s, below %d GB" % (pid, free / 1e9, tempfile.gettempdir(),
                                                                   MIN_FREE // 10**9), flush=True)
             return
-        row, doc = record_one(a.pip, reqs, py, arch, a.timeout, not a.no_metadata_index, a.page_ttl)
+        row, doc = record_one(a.pip, reqs, py, arch, a.timeout, not a.no_metadata_index, a.page_ttl, not a.no_native)
         row["for"] = labels[:8]
         with _LOCK:  # keep what is done: write after each set, merging what another recorder wrote
             if doc is not None:

@@ -83,8 +83,10 @@ def judge(mx: Matrix, verl: str, res: Resolution, p: Dict[str, Any]) -> None:
     have: Dict[str, str] = {canonicalize_name(k): v for k, v in p["installed"].items()}
     res.proof["packages"] = len(have)
     if p.get("source_builds"):
-        res.warnings.append("pip builds %s from source (no wheel for this platform, only an sdist): %s" % (
-            ", ".join(p["source_builds"]), p.get("reason") or p.get("resolver")))
+        needs = p.get("build_needs") or {}
+        res.warnings.append("pip builds %s from source (no wheel on the index, only an sdist)%s; proven by %s" % (
+            ", ".join(p["source_builds"]), "".join("; %s: %s" % (n, needs[n]) for n in p["source_builds"] if n in needs),
+            p.get("reason") or p.get("resolver")))
     for b in mx.bounds():
         name = canonicalize_name(b["package"])
         if name in have and when_holds(b.get("when") or {}, have) and Version(have[name]) not in AnySpec(str(b["spec"])):
