@@ -36,7 +36,24 @@ def _why_failed(p: Dict[str, Any]) -> str:
     serves as an sdist only, which a binary-only install cannot take)."""
     why = _refusal(p)
     sdist = p.get("source_builds") or []
-    return why + ("; only an sdist on the index: %s" % ", ".join(sdist) if sdist else "")
+    needs = p.get("build_needs") or {}
+    return why + ("; only an sdist on the index: %s" % "; ".join(
+        "%s (%s)" % (n, _short_need(needs.get(n, ""))) if needs.get(n) else n for n in sdist) if sdist else "")
+
+
+def _short_need(need: str) -> str:
+    """What building an sdist needs, without the "an sdist only" lead (the reason says it)."""
+    return re.sub(r"^an sdist only(?: on PyPI)?[:,]?\s*", "", need)[:200]
+
+
+def _why_proven(p: Dict[str, Any]) -> str:
+    """"" for a proof of wheels only; for one that builds sdists, which and what building them needs."""
+    sdist = p.get("source_builds") or []
+    needs = p.get("build_needs") or {}
+    if not sdist:
+        return ""
+    return "builds %s from its sdist (%s; pip's resolver run natively with --no-binary %s)" % (
+        ", ".join(sdist), "; ".join(sorted({needs.get(n, "") for n in sdist})), ",".join(sdist))
 
 
 def _refusal(p: Dict[str, Any]) -> str:
@@ -81,7 +98,7 @@ def cells(mx: Any, arches: List[str], releases: Optional[Sequence[str]] = None,
                     verdict = {"works": "proven"}.get(r.verdict, r.verdict)
                     p = r.proof or {}
                     if verdict == "proven":
-                        why = ""
+                        why = _why_proven(p)
                     elif verdict == "does not install":
                         why = _why_failed(p)
                     elif verdict == "unproven":
@@ -118,7 +135,7 @@ def grid(rows: List[Dict[str, Any]]) -> str:
                 cols.append(" ")
                 continue
             mark = MARK[r["verdict"]]
-            if r["why"] and r["verdict"] != "no stack":
+            if r["why"] and r["verdict"] != "no stack":  # a proven cell's: the sdists it builds
                 n = reasons.setdefault("%s: %s" % (r["verdict"], r["why"]), len(reasons) + 1)
                 mark += "[%d]" % n
             cols.append(mark)

@@ -30,6 +30,20 @@ def test_every_recorded_refusal_has_a_short_reason_naming_pips_package():
         assert not named or any(n.split("<")[0].split(">")[0].split("=")[0] in why for n in named), (why, named)
         for s in r.get("source_builds") or []:
             assert "only an sdist" in why and s in why
+            need = (r.get("build_needs") or {}).get(s)
+            assert not need or tool._short_need(need) in why, (why, need)  # what building it needs, too
+
+
+def test_a_proven_cell_that_builds_an_sdist_says_so():
+    tool = _tool()
+    with open(os.path.join(ROOT, "matrices", "proofs.json")) as fh:
+        rows = json.load(fh)["proofs"]
+    built = [r for r in rows.values() if r["status"] == "proven" and r.get("source_builds")]
+    assert built
+    for r in built:
+        why = tool._why_proven(r)
+        assert all(s in why for s in r["source_builds"]) and "--no-binary" in why, why
+    assert all(not tool._why_proven(r) for r in rows.values() if not r.get("source_builds"))
 
 
 def test_cells_follow_the_recorded_proof(matrix):
