@@ -536,9 +536,12 @@ def _sdist_route(failed: Dict[str, Any], base: Dict[str, Any], native: str, insi
     :func:`prove_live`): the failure with each sdist's purity and build needs, or the native
     resolve with those sdists built."""
     names = list(failed["source_builds"])
+    from .sdist_purity import PURE_BUILD_NEEDS
+
     purity = judge_sdists(ix, names)
     failed = dict(failed, sdist_purity={n: p["why"] for n, p in purity.items()},
-                  build_needs={n: build_needs(n, None if p.get("pure") or p.get("error") else p["why"])
+                  build_needs={n: PURE_BUILD_NEEDS if p.get("pure") else build_needs(n, None if p.get("error")
+                                                                                     else p["why"])
                                for n, p in purity.items()})
     if any(p.get("error") for p in purity.values()):
         bad = [n for n, p in purity.items() if p.get("error")]
@@ -549,7 +552,8 @@ def _sdist_route(failed: Dict[str, Any], base: Dict[str, Any], native: str, insi
     ver, what = native_interpreter(native, python, arch)
     if ver is None:
         return dict(failed, status="unproven", reason="pip's binary-only resolve needs %s from its sdist (pure Python: "
-                    "pip builds it without a compiler), and no native proof ran: %s" % (", ".join(names), what))
+                    "pip builds it without a compiler), and no native proof ran: %s" % (
+                        ", ".join(names), what.replace(native, "the interpreter given")))
     ix.sdist_projects.update(_split(n)[0] for n in names)
     no_binary = sorted({_split(n)[0] for n in names})
     nbase = dict(base, pip=ver, native=what, resolver="pip %s --dry-run --report --only-binary=:all: --no-binary %s, "
@@ -562,7 +566,7 @@ def _sdist_route(failed: Dict[str, Any], base: Dict[str, Any], native: str, insi
     if out["status"] != "proven":
         return dict(out, source_builds=names, build_needs=failed["build_needs"])
     # every sdist pip chose is one judged pure (a newer or older one than judged is judged now)
-    from .sdist_purity import MAX_ARCHIVE, PURE_BUILD_NEEDS, SdistError, judge_sdist
+    from .sdist_purity import MAX_ARCHIVE, SdistError, judge_sdist
 
     judged = {p.get("filename") for p in purity.values()}
     built: List[str] = []

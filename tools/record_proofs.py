@@ -227,6 +227,10 @@ def main(argv=None) -> int:
         inside, _ = proofs.proof_requirements(r.requirements)
         todo.setdefault(pid, (inside, r.python or "", r.arch, []))[3].append(label)
     if a.only:
+        for pid in a.only.split(","):  # a recorded set no grid cell names today: re-recorded from its own row
+            row = idx["proofs"].get(pid)
+            if pid not in todo and row:
+                todo[pid] = (row["requirements"], row["python"], row.get("arch", "x86_64"), list(row.get("for") or []))
         todo = {k: v for k, v in todo.items() if k in a.only.split(",")}
     if a.python:
         todo = {k: v for k, v in todo.items() if v[1] in a.python.split(",")}

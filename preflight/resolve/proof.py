@@ -75,7 +75,8 @@ def judge(mx: Matrix, verl: str, res: Resolution, p: Dict[str, Any]) -> None:
                                 res.python, res.arch, "; no wheel for: %s" % ", ".join(builds) if builds else "",
                                 (p.get("error") or "")[-600:], p.get("file") or "live"))
         for name, need in sorted(needs.items()):
-            res.problems.append("%s has only an sdist on the index: %s" % (name, need))
+            res.problems.append("%s has only an sdist on the index: %s" % (
+                name, re.sub(r"^an sdist only(?: on PyPI)?[:,]?\s*", "", need)))
         return
     if p["status"] != "proven":
         res.warnings.append("unproven: %s" % p.get("reason"))
