@@ -63,7 +63,7 @@ def _refusal(p: Dict[str, Any]) -> str:
     names = p.get("no_wheel") or []
     m = re.search(r"No matching distribution found for (\S+)(?: \(from ([^)]+)\))?", err)
     if m:
-        return "%s: %s%s" % (kind, m.group(1), " (from %s)" % m.group(2) if m.group(2) else "")
+        return "%s: %s%s" % (kind, m.group(1).rstrip(";"), " (from %s)" % m.group(2) if m.group(2) else "")
     if names:
         return "%s: %s" % (kind, ", ".join(names[:3]))
     m = re.search(r"Cannot install (.+?) because", err)
@@ -80,7 +80,7 @@ def _why_unproven(p: Dict[str, Any]) -> str:
                                            if "(still" in reason else "")
     if reason.startswith("no recorded proof"):
         return "not recorded yet"
-    return reason[:160]
+    return reason[:260]
 
 
 def cells(mx: Any, arches: List[str], releases: Optional[Sequence[str]] = None,
