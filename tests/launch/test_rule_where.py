@@ -32,7 +32,9 @@ HEAVY_ENVS = [("verl030-tf4", ["verl==0.3.0.post1"] + TF4, "0.3.0.post1"),
               ("verl071-tf4", ["verl==0.7.1"] + TF4, "0.7.1"),
               ("verl080-tf4", ["verl==0.8.0"] + TF4 + ["cachetools", "uvicorn", "fastapi"], "0.8.0")]
 #: What the line a rule's ``where`` names must say, per rule (the first ``path:N``; then each ``at :N``).
-LINE = {"micro_vs_mini": (r"assert .*%.*micro_batch_size_per_gpu", r"."),
+LINE = {"mini_per_gpu": (r"assert (self\.config\.actor\.ppo_mini_batch_size > 0|mini_batch_size % self\.engine\.get_data_par)",
+                         r"ppo_mini_batch_size //= |mini_batch_size_per_gpu = mini_batch_size // "),
+        "micro_vs_mini": (r"assert .*%.*micro_batch_size_per_gpu", r"."),
         "sp_remove_padding": (r"raise ValueError\(|assert config\.actor_rollout_ref\.model\.use_remove_padding", r"."),
         "sp_mesh": (r"dp(_size)? = (world_size // self\.ulysses_sequence_parallel_size|self\.get_data_parallel_size\(\))",
                     r"init_device_mesh\(|world_size\(\) // self\.ulysses_sequence_parallel_size")}
