@@ -92,6 +92,20 @@ def test_micro_vs_mini_names_the_release_s_own_split(release, where):
     assert f and f[0].where.startswith(where), [(x.id, x.where) for x in found]
 
 
+@pytest.mark.parametrize("release,status", [("0.7.1", "warn"), ("0.8.0", "fail"), ("0.9.1", "fail")])
+def test_mini_batch_not_whole_per_gpu_by_release(release, status):
+    """ppo_mini_batch_size 12 x n 1 on 8 GPUs = 1.5 per GPU: 0.7.1's fsdp_workers.py floors it to 1 (a WARN);
+    0.8.0's and 0.9.1's engine worker asserts ``mini_batch_size % dp == 0`` (engine_workers.py:258, :267:
+    the where lines the installed-source test checks), a FAIL."""
+    c = compose_stored(parse_launch(["python3", "-m", "verl.trainer.main_ppo"] + BASE + [
+        "trainer.n_gpus_per_node=8", "actor_rollout_ref.rollout.n=1", "data.train_batch_size=48",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=12", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1"]),
+        None, release, env={})
+    assert c.error is None, c.error.message
+    got = [f for f in evaluate(c.get, release)[1] if f.id == "mini_per_gpu.actor"]
+    assert [f.status for f in got] == [status], [(f.status, f.message) for f in got]
+
+
 def _package_dir(py):
     out = subprocess.run([py, "-c", "import importlib.util as u; print(u.find_spec('verl').submodule_search_locations[0])"],
                          stdout=subprocess.PIPE, universal_newlines=True, check=True, timeout=60)
