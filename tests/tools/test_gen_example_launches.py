@@ -22,7 +22,7 @@ from preflight.launch.rules import evaluate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from gen_example_launches import launch_of  # noqa: E402
+from gen_example_launches import bash_words, launch_of, launch_words  # noqa: E402
 import verl_differential  # noqa: E402
 from verl_differential import differential, localise  # noqa: E402
 
@@ -34,6 +34,116 @@ def _stored(path, ref):
     with open(os.path.join(ROOT, "tests", "data", "verl_example_launches.json"), encoding="utf-8") as fh:
         doc = json.load(fh)
     return [x for x in doc["launches"] if x["path"] == path and ref in x["refs"]][0]
+
+
+#: Scripts whose launch bash itself expands (bash_words: the script's assignment statements, then the
+#: launch's words through printf, run by real bash in a temp dir); the extractor must match word for word.
+BASH = {
+    "arrays": r"""ARR=(a.x=1 "b.y=two words" 'c.z=$NOT')
+ARR+=(d.w=4)
+EMPTY=()
+MULTI=(
+    e.v=5   # a comment inside the array
+    # a comment line
+    "f.u=${ARR[1]}"
+)
+python3 -m verl.trainer.main_ppo "${ARR[@]}" "${EMPTY[@]}" ${MULTI[@]} "g.n=${#ARR[@]}" "h.s=${ARR[*]}" i.t=${ARR[*]} j.z=$ARR
+""",
+    "arithmetic": r"""a=3; b=4
+c=$((a + b))
+d=$(((a + b) * c))
+e=$(( (a + $b) * 2 - 10 / 3 ))
+f=$((2**10 % 7)) g=$(( -7 / 2 )) h=$(( -7 % 3 ))
+expr=1+2
+k=$((2*expr)) m=$((2*$expr))
+n=$((a > b ? a : b))
+o=$(( $((a*2)) + 0x10 + 010 ))
+python3 -m verl.trainer.main_ppo x.c=$c x.d=$d x.e=$e x.f=$f x.g=$g x.h=$h x.k=$k x.m=$m x.n=$n x.o=$o \
+    "x.p=$(( (c - 1) * (d + 1) ))"
+""",
+    "defaults": r"""EMPTY=
+X=${UNSET_A:-dflt}
+Y=${UNSET_B:=assigned}
+python3 -m verl.trainer.main_ppo a.x=$X a.y=$Y a.yy=$UNSET_B a.e="[${EMPTY-dash}]" a.f="[${EMPTY:-colon}]" \
+    a.p=${X:+plus} a.q=${UNSET_C:+plus}end a.n=${UNSET_D:-${UNSET_E:-2}} a.w=${UNSET_H:-two words}
+""",
+    "quotes": r"""NAME="a b"
+LIST="['$NAME', 'c']"
+python3 -m verl.trainer.main_ppo data.files="$LIST" data.raw=$LIST 'lit.x=$NAME' "dq.x=it's \"q\"" \
+    n.x="${UNSET_F:-"d e"}" s.x="${UNSET_G:-'s'}" m.x=pre"$NAME"'post' e.x=a\ b
+""",
+    "continuations": r"""CONFIG="
+    a.x=1 \
+    a.y=2
+    a.z=3"
+python3 -m verl.trainer.main_ppo \
+    b.x=1 \
+    $CONFIG \
+    "$@"
+""",
+    "continuation at the end": "A=1\npython3 -m verl.trainer.main_ppo a.x=$A \\",
+    "declarations": r"""export A=1 B=two
+declare C=3
+local D=4
+export E={x,y}
+readonly F=6
+unset B
+python3 -m verl.trainer.main_ppo a=$A b=${B:-gone} c=$C d=$D e=$E f=$F
+""",
+    "patterns": r"""P=actor_rollout_ref.actor.x=1
+M=/models/Qwen/Qwen2.5-7B
+python3 -m verl.trainer.main_ppo "${P//actor_rollout_ref.actor/critic}" n.x=${M##*/} d.x=${M%/*} u.x=${M^^} \
+    l.x=${M,,} s.x=${M:8:4} r.x=${M/Qwen/Q}
+""",
+    "words": r"""cat > /tmp/never <<EOF
+python3 -m verl.trainer.main_ppo not.this=1
+EOF
+A=1; B=2 && C=3
+python3 -m verl.trainer.main_ppo x.l={a,b} x.s=~/d y=~/h a=$A b=$B c=$C 2>&1 | tee log.txt
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BASH))
+def test_launch_words_are_bash_s_own(name):
+    assert launch_words(BASH[name]) == bash_words(BASH[name])
+
+
+def test_arrays_and_arithmetic_values():
+    """Some of the words above spelled out (bash gives the same: the test before)."""
+    arrays = launch_words(BASH["arrays"])
+    assert arrays[3:9] == ["a.x=1", "b.y=two words", "c.z=$NOT", "d.w=4", "e.v=5", "f.u=b.y=two"]
+    assert "g.n=4" in arrays and "h.s=a.x=1 b.y=two words c.z=$NOT d.w=4" in arrays and "j.z=a.x=1" in arrays
+    got = dict(w.split("=", 1) for w in launch_words(BASH["arithmetic"])[3:])
+    assert got == {"x.c": "7", "x.d": "49", "x.e": "11", "x.f": "2", "x.g": "-3", "x.h": "-1", "x.k": "6",
+                   "x.m": "4", "x.n": "4", "x.o": "30", "x.p": "300"}
+
+
+#: Launches stored incomplete before the extractor read arrays, multi-line strings and nested $(( )):
+#: (path, ref, an override the script's bash gives that the old extraction lacked or got wrong).
+COMPLETED = [
+    ("examples/sapo_trainer/run_qwen30b_sapo.sh", "HEAD", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=30720"),
+    ("examples/gspo_trainer/run_qwen30b_gspo.sh", "HEAD", "actor_rollout_ref.actor.clip_ratio_high=4e-4"),
+    ("examples/grpo_trainer/run_qwen2-32b_sglang_fsdp_npu.sh", "HEAD", "data.train_batch_size=32"),
+    ("examples/mtp_trainer/test_dapo_mimo_7b_with_mtp_math_megatron.sh", "HEAD",
+     "actor_rollout_ref.model.mtp.enable=True"),
+    ("examples/grpo_trainer/run_qwen3moe-30b_megatron_96gb.sh", "HEAD",
+     "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=10240"),
+    ("examples/grpo_trainer/run_qwen2-7b_math_megatron_lora.sh", "HEAD", "actor_rollout_ref.model.lora.rank=256"),
+]
+
+
+@pytest.mark.parametrize("path,ref,override", COMPLETED, ids=[c[0].split("/")[-1] for c in COMPLETED])
+def test_stored_launches_are_complete(path, ref, override):
+    assert override in _stored(path, ref)["overrides"]
+
+
+def test_no_stored_override_holds_shell_syntax():
+    """No ``$((``, ``[@]`` or unbalanced parenthesis (``...=1)``: a nested ``$(( ))`` cut short) is stored."""
+    with open(os.path.join(ROOT, "tests", "data", "verl_example_launches.json"), encoding="utf-8") as fh:
+        stored = [o for x in json.load(fh)["launches"] for o in x["overrides"]]
+    bad = [o for o in stored if "$((" in o or "[@]" in o or "[*]" in o or o.count("(") != o.count(")")]
+    assert bad == []
 
 
 def test_scheduler_counts_stand_in_as_whole_numbers():

@@ -173,8 +173,8 @@ def global_micro_rule(x: RuleContext, v: Values) -> None:
 
 
 def sp_rule(x: RuleContext, v: Values) -> None:
-    """Rule ``sp_remove_padding``: a Ulysses sequence parallel size over 1 needs use_remove_padding and must divide
-    the world size."""
+    """Rule ``sp_remove_padding``: a Ulysses sequence parallel size over 1 needs use_remove_padding (verl's config
+    validation, before Ray) and must divide the world size (the workers' device mesh: ``where`` sp_mesh)."""
     for role, sp in (("actor", v.sp),) + ((("critic", v.critic_sp),) if v.use_critic else ()):
         if sp <= 1:
             continue
@@ -183,7 +183,7 @@ def sp_rule(x: RuleContext, v: Values) -> None:
             near = nearest(divisors(v.world), sp)
             x.add("sp_remove_padding", "fail", "%s: Ulysses size %d does not divide the world size %d" % (
                 role, sp, v.world), item=role, alts=[{ukey: d} for d in near], fix_key=ukey,
-                fix_tail=" (a divisor of the world size %d)" % v.world)
+                fix_tail=" (a divisor of the world size %d)" % v.world, where_key="sp_mesh", stops_key="stops_mesh")
         if not v.remove_padding:
             x.add("sp_remove_padding", "fail", "%s: Ulysses size %d with use_remove_padding=False" % (role, sp),
                   "set actor_rollout_ref.model.use_remove_padding=True", item=role,

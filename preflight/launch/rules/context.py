@@ -15,7 +15,11 @@ class RuleContext:
 
     def add(self, rule: str, status: str, message: str, fix: Optional[str] = None, item: Optional[str] = None,
             silent: bool = False, alts: Optional[List[Dict[str, Any]]] = None, fix_key: Optional[str] = None,
-            fix_tail: str = "", **evidence: Any) -> Finding:
+            fix_tail: str = "", where_key: Optional[str] = None, stops_key: str = "stops",
+            **evidence: Any) -> Finding:
+        """Add one finding of ``rule``; its check and stops text come from the rule table and its where from the
+        release's ruleset. ``where_key``/``stops_key``: a part of the rule verl checks elsewhere (another key of
+        the ruleset's ``where`` and of the rule's table). Returns the finding."""
         meta = self.rules.get(rule, {})
         if fix is None and fix_key and alts:
             fix = "set %s to %s%s" % (fix_key, or_list([format_value(a[fix_key]) for a in alts]), fix_tail)
@@ -24,7 +28,7 @@ class RuleContext:
         if not alts and fix:
             alts = fix_overrides(fix)  # a fix phrased "set k=v": the one-line fix can use it too
         f = Finding(rule, status, message, fix, item, meta.get("check", ""),
-                    (self.rs.get("where") or {}).get(rule, ""), meta.get("stops", ""), silent,
+                    (self.rs.get("where") or {}).get(where_key or rule, ""), meta.get(stops_key, ""), silent,
                     {k: v for k, v in evidence.items() if v is not None}, list(alts or []), fix_key, fix_tail)
         self.out.append(f)
         return f

@@ -58,11 +58,25 @@ def ruleset(version: Optional[str]) -> Tuple[Dict[str, Any], str]:
 
 def gated(rs: Dict[str, Any], v: Version) -> Dict[str, Any]:
     """``rs`` with each flag written as a version specifier (``rollout_sync_rejected = ">=0.7"``:
-    true from that release on, inside a ruleset that spans several) turned into a bool for ``v``."""
+    true from that release on, inside a ruleset that spans several) turned into a bool for ``v``, each
+    ``by_version`` flag (``{flag: {specifier: value}}``) set where a specifier holds ``v``, and ``where``
+    completed from ``where_versions`` (``{rule: {specifier: where}}``) for ``v``."""
     out = dict(rs)
     for k, val in rs.items():
         if k in GATED and isinstance(val, str):
             out[k] = SpecifierSet(val).contains(v, prereleases=True)
+    for k, by_spec in (rs.get("by_version") or {}).items():  # ``[ruleset.by_version]``: {flag: {specifier: value}}
+        for spec, val in by_spec.items():
+            if SpecifierSet(spec).contains(v, prereleases=True):
+                out[k] = val
+                break
+    per = rs.get("where_versions") or {}
+    if per:  # ``[ruleset.where_versions.<rule>]``: specifier -> where, for rules whose code moved inside the ruleset
+        where = dict(rs.get("where") or {})
+        for rule, by_spec in per.items():
+            where[rule] = next((text for spec, text in by_spec.items()
+                                if SpecifierSet(spec).contains(v, prereleases=True)), where.get(rule, ""))
+        out["where"] = where
     return out
 
 
