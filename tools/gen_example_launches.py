@@ -113,24 +113,30 @@ def _end_arith(t, i):
     return None
 
 
+def _skip(t, i, any_dollar=True):
+    """The index after the escape, quoted span or expansion that starts at ``t[i]``, or None when
+    none starts there (``any_dollar``: every ``$`` starts one; else only ``${`` and ``$(``)."""
+    c = t[i]
+    if c == "\\":
+        return i + 2
+    if c == "'":
+        return _end_squote(t, i + 1)
+    if c == '"':
+        return _end_dquote(t, i + 1)
+    if c == "`":
+        return _end_backtick(t, i + 1)
+    if c == "$" and (any_dollar or t[i + 1:i + 2] in ("{", "(")):
+        return _end_dollar(t, i)
+    return None
+
+
 def _end_paren(t, i):
     depth = 1
     while i < len(t):
         c = t[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "'":
-            i = _end_squote(t, i + 1)
-            continue
-        if c == '"':
-            i = _end_dquote(t, i + 1)
-            continue
-        if c == "`":
-            i = _end_backtick(t, i + 1)
-            continue
-        if c == "$" and t[i + 1:i + 2] in ("{", "("):
-            i = _end_dollar(t, i)
+        j = _skip(t, i, any_dollar=False)
+        if j is not None:
+            i = j
             continue
         if c == "(":
             depth += 1
@@ -146,18 +152,10 @@ def _end_brace(t, i):
     """After ``${``: bash ends the expansion at the first ``}`` outside quotes and nested expansions
     (``${X:-{a}b}`` is ``{a`` then ``b}``)."""
     while i < len(t):
-        c = t[i]
-        if c == "\\":
-            i += 2
-        elif c == "'":
-            i = _end_squote(t, i + 1)
-        elif c == '"':
-            i = _end_dquote(t, i + 1)
-        elif c == "`":
-            i = _end_backtick(t, i + 1)
-        elif c == "$" and t[i + 1:i + 2] in ("{", "("):
-            i = _end_dollar(t, i)
-        elif c == "}":
+        j = _skip(t, i, any_dollar=False)
+        if j is not None:
+            i = j
+        elif t[i] == "}":
             return i + 1
         else:
             i += 1
@@ -347,20 +345,9 @@ def _brace(raw):
     i, opens = 0, []
     while i < len(raw):
         c = raw[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "'":
-            i = _end_squote(raw, i + 1)
-            continue
-        if c == '"':
-            i = _end_dquote(raw, i + 1)
-            continue
-        if c == "`":
-            i = _end_backtick(raw, i + 1)
-            continue
-        if c == "$":
-            i = _end_dollar(raw, i)
+        j = _skip(raw, i)
+        if j is not None:
+            i = j
             continue
         if c == "{":
             opens.append((i, []))
@@ -894,16 +881,10 @@ class Shell(object):
 def _first_slash(word):
     i = 0
     while i < len(word):
-        c = word[i]
-        if c == "\\":
-            i += 2
-        elif c == "'":
-            i = _end_squote(word, i + 1)
-        elif c == '"':
-            i = _end_dquote(word, i + 1)
-        elif c == "$":
-            i = _end_dollar(word, i)
-        elif c == "/":
+        j = _skip(word, i)
+        if j is not None:
+            i = j
+        elif word[i] == "/":
             return i
         else:
             i += 1
