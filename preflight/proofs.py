@@ -151,7 +151,37 @@ def _row_out(base: Dict[str, Any], row: Dict[str, Any]) -> Dict[str, Any]:
     if out["status"] == "not recorded":
         out["status"] = "unproven"
     out["installed"] = dict(x.split("==", 1) for x in row.get("installed") or [])
+    why = markers_problem(row, base["python"], base["arch"])
+    if why and out["status"] in ("proven", "failed"):
+        out.update(status="unproven", recorded_status=out["status"], reason=why)
     return out
+
+
+#: The interpreter a recorded row's pip ran under when the row does not say (``markers``): every row
+#: recorded before the recorder ran pip under the target's own CPython came from its pip 26 venv
+#: (tests/envs.py "lock-tools": CPython 3.11.7 on x86_64), or, for the 2026-11-30 rows whose resolver
+#: line says "under CPython X.Y", from that CPython on this x86_64 machine.
+_OLD_RECORDER = "cpython 3.11.7 x86_64"
+
+
+def markers_problem(row: Dict[str, Any], python: str, arch: str) -> Optional[str]:
+    """None when pip evaluated the requirement markers of ``row`` (a recorded or live proof) for
+    CPython ``python`` on Linux ``arch``, else why its verdict proves nothing for that target, one
+    line. pip evaluates ``python_version``/``platform_machine`` markers for the interpreter it runs
+    under whatever ``--python-version``/``--platform`` say, so a set resolved under another
+    interpreter may hold packages the target never installs, or miss ones it does (a CPython 3.11
+    pip proving 3.9 took numba 0.61.2, whose marker excludes 3.9; one on x86_64 proving aarch64
+    keeps the x86_64-only CUDA wheels)."""
+    got = row.get("markers")
+    if not got:
+        m = re.search(r"under CPython (\d+\.\d+)", str(row.get("resolver") or ""))
+        got = "cpython %s x86_64" % m.group(1) if m else _OLD_RECORDER
+    parts = str(got).split()
+    if len(parts) >= 3 and parts[0] == "cpython" and ".".join(parts[1].split(".")[:2]) == python and parts[2] == arch:
+        return None
+    return ("pip evaluated the environment markers for %s, not CPython %s on %s, so its answer (%s) proves "
+            "nothing for this target: record it under a CPython %s on %s (tools/record_proofs.py)" % (
+                got, python, arch, row.get("status"), python, arch))
 
 
 #: What building a package that has only an sdist on the index needs (pip's binary-only resolve
@@ -396,6 +426,38 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
                timeout: float = 120.0, pip_python: Optional[str] = None, index_url: str = PYPI,
                metadata_index: bool = True, cache_dir: Optional[str] = None, page_ttl: float = 600.0,
                native_python: Optional[str] = None) -> Dict[str, Any]:
+    """:func:`_prove_live` (which documents every argument and the row), with pip run by default
+    under a CPython ``python`` of this machine when there is one on PATH (``pythonX.Y``) and this
+    machine is ``arch``, else this interpreter; a verdict pip reached with markers evaluated for
+    another interpreter (:func:`markers_problem`) is "unproven" with why (``recorded_status``
+    keeps what pip said)."""
+    if pip_python is None:
+        pip_python = _target_python(python, arch)
+    out = _prove_live(requirements, python, arch, extra_index_urls, timeout, pip_python, index_url, metadata_index,
+                      cache_dir, page_ttl, native_python)
+    why = markers_problem(out, python, arch) if out.get("markers") else None
+    if why and out.get("status") in ("proven", "failed"):
+        out.update(status="unproven", recorded_status=out["status"], reason=why)
+    return out
+
+
+def _target_python(python: str, arch: str) -> Optional[str]:
+    """``pythonX.Y`` on PATH when it is CPython ``python`` on this machine's ``arch``, else None."""
+    import shutil
+
+    cand = shutil.which("python%s" % python)
+    if not cand:
+        return None
+    got = _markers_of(cand, 10.0)
+    if got and got[0] == "cpython" and ".".join(got[1].split(".")[:2]) == python and got[2] == arch:
+        return cand
+    return None
+
+
+def _prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", extra_index_urls: Sequence[str] = (),
+                timeout: float = 120.0, pip_python: Optional[str] = None, index_url: str = PYPI,
+                metadata_index: bool = True, cache_dir: Optional[str] = None, page_ttl: float = 600.0,
+                native_python: Optional[str] = None) -> Dict[str, Any]:
     """Run pip's resolver now (network, bounded by ``timeout`` seconds in all) on exactly
     ``requirements`` for CPython ``python`` on Linux ``arch`` (see :func:`pip_command`), with
     ``pip_python``'s pip (default: this interpreter's; pip >= 22.2 for --dry-run --report).
