@@ -165,12 +165,13 @@ def _has(text, needles):
     return all(any(n.lower() in t for n in alt.split("|")) for alt in needles)
 
 
-def judge(rows, cause, fix, statuses=("fail",)):
+def judge(rows, cause, fix, statuses=("fail",), fix_in_message=False):
     """The first row of ``statuses`` whose id+message+fix names every ``cause`` needle; whether
-    its fix (or message, where the row states the fix there) names every ``fix`` needle."""
+    its fix names every ``fix`` needle (``fix_in_message``: resolve's warning rows, whose fix field
+    is generic, state the fix in the message)."""
     for r in rows:
         if r.get("status") in statuses and _has(_text(r, True), cause):
-            return r, _has((r.get("fix") or "") + " " + r.get("message", ""), fix)
+            return r, _has((r.get("fix") or "") + (" " + r.get("message", "") if fix_in_message else ""), fix)
     return None, False
 
 
@@ -221,8 +222,12 @@ def c06():
                                      ("vllm", "0.7.4.dev0", ["torch==2.5.1"])],
                      {"torch/__init__.py": torch_stub("2.5.1"), "vllm/__init__.py": ""})
     rc, rows = check(py, "python,packages", env={"VLLM_USE_V1": "1"})
-    a = judge(rows, ["0.7.4"], ["0.7.3|vllm=="], ("fail", "warn"))
+    a = judge(rows, ["0.7.4", "development|nightly|untested"], ["vllm==0.7.3"], ("fail", "warn"))
     b = judge(rows, ["VLLM_USE_V1"], ["VLLM_USE_V1=0|unset"], ("fail", "warn"))
+    # no row may offer a vLLM outside verl 0.3.0.post1's range (vllm<=0.8.2) as the thing to install
+    wrong = [r["id"] for r in rows if "'vllm>=0.8.3'" in (r.get("fix") or "") and "install" in (r.get("fix") or "")]
+    if wrong:
+        return (a[0] if a[0] and b[0] else None), False, "a fix outside verl's range: %s" % ",".join(wrong)
     return (a[0] if a[0] and b[0] else None), a[1] and b[1]
 
 
@@ -492,7 +497,7 @@ def c36():
                      {"torch/__init__.py": torch_stub("2.8.0", "12.8"), "vllm/__init__.py": "",
                       "transformers/__init__.py": "__version__ = '5.1.0'\nclass AutoModelForImageTextToText: pass\n"})
     rc, rows = check(py, "python,packages")
-    return judge(rows, ["transformers", "5.1.0|5"], ["transformers<5", "0.7.1"])
+    return judge(rows, ["transformers", "5.1.0|5"], ["transformers<5|0.7.1"])
 
 
 @case(37, "packages", "fake venv py3.12: verl 0.7.0, vllm 0.12.0 (real Requires-Dist) with a vllm.worker.worker_base stub importing ExecuteModelRequest")
@@ -579,14 +584,14 @@ def c44():
     rows = doc.get("results", [])
     vllm = json.dumps(doc.get("stack") or doc.get("resolve") or {})
     r = judge(rows, ["async", "vllm.v1.engine.utils|CoreEngineProcManager|0.10|0.6.1"], ["0.10|0.6.1"],
-              ("fail", "warn"))
+              ("fail", "warn"), fix_in_message=True)
     return r
 
 
 @case(45, "resolve", "resolve --verl 0.4.1 --gpu V100 --driver 550.54.14 --python 3.10")
 def c45():
     rc, rows = resolve(["--verl", "0.4.1", "--gpu", "V100", "--driver", "550.54.14", "--python", "3.10"])
-    return judge(rows, ["bf16|bfloat16", "float16|fp16|half"], ["dtype=float16|float16"], ("fail", "warn"))
+    return judge(rows, ["bf16|bfloat16", "float16|fp16|half"], ["dtype=float16"], ("fail", "warn"), fix_in_message=True)
 
 
 @case(46, "config", "fake venv py3.11 with transformers 4.57.1 metadata and a stub CONFIG_MAPPING_NAMES (qwen3, no qwen3_5); qwen3_5 dir")
@@ -715,10 +720,45 @@ def c55():
     return judge(rows, ["ray|Ray", "3.11|3.12|2.60"], ["Python 3.11|ray stop|RAY_ADDRESS|env that started"])
 
 
+# ---- explain: each case's quoted error text -------------------------------------------------------
+
+def explain_column(num, texts, expected):
+    """'right' when ``explain -`` on one of the case's quoted error texts names a signature that
+    matrices/signatures.toml files under this case; 'wrong: <ids>' otherwise; 'no text' when the case
+    quotes none (tests/explain/test_explain.py extracts the texts the same way)."""
+    if not texts:
+        return "no text"
+    got = []
+    for t in texts:
+        p = subprocess.run([sys.executable, "-m", "preflight", "explain", "-", "--json", "-", "-q"], input=t,
+                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT, timeout=120)
+        try:
+            rows = json.loads(p.stdout).get("results", [])
+        except ValueError:
+            rows = []
+        sig = next(((r.get("evidence") or {}).get("signature") for r in rows if r.get("id") == "explain.root"), None)
+        if sig in expected:
+            return "right"
+        got.append(str(sig))
+    return "wrong: " + ",".join(got)
+
+
+def quoted_texts():
+    """({case: [quoted texts]}, {case: {signature ids}}) as tests/explain/test_explain.py reads them."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "explain"))
+    try:
+        import test_explain as te
+    except Exception:
+        return {}, {}
+    return te.quoted_cases(), te._expected(matrix())
+
+
 # ---- main -----------------------------------------------------------------------------------------
 
 def main():
     want = [a for a in sys.argv[1:] if not a.startswith("-")]
+    texts, expected = quoted_texts()
+    ex_tot = {"right": 0, "quoted": 0}
     totals = {}
     lines = []
     for num, kind, how, fn in CASES:
@@ -735,9 +775,15 @@ def main():
         caught = "n/a" if nr else ("yes" if row else "no")
         fix = "n/a" if nr else ("yes" if (row and right) else "no")
         rid = row if isinstance(row, str) else (row or {}).get("id", "-")
-        line = "%-3s %-10s caught %-3s right fix %-3s %-44s %5.1fs  %s" % (num, kind, caught, fix, rid[:44],
-                                                                        time.time() - t0, note)
+        ex = explain_column(num, texts.get(str(num), []), expected.get(str(num), set()))
+        line = "%-3s %-10s caught %-3s right fix %-3s %-44s %5.1fs  explain %-8s %s" % (
+            num, kind, caught, fix, rid[:44], time.time() - t0, ex.split(":")[0], note)
         print(line, flush=True)
+        if ex != "no text":
+            ex_tot["quoted"] += 1
+            ex_tot["right"] += ex == "right"
+        if VERBOSE and ex.startswith("wrong"):
+            print("      explain: " + ex, flush=True)
         if VERBOSE and isinstance(row, dict):
             print("      %s: %s\n      fix: %s" % (row.get("status"), row.get("message", "")[:400],
                                                  (row.get("fix") or "")[:400]), flush=True)
@@ -755,6 +801,8 @@ def main():
     for kind, (kc, kf, km, kn) in sorted(totals.items()):
         print("  %-10s caught %d of %d, right fix %d of %d%s" % (kind, kc, km, kf, km,
                                                                " (%d not reproducible here)" % kn if kn else ""))
+    print("explain: the quoted error text classified right for %d of %d cases that quote one" % (
+        ex_tot["right"], ex_tot["quoted"]))
     shutil.rmtree(TMP, ignore_errors=True)
 
 
