@@ -192,7 +192,7 @@ def c01():
     py, _ = fake_env("c01", "3.10", [("verl", "0.2.0.post2"), ("torch", "2.6.0+cu126", []), ("vllm", "0.6.3")],
                      {"torch/__init__.py": torch_stub("2.6.0+cu126", "12.6", True), "vllm/__init__.py": ""})
     rc, rows = check(py, "python,packages")
-    return judge(rows, ["torch==2.4.0", "2.6.0"], ["torch==2.4.0|vllm>=0.8|vllm==0.8"])
+    return judge(rows, ["torch==2.4.0", "2.6.0"], ["verl[vllm]==0.2.0.post2|torch==2.4.0|vllm>=0.8|vllm==0.8"])
 
 
 @case(3, "packages", "fake venv py3.10: torch 2.6.0, torchvision 0.20.1, no vllm; launch rollout.name=vllm")
