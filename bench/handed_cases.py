@@ -201,7 +201,7 @@ def c03():
                      {"torch/__init__.py": torch_stub("2.6.0"), "torchvision/__init__.py": ""})
     rc, rows = check(py, "python,packages,imports", ["--launch", "actor_rollout_ref.rollout.name=vllm"])
     a = judge(rows, ["torchvision", "2.5.1"], ["torchvision==0.21|0.21.0"])
-    b = judge(rows, ["vllm", "not installed|missing|no module|absent"], ["install|pip"])
+    b = judge(rows, ["no rollout engine|vllm is not installed"], ["verl[vllm]"])
     both = bool(a[0] and b[0])
     return (a[0] if both else None), (a[1] and b[1])
 
