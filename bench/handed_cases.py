@@ -175,6 +175,15 @@ def judge(rows, cause, fix, statuses=("fail",), fix_in_message=False):
     return None, False
 
 
+def control(result, rows, cause, what):
+    """``result`` of the failing input, marked wrong when the same cause FAILs on the case's valid
+    variant ``what`` too (a rule that fires on everything is not a catch)."""
+    neg, _ = judge(rows, cause, [""])
+    if neg is not None and result[0] is not None:
+        return None, False, "negative control (%s) FAILs too: %s" % (what, neg["id"])
+    return result[0], result[1], None
+
+
 # ---- the cases ------------------------------------------------------------------------------------
 
 CASES = []
@@ -615,7 +624,10 @@ def c47():
     m = model("qwen7b", Q7, {"chat_template": TMPL})
     rc, rows = config("0.9.1", 8, BASE + ["actor_rollout_ref.model.path=" + m,
                                          "actor_rollout_ref.rollout.tensor_model_parallel_size=8"])
-    return judge(rows, ["tensor_model_parallel_size", "28"], ["tensor_model_parallel_size=4|tensor_model_parallel_size to 4"])
+    r = judge(rows, ["tensor_model_parallel_size", "28"], ["tensor_model_parallel_size=4|tensor_model_parallel_size to 4"])
+    return control(r, config("0.9.1", 8, BASE + ["actor_rollout_ref.model.path=" + m,
+                                                 "actor_rollout_ref.rollout.tensor_model_parallel_size=4"])[1],
+                   ["tensor_model_parallel_size", "28"], "TP 4")
 
 
 @case(48, "config", "llama base dir, tokenizer_config without chat_template; config --verl 0.9.1")
@@ -643,7 +655,11 @@ def c50():
     rc, rows = config("0.6.0", 8, BASE + ["actor_rollout_ref.model.lora_rank=1", "actor_rollout_ref.model.lora_alpha=2",
                                          "actor_rollout_ref.model.target_modules=all-linear",
                                          "actor_rollout_ref.rollout.load_format=safetensors"])
-    return judge(rows, ["lora_rank", "8"], ["lora_rank=8|lora_rank to 8|0.6.1"])
+    r = judge(rows, ["lora_rank", "8"], ["lora_rank=8|lora_rank to 8|0.6.1"])
+    return control(r, config("0.6.0", 8, BASE + ["actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_alpha=16",
+                                                 "actor_rollout_ref.model.target_modules=all-linear",
+                                                 "actor_rollout_ref.rollout.load_format=safetensors"])[1],
+                   ["lora_rank"], "lora_rank=8")
 
 
 @case(51, "config", "Qwen3.5 MoE dir (2 KV heads); Megatron TP 4 with use_mbridge; config --verl 0.9.1")
@@ -703,8 +719,14 @@ def c54():
         return cluster_run(ray_py(), c.env, ["--address", c.address, "--verl", "0.9.1", "--collective", "none",
                                              "--stage", "host", "--timeout", "60", "--", "trainer.n_gpus_per_node=1",
                                              "trainer.nnodes=1", "transfer_queue.enable=True"])
+    def run2(c):
+        return cluster_run(ray_py(), c.env, ["--address", c.address, "--verl", "0.9.1", "--collective", "none",
+                                             "--stage", "host", "--timeout", "60", "--", "trainer.n_gpus_per_node=1",
+                                             "trainer.nnodes=1"])
     rc, rows = with_cluster([{"num_cpus": 4, "num_gpus": 1}], run)
-    return judge(rows, ["CPU", "4"], ["num_data_storage_units|more CPUs|num-cpus|--num-cpus"])
+    r = judge(rows, ["CPU", "4"], ["num_data_storage_units|more CPUs|num-cpus|--num-cpus"])
+    rc, rows2 = with_cluster([{"num_cpus": 4, "num_gpus": 1}], run2)
+    return control(r, rows2, ["reserves at least"], "without TransferQueue (1 + 3 CPUs)")
 
 
 @case(55, "cluster", "local Ray cluster from the ray-cluster env (Ray 2.60, Python 3.11); launch env ray-py312 (Ray 2.60, Python 3.12: the Python half of the case's mismatch; no Ray 2.42 env on disk)")
@@ -770,7 +792,7 @@ def main():
         except Exception as exc:  # a bench prints; one broken input does not stop the others
             out = (None, False, "bench error: %s: %s" % (type(exc).__name__, exc))
         row, right = out[0], out[1]
-        note = out[2] if len(out) > 2 else how
+        note = out[2] if len(out) > 2 and out[2] else how
         nr = isinstance(row, str) and row.startswith("not reproducible here")
         caught = "n/a" if nr else ("yes" if row else "no")
         fix = "n/a" if nr else ("yes" if (row and right) else "no")

@@ -12,11 +12,14 @@ placement groups, collective ranks) and reports events; this module only reads t
   compared across nodes;
 - :func:`resource_outcomes`: a launch's ``trainer.nnodes`` x ``trainer.n_gpus_per_node`` against
   Ray's own numbers, and verl's resource pool tried as placement groups;
+- :func:`cpu_reserve_outcomes`: the CPUs the launch reserves (pool bundles, TaskRunner,
+  TransferQueue) against the CPUs Ray has available (verl#7398, #7656);
 - :func:`collective_outcome`: the cross-node all_reduce (sum checked, busbw per size, NCCL's
   interface/transport lines).
 
 Sources: verl's ResourcePoolManager/RayResourcePool (one STRICT_PACK placement group per node,
-bundles ``{"CPU": 1, "GPU": 1}``, ``max_colocate_count=1``; its message "Total available GPUs
+bundles ``{"CPU": max_colocate_count, "GPU": 1}``: 1 before verl 0.7.1, 3 from it, with the TaskRunner
+and TransferQueue actors beside them, matrices/verl_rules.toml ``[[ray_reserve]]``; its message "Total available GPUs
 ... is less than total desired GPUs ..."); Ray's ``canonicalize_bootstrap_address`` (RAY_ADDRESS,
 then ``<ray temp dir>/ray_current_cluster``, else a new local instance); reference cases 16
 (verl#659) and 21 (verl#523) in shared/reference.
