@@ -416,7 +416,8 @@ class MetadataIndex:
     are kept (default :func:`default_cache_dir`; pruned to ``max_bytes`` on exit); ``page_ttl``:
     seconds a project page read from the upstream stays valid; ``timeout``: seconds for one
     upstream request. With ``python`` (X.Y) and ``platforms`` (the tags pip is given) a page
-    holds only the wheels :meth:`may_fit` admits. ``stats`` counts pages and metadata read
+    holds only the wheels :meth:`may_fit` admits, and sdists only with ``sdists`` (a resolver run
+    that may build one: a lock under the target's own interpreter). ``stats`` counts pages and metadata read
     upstream or from the cache, upstream requests and bytes, files left out; ``errors`` holds
     upstream failures, one line each; ``notes`` what the run should say once (a private cache).
 
@@ -429,9 +430,9 @@ class MetadataIndex:
 
     def __init__(self, upstream: str = "https://pypi.org/simple", cache_dir: Optional[str] = None,
                  page_ttl: float = 600.0, timeout: float = 60.0, max_bytes: int = 256 << 20,
-                 python: Optional[str] = None, platforms: Sequence[str] = ()) -> None:
+                 python: Optional[str] = None, platforms: Sequence[str] = (), sdists: bool = False) -> None:
         self.upstream = upstream.rstrip("/")
-        self.python, self.platforms = python, set(platforms)
+        self.python, self.platforms, self.sdists = python, set(platforms), sdists
         self.cache_dir = cache_dir or default_cache_dir()
         self.token = secrets.token_urlsafe(24)
         self.notes: List[str] = []
@@ -555,7 +556,7 @@ class MetadataIndex:
         which --only-binary=:all: excludes) are left out of the page, so pip's finder parses a
         fraction of torch's thousands of links; a name that does not parse is kept."""
         if not filename.endswith(".whl"):
-            return False
+            return self.sdists
         parts = filename[:-4].split("-")
         if len(parts) not in (5, 6):
             return True

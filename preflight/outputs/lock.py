@@ -11,13 +11,14 @@ them, and pip's own index, find-links and constraint settings, which uv does not
 model and tomli-w, as ``pip lock`` does), both deterministically.
 """
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, cast
+from typing import Any, Dict, Iterator, List, Optional, Sequence, cast
 
 from ..atomic import write_new
 from ..errors import UsageError
@@ -222,11 +223,12 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
     cross = interp is None
     if cross:
         interp = sys.executable
-    with tempfile.TemporaryDirectory() as tmp:
+    plats = _PLATFORMS if cross else _host_platforms()
+    with tempfile.TemporaryDirectory() as tmp, _metadata_index(index_url, interp, python, plats) as ix:
         report = os.path.join(tmp, "report.json")
         cmd = [interp, "-m", "pip", "--disable-pip-version-check", "install", "--dry-run", "--ignore-installed",
                "--quiet", "--report", report]
-        env = _index_env(index_url, extra_index_urls, interp)
+        env = _index_env(ix.url if ix is not None else index_url, extra_index_urls, interp)
         if cross:
             cmd += ["--target", os.path.join(tmp, "t"), "--only-binary=:all:", "--implementation", "cp",
                     "--python-version", python]
@@ -240,19 +242,65 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
             raise UsageError("pip did not resolve %s within %.0f s; check network access to the index" % (
                 " ".join(requirements), timeout))
         if proc.returncode != 0 or not os.path.exists(report):
-            raise UsageError("pip could not resolve the stack: %s" % _pip_error(proc.stderr))
+            err = _pip_error(proc.stderr)
+            if ix is not None:  # the loopback index's per-run token never reaches a message
+                err = err.replace(ix.url, ix.upstream).replace(ix.url.rsplit("/simple", 1)[0] + "/files/", "https://")
+            raise UsageError("pip could not resolve the stack: %s" % err)
         with open(report, encoding="utf-8") as fh:
             data = json.load(fh)
-    pkgs = []
-    for item in data.get("install", []):
-        meta = item["metadata"]
-        info = item.get("download_info") or {}
-        hashes = (info.get("archive_info") or {}).get("hashes") or {}
-        h = ["sha256:%s" % hashes["sha256"]] if "sha256" in hashes else []
-        pkgs.append(Locked(meta["name"], meta["version"], h, info.get("url")))
+        pkgs = []
+        for item in data.get("install", []):
+            meta = item["metadata"]
+            info = item.get("download_info") or {}
+            hashes = (info.get("archive_info") or {}).get("hashes") or {}
+            h = ["sha256:%s" % hashes["sha256"]] if "sha256" in hashes else []
+            pkgs.append(Locked(meta["name"], meta["version"], h, _upstream_url(ix, info.get("url"))))
     pkgs.sort(key=lambda p: p.name.lower())
     mode = "cross-resolution for Python %s (wheels only)" % python if cross else "interpreter %s" % interp
     return LockResult(pkgs, index_url, list(extra_index_urls), python, mode)
+
+
+def _host_platforms() -> List[str]:
+    """The Linux platform tags an interpreter of this machine could take (a superset of pip's:
+    every manylinux glibc level to 2.44 for this machine's architecture)."""
+    import platform
+
+    arch = platform.machine() or "x86_64"
+    return ["manylinux_2_%d_%s" % (n, arch) for n in range(17, 45)] + [
+        "manylinux2014_%s" % arch, "manylinux2010_%s" % arch, "manylinux1_%s" % arch, "linux_%s" % arch]
+
+
+@contextlib.contextmanager
+def _metadata_index(index_url: Optional[str], pip_python: str, python: str, platforms: Sequence[str]
+                    ) -> Iterator[Optional[Any]]:
+    """The loopback index of :mod:`preflight.proof_index` in front of PyPI, when PyPI is the index
+    pip would read (``index_url`` is PyPI's, or none is given and pip has none configured): pip
+    then reads each wheel's METADATA from it (range requests, kept in the tool's cache) instead of
+    downloading every candidate wheel whole (several GB for a CUDA stack on an index that announces
+    no PEP 658 metadata). The resolver, its candidates and the hashes on the pages are PyPI's own;
+    another index is read directly, as before (None). Its pages hold only what pip could take for
+    CPython ``python`` on ``platforms`` (wheels of other Pythons and platforms left out), sdists kept."""
+    from ..proofs import PYPI
+
+    configured = pip_settings(pip_python).get("index-url") if index_url is None else [index_url]
+    if configured and [u.rstrip("/") for u in configured] != [PYPI]:
+        yield None
+        return
+    from ..proof_index import MetadataIndex
+
+    with MetadataIndex(PYPI, python=python, platforms=platforms, sdists=True) as ix:
+        yield ix
+
+
+def _upstream_url(ix: Optional[Any], url: Optional[str]) -> Optional[str]:
+    """A wheel URL of the loopback index (``http://127.0.0.1:PORT/TOKEN/files/HOST/PATH``: the token
+    must never reach a file) as the upstream's own URL; any other URL as it is."""
+    if ix is None or not url or not url.startswith(ix.url.rsplit("/simple", 1)[0] + "/files/"):
+        return url
+    from urllib.parse import unquote
+
+    host, _, path = url.split("/files/", 1)[1].partition("/")
+    return ix.known(unquote(host), "/" + path)
 
 
 def render_lock(res: LockResult, header: Sequence[str] = ()) -> str:

@@ -16,6 +16,7 @@ verl_example_launches.json, tools/gen_example_launches.py) at a fixed stride, pl
 cases. The summary line prints "overrides tried/equal".
 """
 
+import hashlib
 import json
 import os
 import subprocess
@@ -25,7 +26,7 @@ import zipfile
 
 import pytest
 
-from envs import find_python
+from envs import CACHE, find_python
 from sweep import FULL, sample
 from preflight.launch.compose import stored_release, stored_tree
 from preflight.probes.process import load_script, run_script
@@ -144,15 +145,48 @@ def wheel_config_dir(tmp_path_factory):
     return _wheel_config_dir(RELEASE, tmp_path_factory.mktemp("wheel"))
 
 
+def _truth_key(conf_dir, cases, code):
+    """What hydra-core's answers depend on: its own and omegaconf's versions, every file of the config
+    directory (relative path and bytes), the cases and the composing code."""
+    from importlib.metadata import version
+
+    h = hashlib.sha256(json.dumps([version("hydra-core"), version("omegaconf"), cases, code]).encode())
+    for d, dirs, files in sorted(os.walk(conf_dir)):
+        dirs.sort()
+        for f in sorted(files):
+            path = os.path.join(d, f)
+            h.update(os.path.relpath(path, conf_dir).encode() + b"\0")
+            with open(path, "rb") as fh:
+                h.update(hashlib.sha256(fh.read()).digest())
+    return h.hexdigest()[:32]
+
+
 def _truth(conf_dir, cases, config_name="ppo_trainer"):
-    """hydra-core of the test venv composing ``conf_dir`` once per case: {i: {"tree"} or {"error"}}."""
-    env = dict(os.environ, PREFLIGHT_DIFF_UNSET="")
-    env.pop("PREFLIGHT_DIFF_UNSET")
+    """hydra-core of the test venv composing ``conf_dir`` once per case: {i: {"tree"} or {"error"}}.
+
+    hydra-core's answers are kept in the test cache beside the real environments (tests/envs.CACHE,
+    hydra-truth/), under a hash of everything they depend on (:func:`_truth_key`): the truth is
+    still hydra-core's own, computed once per version, tree and case list, as an environment is
+    built once; the side under test (the zipapp's Hydra, the target's) runs every time."""
     code = TRUTH.replace('config_name="ppo_trainer"', "config_name=%r" % config_name)
-    p = subprocess.run([sys.executable, "-c", code], input=json.dumps([conf_dir, [[c] for c in cases]]),
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env, timeout=900)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return {i: dict(r, error=_msg(r["error"])) if "error" in r else r for i, r in enumerate(json.loads(p.stdout))}
+    path = os.path.join(CACHE, "hydra-truth", _truth_key(conf_dir, cases, code) + ".json")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            out = json.load(fh)
+    else:
+        env = dict(os.environ, PREFLIGHT_DIFF_UNSET="")
+        env.pop("PREFLIGHT_DIFF_UNSET")
+        p = subprocess.run([sys.executable, "-c", code], input=json.dumps([conf_dir, [[c] for c in cases]]),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env,
+                           timeout=900)
+        assert p.returncode == 0, p.stderr[-2000:]
+        out = json.loads(p.stdout)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(path), delete=False, suffix=".tmp") as fh:
+            json.dump(out, fh)
+        os.replace(fh.name, path)
+    assert len(out) == len(cases)
+    return {i: dict(r, error=_msg(r["error"])) if "error" in r else r for i, r in enumerate(out)}
 
 
 @pytest.fixture(scope="module")

@@ -210,3 +210,27 @@ def test_pages_keep_every_wheel_pips_tags_admit():
         for n in names:
             fits = n.endswith(".whl") and bool(parse_wheel_filename(n)[3] & pip_tags)
             assert ix.may_fit(n) == fits, (arch, n)  # equal here; a superset by construction
+
+
+@pytest.mark.realenv
+def test_a_lock_through_the_metadata_index_is_the_lock_without_it(pip, upstream, monkeypatch):
+    """spec's lock (outputs/lock.resolve_lock) reads the index through the loopback metadata index
+    when the index is PyPI's (here the loopback upstream stands for it): the same set, the same
+    hashes and the upstream's own wheel URLs (never the index's per-run token) as pip reading the
+    upstream directly, and only range requests reach the wheels' host."""
+    from preflight.outputs import lock
+
+    url, files, log = upstream
+    monkeypatch.setattr(proofs, "PYPI", url)
+    via = lock.resolve_lock(["alpha==1.0"], "3.11", index_url=url, pip_python=pip)
+    assert log and all(rng for _, rng in log), log
+    monkeypatch.setattr(proofs, "PYPI", "https://pypi.invalid/simple")  # not PyPI's: read directly
+    direct = lock.resolve_lock(["alpha==1.0"], "3.11", index_url=url, pip_python=pip)
+    assert any(rng is None for _, rng in log)  # pip downloaded whole wheels this time
+    got = [(p.name, p.version, p.hashes, p.url) for p in via.packages]
+    assert got == [(p.name, p.version, p.hashes, p.url) for p in direct.packages]
+    assert [(n, v) for n, v, _, _ in got] == [("alpha", "1.0"), ("beta", "2.0"), ("gamma", "0.5")]
+    for name, version, hashes, u in got:
+        fn = "%s-%s-py3-none-any.whl" % (name, version)
+        assert hashes == ["sha256:" + hashlib.sha256(files[fn]).hexdigest()]
+        assert u == url.rsplit("/simple", 1)[0] + "/files/" + fn
