@@ -12,11 +12,14 @@ placement groups, collective ranks) and reports events; this module only reads t
   compared across nodes;
 - :func:`resource_outcomes`: a launch's ``trainer.nnodes`` x ``trainer.n_gpus_per_node`` against
   Ray's own numbers, and verl's resource pool tried as placement groups;
+- :func:`cpu_reserve_outcomes`: the CPUs the launch reserves (pool bundles, TaskRunner,
+  TransferQueue) against the CPUs Ray has available (verl#7398, #7656);
 - :func:`collective_outcome`: the cross-node all_reduce (sum checked, busbw per size, NCCL's
   interface/transport lines).
 
 Sources: verl's ResourcePoolManager/RayResourcePool (one STRICT_PACK placement group per node,
-bundles ``{"CPU": 1, "GPU": 1}``, ``max_colocate_count=1``; its message "Total available GPUs
+bundles ``{"CPU": max_colocate_count, "GPU": 1}``: 1 before verl 0.7.1, 3 from it, with the TaskRunner
+and TransferQueue actors beside them, matrices/verl_rules.toml ``[[ray_reserve]]``; its message "Total available GPUs
 ... is less than total desired GPUs ..."); Ray's ``canonicalize_bootstrap_address`` (RAY_ADDRESS,
 then ``<ray temp dir>/ray_current_cluster``, else a new local instance); reference cases 16
 (verl#659) and 21 (verl#523) in shared/reference.
@@ -29,7 +32,7 @@ from .checks.base import Outcome, errored, failed, passed, skipped, warned
 from .result import Result, Status
 
 __all__ = ["NodeInfo", "label_nodes", "best_fit", "attach_outcomes", "cpu_outcomes", "node_results", "node_facts",
-           "drift_outcomes", "verl_pools", "resource_outcomes", "collective_outcome", "to_results"]
+           "drift_outcomes", "verl_pools", "resource_outcomes", "cpu_reserve_outcomes", "collective_outcome", "to_results"]
 
 #: Facts compared across nodes besides the distributions: (key, label).
 FACT_LABELS = (("python", "Python"), ("torch", "torch"), ("torch_cuda", "torch's CUDA"), ("nccl", "NCCL"),
@@ -336,11 +339,12 @@ def drift_outcomes(nodes: Sequence[NodeInfo], node_out: Dict[str, Dict[str, Any]
     return out
 
 
-def verl_pools(nnodes: int, n_gpus_per_node: int) -> List[Dict[str, Any]]:
+def verl_pools(nnodes: int, n_gpus_per_node: int, bundle_cpus: int = 1) -> List[Dict[str, Any]]:
     """verl's global resource pool as placement groups: ``nnodes`` groups of ``n_gpus_per_node``
-    bundles ``{"CPU": 1, "GPU": 1}``, strategy STRICT_PACK (verl's RayResourcePool with
-    max_colocate_count=1)."""
-    bundle = {"CPU": 1, "GPU": 1}
+    bundles ``{"CPU": bundle_cpus, "GPU": 1}``, strategy STRICT_PACK (verl's RayResourcePool; its
+    max_colocate_count is the bundle's CPUs: 1 before verl 0.7.1, 3 from it, matrices/verl_rules.toml
+    ``[[ray_reserve]]``)."""
+    bundle = {"CPU": bundle_cpus, "GPU": 1}
     return [{"name": "global_pool", "strategy": "STRICT_PACK",
              "groups": [[dict(bundle) for _ in range(n_gpus_per_node)] for _ in range(nnodes)]}]
 
@@ -409,14 +413,62 @@ def resource_outcomes(events: Dict[str, Any], nodes: Sequence[NodeInfo], launch:
                                item="pool"))
         elif p.get("fits"):
             out.append(passed("verl's resource pool fits: Ray placed %d STRICT_PACK placement group(s) of %d bundles "
-                              "{CPU: 1, GPU: 1}" % (len(pool["groups"]), per), pev, item="pool"))
+                              "%s" % (len(pool["groups"]), per, _bundle(pev["bundle"])), pev, item="pool"))
         else:
+            bc = int(pev["bundle"].get("CPU", 1) or 0)
             out.append(failed("Ray could not place verl's resource pool: %d of %d STRICT_PACK placement group(s) of "
-                              "%d bundles {CPU: 1, GPU: 1} (one per node) within the wait; verl would hang in "
-                              "'Waiting for creating a placement group'" % (p.get("placed", 0), len(pool["groups"]), per),
+                              "%d bundles %s (one per node) within the wait; verl would hang in "
+                              "'Waiting for creating a placement group'" % (p.get("placed", 0), len(pool["groups"]), per,
+                                                                            _bundle(pev["bundle"])),
                               "make every node offer %d GPUs and %d CPUs free (`ray status` shows what is used), or "
-                              "lower trainer.n_gpus_per_node / trainer.nnodes" % (per, per), pev, item="pool"))
+                              "lower trainer.n_gpus_per_node / trainer.nnodes" % (per, per * bc), pev, item="pool"))
     return out
+
+
+def _bundle(b: Dict[str, Any]) -> str:
+    return "{%s}" % ", ".join("%s: %g" % (k, v) for k, v in sorted(b.items()))
+
+
+def cpu_reserve_outcomes(events: Dict[str, Any], launch: Dict[str, Any]) -> List[Outcome]:
+    """The CPUs the launch reserves in Ray against the CPUs Ray has available (verl#7398, #7656):
+    ``launch["reserve"]`` is {bundle_cpus, task_runner_cpus, transfer_queue (bool), units,
+    controller_cpus, release, source}; the count is the pool's bundles x bundle_cpus, the TaskRunner
+    and, with TransferQueue on, its storage units and controller (1 CPU each). Above what Ray
+    offers, the placement groups or actors stay PENDING with no error. [] without that data."""
+    rv = launch.get("reserve")
+    res = (events.get("resources") or {})
+    if not rv or "available" not in res:
+        return []
+    avail = float((res.get("available") or {}).get("CPU", 0) or 0)
+    bundles = int(launch["nnodes"]) * int(launch["n_gpus_per_node"])
+    bc = int(rv.get("bundle_cpus") or 1)
+    parts = [("TaskRunner %d" % int(rv.get("task_runner_cpus") or 0), int(rv.get("task_runner_cpus") or 0))]
+    units_key = "transfer_queue.backend.SimpleStorage.num_data_storage_units"
+    tq = 0
+    if rv.get("transfer_queue"):
+        units, ctl = int(rv.get("units") or 0), int(rv.get("controller_cpus") or 0)
+        tq = units + ctl
+        parts.append(("TransferQueue %d (SimpleStorage %d + controller %d)" % (tq, units, ctl), tq))
+    parts.append(("%d GPU bundle(s) x %d = %d" % (bundles, bc, bundles * bc), bundles * bc))
+    need = sum(n for _w, n in parts)
+    ev = {"reserved_cpus": need, "ray_available_cpus": avail, "parts": [w for w, _n in parts],
+          "release": rv.get("release"), "source": rv.get("source")}
+    what = ", ".join(w for w, _n in parts)
+    if need <= avail:
+        return [passed("the launch reserves %d CPUs in Ray (%s); Ray has %g available" % (need, what, avail), ev,
+                       item="cpus")]
+    fixes = []
+    if tq and rv.get("units"):
+        room = int(avail) - (need - int(rv.get("units") or 0))
+        if room >= 1:
+            fixes.append("set %s=%d (1 CPU each)" % (units_key, room))
+        else:
+            fixes.append("set transfer_queue.enable=False (it reserves %d CPUs)" % tq)
+    fixes.append("start Ray with at least %d CPUs (`ray start --num-cpus=%d`, or %s)" % (
+        need, need, launch.get("num_cpus_key") or "ray_kwargs.ray_init.num_cpus"))
+    return [failed("the launch reserves at least %d CPUs in Ray (%s; verl %s) but Ray has %g CPU(s) available: the "
+                   "placement groups or actors stay PENDING with no error" % (need, what, rv.get("release"), avail),
+                   ", or ".join(fixes), ev, item="cpus")]
 
 
 def collective_outcome(ev_c: Optional[Dict[str, Any]], nodes: Sequence[NodeInfo], timeout: float) -> Outcome:

@@ -170,8 +170,10 @@ def test_fitting_launch_and_verl_attach(big_launch, pyz, ray_py, cluster, tmp_pa
     fix = rows(big_launch[1])["cluster.resources.gpus"]["fix"]
     suggested = re.search(r"trainer\.nnodes=\d+ trainer\.n_gpus_per_node=\d+", fix).group(0).split()
     env = dict(cluster.env, RAY_TMPDIR=str(tmp_path))  # no state file: verl's ray.init() finds no cluster
+    # verl 0.6.1's pool bundles take 1 CPU (matrices/verl_rules.toml [[ray_reserve]]); from 0.7.1 they take 3,
+    # which the 1-CPU nodes of this cluster cannot hold (the suggestion counts GPUs only)
     rc, doc, _dt, text = cluster_cmd(pyz, ray_py, env, "--address", cluster.address, "--collective", "none",
-                                     "--stage", "host", "--timeout", "60", "--", *suggested,
+                                     "--stage", "host", "--timeout", "60", "--verl", "0.6.1", "--", *suggested,
                                      "ray_kwargs.ray_init.num_cpus=1")
     r = rows(doc)
     # verl passes ray_init.num_cpus to ray.init(); Ray refuses it when attaching (its own message)
@@ -187,6 +189,54 @@ def test_fitting_launch_and_verl_attach(big_launch, pyz, ray_py, cluster, tmp_pa
         assert r["cluster.resources.%s" % item]["status"] == "pass", r["cluster.resources.%s" % item]
     assert "cluster.collective" not in r
     assert rc == 1
+
+
+def _verl_source(path):
+    """A file of the real verl 0.9.1 wheel (the cached verl-core env of tests/envs.py)."""
+    py = real_env("verl091-core", ["verl[verl-core]==0.9.1", "torch==2.13.0"])
+    site = subprocess.check_output([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   universal_newlines=True).strip()
+    with open(os.path.join(site, "verl", path)) as fh:
+        return fh.read()
+
+
+def test_launch_reserving_more_cpus_than_ray_has(pyz, ray_py, cluster):
+    # failure_cases_3.md #54 (verl#7398, #7656): the TaskRunner, TransferQueue's storage units and
+    # controller, and the pool's bundles need more CPUs than Ray offers: PENDING forever, no error
+    import re
+
+    rc, doc, _dt, text = cluster_cmd(pyz, ray_py, cluster.env, "--address", cluster.address, "--verl", "0.9.1",
+                                     "--collective", "none", "--stage", "host", "--timeout", "60", "--",
+                                     "trainer.nnodes=1", "trainer.n_gpus_per_node=1", "transfer_queue.enable=True")
+    row = rows(doc)["cluster.resources.cpus"]
+    # verl 0.9.1's own numbers, read from its wheel; Ray's own CPU count
+    colocate = int(re.search(r"max_colocate_count: int = (\d+)\n    resource_pool_dict",
+                             _verl_source("single_controller/ray/base.py")).group(1))
+    units = int(re.search(r"num_data_storage_units: (\d+)",
+                          _verl_source("trainer/config/_generated_ppo_trainer.yaml")).group(1))
+    need = 1 + units + 1 + colocate
+    total = ray_truth(ray_py, cluster.env, cluster.address)["cluster"]["CPU"]
+    assert need > total
+    assert rc == 1 and row["status"] == "fail", text[-2000:]
+    assert row["evidence"]["reserved_cpus"] == need and row["evidence"]["ray_available_cpus"] <= total
+    assert "reserves at least %d CPUs" % need in row["message"] and "ray start --num-cpus=%d" % need in row["fix"]
+    assert rows(doc)["cluster.resources.pool"]["evidence"]["bundle"] == {"CPU": colocate, "GPU": 1}
+
+
+def test_cpu_reserve_names_the_unit_count_that_fits():
+    # the same count on Ray's numbers alone: 12 CPUs leave room for 7 storage units (1 + 7 + 1 + 3 = 12)
+    from preflight.cluster import cpu_reserve_outcomes
+
+    launch = {"nnodes": 1, "n_gpus_per_node": 1, "num_cpus_key": "ray_kwargs.ray_init.num_cpus",
+              "reserve": {"bundle_cpus": 3, "task_runner_cpus": 1, "transfer_queue": True, "units": 8,
+                          "controller_cpus": 1, "release": "0.9.1", "source": "-"}}
+    (o,) = cpu_reserve_outcomes({"resources": {"available": {"CPU": 12.0}}}, launch)
+    assert o.status.value == "fail" and "num_data_storage_units=7" in o.fix
+    (o,) = cpu_reserve_outcomes({"resources": {"available": {"CPU": 13.0}}}, launch)
+    assert o.status.value == "pass"
+    launch["reserve"] = dict(launch["reserve"], transfer_queue=False)
+    (o,) = cpu_reserve_outcomes({"resources": {"available": {"CPU": 4.0}}}, launch)
+    assert o.status.value == "pass" and o.evidence["reserved_cpus"] == 4
 
 
 def test_node_killed_mid_check(pyz, ray_py, cluster):

@@ -161,10 +161,40 @@ def _launch(args: argparse.Namespace, python: str, mx) -> Tuple[Optional[Dict[st
         return None, [failed("trainer.nnodes=%d x trainer.n_gpus_per_node=%d asks for no GPU" % (nn, per),
                              "set both to whole numbers >= 1")]
     info = {"nnodes": nn, "n_gpus_per_node": per, "num_cpus": comp.get(key), "num_cpus_key": key,
-            "composed_by": comp.method, "verl_version": comp.verl_version}
+            "composed_by": comp.method, "verl_version": comp.verl_version,
+            "reserve": _reserve(comp, comp.verl_version)}
     return info, [passed("launch: trainer.nnodes=%d x trainer.n_gpus_per_node=%d = %d GPUs, %s=%s (composed by %s, "
                          "verl %s)" % (nn, per, nn * per, key, "null" if comp.get(key) is None else comp.get(key),
                                        comp.method, comp.verl_version), info)]
+
+
+def _reserve(comp: Any, release: Optional[str]) -> Optional[Dict[str, Any]]:
+    """What the launch reserves in Ray besides GPUs, from the ``[[ray_reserve]]`` row of verl_rules.toml
+    covering ``release`` and the composed config (TransferQueue on, its unit count); None when no
+    row covers the release."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    from ..launch.rules import load_rules
+    from ..matrix import parse_version
+
+    pv = parse_version(release) if release else None
+    if pv is None:
+        return None
+    row = next((r for r in load_rules().get("ray_reserve", [])
+                if SpecifierSet(r["versions"]).contains(Version(pv.base_version), prereleases=True)), None)
+    if row is None:
+        return None
+    tq = str(comp.get("transfer_queue.enable")).lower() == "true" and "transfer_queue_units" in row
+    units = comp.get("transfer_queue.backend.SimpleStorage.num_data_storage_units") if tq else None
+    try:
+        units = int(units) if units is not None else row.get("transfer_queue_units")
+    except (TypeError, ValueError):
+        units = row.get("transfer_queue_units")
+    return {"bundle_cpus": int(row["bundle_cpus"]), "task_runner_cpus": int(row.get("task_runner_cpus", 0)),
+            "transfer_queue": tq, "units": units if tq else None,
+            "controller_cpus": int(row.get("transfer_queue_controller_cpus", 0)) if tq else None,
+            "release": release, "source": row["source"]}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -199,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
             node_argv += ["--backend", args.backend]
         if args.verl:
             node_argv += ["--verl", args.verl]
-        pools = cl.verl_pools(launch["nnodes"], launch["n_gpus_per_node"]) if launch else []
+        pools = cl.verl_pools(launch["nnodes"], launch["n_gpus_per_node"],
+                              (launch.get("reserve") or {}).get("bundle_cpus", 1)) if launch else []
         m = mx.curated.get("nccl", {}).get("measure", {})
         coll = None
         if args.collective != "none":
@@ -296,7 +327,8 @@ def build_report(out, launch, launch_rows, pools, node_timeout: float, timeout: 
         rows += cl.to_results("nodes", summ)
         rows += cl.to_results("drift", cl.drift_outcomes(alive, node_out))
         if launch:
-            rows += cl.to_results("resources", cl.resource_outcomes(events, nodes, launch, pools))
+            rows += cl.to_results("resources", cl.resource_outcomes(events, nodes, launch, pools)
+                                  + cl.cpu_reserve_outcomes(events, launch))
         if "collective" in events or (events.get("step") or {}).get("name") == "collective":
             rows += cl.to_results("collective", [cl.collective_outcome(events.get("collective"), nodes, timeout)])
         if "done" not in events:

@@ -283,6 +283,10 @@ class Matrix:
         row = self.cuda_major(major)
         return str(row["minor_compat_min"]) if row else None
 
+    def bf16(self) -> Dict[str, Any]:
+        """The bf16 row of gpus.toml: ``min_cc`` (compute capability, "8.0") and its ``source``."""
+        return dict(self.curated["gpus"].get("bf16") or {})
+
     def gpu(self, name: str) -> Optional[Dict[str, Any]]:
         """Curated GPU row whose names match ``name`` as a whole word (longest match wins)."""
         best, best_len = None, 0

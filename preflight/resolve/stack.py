@@ -81,6 +81,12 @@ def fill(run: Run, ev: Dict[str, Any], res: Resolution) -> None:
           fa["source"], fa["confidence"])
     if fa["status"] == "unsupported":
         res.warnings.append(fa["reason"])
+    bf16 = run.mx.bf16()
+    if run.cc and bf16.get("min_cc") and Version(run.cc) < Version(str(bf16["min_cc"])):
+        res.warnings.append("bf16 needs compute capability >= %s; this GPU is %s, and verl's defaults use bf16 (rollout "
+                            "dtype, FSDP mixed precision): launch with actor_rollout_ref.rollout.dtype=float16 and fp16 "
+                            "FSDP mixed precision ('preflight config' names the keys of your launch) (%s)" % (
+                                bf16["min_cc"], run.cc, bf16.get("source")))
     elif fa["status"] == "source build":
         res.notes.append("flash-attn: %s" % fa["reason"])
     # -- requirements

@@ -2,6 +2,7 @@
 fixes that satisfy the verl release's own requirements (resolved over the recorded metadata)."""
 
 from helpers import rows
+from packaging.version import Version
 
 from preflight.result import Status
 
@@ -82,3 +83,24 @@ def test_tensordict_fix_respects_the_release_pin(ctx_factory, matrix):
 
     pins = [Requirement(x) for x in matrix.meta("tensordict", "0.6.2")["requires_dist"] if x.startswith("torch ")]
     assert pins and all(p.specifier.contains("2.6.0") for p in pins)
+
+
+def test_vllm_fixes_stay_inside_the_release_range(ctx_factory, matrix):
+    # handed case 6 (verl#410): verl 0.3.0.post1 admits vllm<=0.8.2; with torch 2.5.1 installed the fix
+    # of the dev-build row is the newest recorded release inside that range whose torch pin holds
+    from packaging.requirements import Requirement
+
+    dists = [verl_dist(matrix, "0.3.0.post1"), ("torch", "2.5.1"), ("vllm", "0.7.4.dev0", ["torch==2.5.1"])]
+    got = rows(ctx_factory(dists=dists, python_version="3.10.14"), ["python", "packages"])
+    dev = got["packages.known-bad.vllm-dev-build"]
+    spec = [Requirement(r.split(";")[0]) for r in matrix.meta("verl", "0.3.0.post1")["requires_dist"]
+            if r.startswith("vllm")][0].specifier
+    pick = dev.evidence["fix_resolved"]["fitting_releases"][-1]
+    assert "'vllm==%s'" % pick in dev.fix and spec.contains(pick)
+    # independent truth: the chosen release pins the installed torch, and nothing newer in range does
+    assert "torch==2.5.1" in matrix.meta("vllm", pick)["requires_dist"]
+    newer = [v for v in matrix.versions("vllm") if spec.contains(v) and Version(v) > Version(pick)]
+    assert all("torch==2.5.1" not in matrix.meta("vllm", v)["requires_dist"] for v in newer)
+    # the 0.7.x row no longer offers vllm>=0.8.3, which verl 0.3.0.post1 does not admit
+    old = got["packages.known-bad.vllm-0.7-with-verl"]
+    assert "'vllm>=0.8.3'" not in old.fix and "<=0.8.2" in old.fix

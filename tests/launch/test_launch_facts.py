@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from envs import real_env
+from packaging.version import Version
 from preflight.launch.facts.wrapper import unwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -420,3 +421,51 @@ def test_async_rollout_of_060_needs_a_newer_vllm():
     assert r["status"] == "warn" and "vllm.v1.engine.utils" in r["message"] and "0.6.1" in r["fix"]
     rc, rows = config(BASE + ["actor_rollout_ref.rollout.mode=async"], verl="0.6.1")
     assert "feature.async_vllm" not in facts(rows)
+
+
+def test_model_type_fix_names_the_transformers_and_the_releases(tmp_path, matrix):
+    """case 46 (verl#5937): the fix names the first transformers that knows qwen3_5 and the verl releases
+    whose recorded requirements, vLLM and works-with bounds admit it. The target's transformers is a
+    4.57.1 stand-in whose CONFIG_MAPPING_NAMES lacks qwen3_5 (what the real 4.57.1 lacks)."""
+    from packaging.requirements import Requirement
+
+    site = tmp_path / "site"
+    auto = site / "transformers" / "models" / "auto"
+    auto.mkdir(parents=True)
+    (site / "transformers" / "__init__.py").write_text("__version__ = '4.57.1'\n")
+    (site / "transformers" / "models" / "__init__.py").write_text("")
+    (auto / "__init__.py").write_text("")
+    (auto / "configuration_auto.py").write_text("CONFIG_MAPPING_NAMES = {'qwen3': 'Qwen3Config', 'qwen2': 'Qwen2Config'}\n")
+    info = site / "transformers-4.57.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: transformers\nVersion: 4.57.1\n")
+    py = tmp_path / "py"
+    py.write_text("#!/bin/sh\nPYTHONPATH=%s exec %s \"$@\"\n" % (site, sys.executable))
+    py.chmod(0o755)
+    d = tmp_path / "qwen35"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["Qwen3_5ForConditionalGeneration"],
+                                               "model_type": "qwen3_5", "text_config": {
+                                                   "model_type": "qwen3_5_text", "hidden_size": 2048,
+                                                   "num_hidden_layers": 24, "num_attention_heads": 16,
+                                                   "num_key_value_heads": 4, "max_position_embeddings": 262144,
+                                                   "vocab_size": 248320}}))
+    (d / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ messages }}"}))
+    rc, rows = config(BASE + ["actor_rollout_ref.model.path=%s" % d], python=str(py), verl="0.8.0")
+    r = facts(rows)["model.model_type"]
+    assert rc == 1 and r["status"] == "fail" and "transformers >= 5.2.0" in r["fix"]
+    rels = r["evidence"]["verl_releases"]
+    assert rels and "0.9.1" in rels and "0.8.0" not in rels
+    # independent truth, from the recorded metadata: verl 0.9.1's vllm extra pins a vLLM whose transformers
+    # floor is above 5.2.0; every vLLM verl 0.8.0 admits either caps transformers below 5 itself or is older
+    # than 0.11.1, which reads tokenizer attributes transformers 5 removed (bounds.toml)
+    pin = [Requirement(x) for x in matrix.meta("verl", "0.9.1")["requires_dist"] if x.startswith("vllm==")][0]
+    vreq = [Requirement(x) for x in matrix.meta("vllm", str(pin.specifier).lstrip("="))["requires_dist"]
+            if x.startswith("transformers")]
+    assert vreq and all(q.specifier.contains("5.9.0") for q in vreq)
+    spec = [Requirement(x.split(";")[0]) for x in matrix.meta("verl", "0.8.0")["requires_dist"]
+            if x.startswith("vllm")][0].specifier
+    for v in matrix.versions("vllm"):
+        if spec.contains(v):
+            caps = [Requirement(x) for x in matrix.meta("vllm", v)["requires_dist"] if x.startswith("transformers")]
+            assert any(not q.specifier.contains("5.2.0") for q in caps) or Version(v) < Version("0.11.1"), v

@@ -16,7 +16,7 @@ from packaging.specifiers import SpecifierSet
 from ...matrix import parse_version
 from ..rules import Finding
 
-__all__ = ["check", "layers_of"]
+__all__ = ["check", "layers_of", "first_transformers", "releases_admitting"]
 
 
 def _i(v: Any) -> Optional[int]:
@@ -232,6 +232,72 @@ def _chat_template(get: Any, model: Any, has_data: bool) -> List[Finding]:
                           "set' in the dataset (0.9.1 with filter_overlong_prompts: every prompt is filtered out)")]
 
 
+def first_transformers(types: List[str]) -> Optional[Dict[str, Any]]:
+    """The ``[[model_type]]`` row of launch_facts.toml naming one of ``types``: {types, transformers
+    (the first release that knows them), source}; None when none is recorded."""
+    from .data import load_facts
+
+    for row in load_facts().get("model_type", []):
+        if set(types) & set(row.get("types", [])):
+            return row
+    return None
+
+
+def _at_least(text: str, floor: Any) -> bool:
+    v = parse_version(text)
+    return v is not None and v >= floor
+
+
+def releases_admitting(package_version: str) -> List[str]:
+    """verl releases whose recorded requirements (matrices/metadata: verl's own with its [vllm] extra,
+    and the Requires-Dist of a vLLM that extra admits) and the works-with bounds of bounds.toml on
+    transformers admit transformers ``package_version`` or a newer release those specifiers name;
+    oldest first."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from ... import matrix as matrix_mod
+
+    mx = matrix_mod.load()
+    floor = parse_version(package_version)
+    if floor is None:
+        return []
+    out = []
+
+    def reqs(pkg: str, ver: str, extra: str) -> List[Any]:
+        got = []
+        for line in (mx.meta(pkg, ver) or {}).get("requires_dist") or []:
+            try:
+                r = Requirement(line)
+            except InvalidRequirement:
+                continue
+            m = str(r.marker or "")
+            if not m or ("extra" in m and r.marker is not None and r.marker.evaluate({"extra": extra})):
+                got.append(r)
+        return got
+
+    for v in mx.versions("verl"):
+        mine = reqs("verl", v, "vllm")
+        t_specs = [r.specifier for r in mine if r.name == "transformers"]
+        v_spec = next((r.specifier for r in mine if r.name == "vllm"), None)
+        vllms = [x for x in mx.versions("vllm") if v_spec is None or v_spec.contains(x, prereleases=True)]
+        ok = False
+        for bv in vllms:
+            specs = t_specs + [r.specifier for r in reqs("vllm", bv, "") if r.name == "transformers"]
+            for b in mx.bounds():
+                when = b.get("when") or {}
+                have = {"verl": v, "vllm": bv}
+                if b.get("package") == "transformers" and all(
+                        k in have and SpecifierSet(str(w)).contains(have[k], prereleases=True) for k, w in when.items()):
+                    specs.append(SpecifierSet(str(b["spec"])))
+            cands = {str(floor)} | {c.version for sp in specs for c in sp if _at_least(c.version, floor)}
+            if any(all(sp.contains(c, prereleases=True) for sp in specs) for c in cands):
+                ok = True
+                break
+        if ok:
+            out.append(v)
+    return out
+
+
 def _model_type(get: Any, model: Any, facts: Dict[str, Any]) -> List[Finding]:
     t = facts.get("transformers") or {}
     known = t.get("known") or {}
@@ -242,12 +308,22 @@ def _model_type(get: Any, model: Any, facts: Dict[str, Any]) -> List[Finding]:
     bad = [k for k, ok in sorted(known.items()) if not ok]
     if not bad:
         return []
+    ev: Dict[str, Any] = {"unknown": bad, "transformers": t.get("version")}
+    fix = ("install a stack whose transformers knows %s and whose vLLM accepts that transformers ('preflight "
+           "resolve' with a newer verl); upgrading transformers alone can break vLLM's pin" % ", ".join(bad))
+    row = first_transformers(bad)
+    if row is not None:
+        rels = releases_admitting(str(row["transformers"]))
+        ev.update(needs_transformers=row["transformers"], source=row["source"], verl_releases=rels)
+        fix = ("%s needs transformers >= %s (the first release that knows it); %s; install that stack with "
+               "'preflight resolve --verl RELEASE', not transformers alone, which breaks the installed vLLM's pin" % (
+                   ", ".join(bad), row["transformers"],
+                   "verl releases whose recorded requirements and vLLM admit it: %s" % ", ".join(rels) if rels else
+                   "no recorded verl release admits it with its vLLM yet"))
     return [Finding("model", "fail", "model_type %s of %s is unknown to transformers %s in the target (not in its "
                     "CONFIG_MAPPING_NAMES): loading the model fails ('does not recognize this architecture')" % (
                         ", ".join(bad), model.directory, t.get("version")),
-                    "install a stack whose transformers knows %s and whose vLLM accepts that transformers ('preflight "
-                    "resolve' with a newer verl); upgrading transformers alone can break vLLM's pin" % ", ".join(bad),
-                    item="model_type", evidence={"unknown": bad, "transformers": t.get("version")},
+                    fix, item="model_type", evidence=ev,
                     stops="ValueError from transformers' AutoConfig when the actor model is built, in the Ray worker")]
 
 
