@@ -243,6 +243,12 @@ def pip_command(pip_python: str, requirements: Sequence[str], python: str, arch:
     return cmd + list(requirements)
 
 
+def pip_version_of(pip_python: str, timeout: float = 30.0) -> Optional[Tuple[int, ...]]:
+    """(major, minor) of ``pip_python``'s pip, or None when it has none or does not answer."""
+    ver = _pip_version(pip_python, timeout)
+    return _vtuple(ver) if ver else None
+
+
 def _pip_version(pip_python: str, timeout: float) -> Optional[str]:
     import subprocess
 

@@ -28,6 +28,7 @@ import lzma
 import re
 import tarfile
 import zipfile
+import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = ["SdistError", "judge_sdist", "PURE_BACKENDS", "EXTENSION_SUFFIXES", "NATIVE_BUILD_FILES",
@@ -141,7 +142,7 @@ def _zip_members(data: bytes, what: str) -> Tuple[List[str], Dict[str, bytes]]:
                 names.append(name + ("/" if i.is_dir() else ""))
                 if not i.is_dir() and _is_build_file(name) and i.file_size <= MAX_BUILD_FILE:
                     files[name] = zf.read(i)
-    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError, ValueError, zlib.error) as exc:
         raise SdistError("%s is not a readable zip archive (%s)" % (what, exc))
     return names, files
 

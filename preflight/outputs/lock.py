@@ -234,6 +234,8 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
                     "--python-version", python]
             for p in _PLATFORMS:
                 cmd += ["--platform", p]
+        if ix is not None:  # build requirements installed in pip's own process: no child argv holds the URL
+            cmd.append("--use-feature=inprocess-build-deps")
         cmd += list(requirements)
         try:
             proc = child.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
@@ -277,13 +279,22 @@ def _metadata_index(index_url: Optional[str], pip_python: str, python: str, plat
     pip would read (``index_url`` is PyPI's, or none is given and pip has none configured): pip
     then reads each wheel's METADATA from it (range requests, kept in the tool's cache) instead of
     downloading every candidate wheel whole (several GB for a CUDA stack on an index that announces
-    no PEP 658 metadata). The resolver, its candidates and the hashes on the pages are PyPI's own;
+    no PEP 658 metadata), when ``pip_python``'s pip is at least proofs.NATIVE_PIP (it installs an
+    sdist's build requirements in its own process, so the index's per-run token never reaches a
+    child's command line). The resolver, its candidates and the hashes on the pages are PyPI's own;
     another index is read directly, as before (None). Its pages hold only what pip could take for
     CPython ``python`` on ``platforms`` (wheels of other Pythons and platforms left out), sdists kept."""
-    from ..proofs import PYPI
+    from ..proofs import NATIVE_PIP, PYPI, pip_version_of
 
     configured = pip_settings(pip_python).get("index-url") if index_url is None else [index_url]
     if configured and [u.rstrip("/") for u in configured] != [PYPI]:
+        yield None
+        return
+    ver = pip_version_of(pip_python)
+    if ver is None or ver < NATIVE_PIP:
+        # an older pip installs an sdist's build requirements in a child pip given the index URL on
+        # its argv (the per-run token would be readable in the process list), and downloads every
+        # wheel of a dry run anyway: it reads the index directly
         yield None
         return
     from ..proof_index import MetadataIndex

@@ -16,6 +16,7 @@ from typing import Dict, List
 
 from ..result import Result, Status
 from . import Report
+from .text import escape_controls
 
 __all__ = ["render"]
 
@@ -24,7 +25,9 @@ _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _x(text: object) -> str:
-    return _BAD_XML.sub("?", "" if text is None else str(text))
+    """XML-safe text: the controls XML forbids as ``?``, every other control and bidi override
+    written as a visible escape (report.text.escape_controls), as on the console."""
+    return escape_controls(_BAD_XML.sub("?", "" if text is None else str(text)))
 
 
 def _counts(rows: List[Result]) -> Dict[str, str]:

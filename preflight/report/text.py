@@ -13,7 +13,14 @@ __all__ = ["escape_controls", "for_text"]
 #: C0 controls but newline and tab, DEL, and C1 controls (``\x9b`` is a one-byte CSI on some
 #: terminals): what a file name, a target's output or a config value must not send raw to a
 #: terminal or into markdown (ESC sequences recolour, retitle or hide text; BEL rings).
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: C0 and C1 controls but newline and tab, and the bidirectional overrides and isolates (a line that
+#: reads differently from how it displays: U+202A-U+202E, U+2066-U+2069, U+200E/U+200F).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape_one(m: Any) -> str:
+    c = ord(m.group())
+    return "\\x%02x" % c if c < 0x100 else "\\u%04x" % c
 
 
 def escape_controls(value: Any) -> Any:
@@ -21,7 +28,7 @@ def escape_controls(value: Any) -> Any:
     character but newline and tab written as a visible escape (``\x1b``, ``\x07``); other values
     unchanged. Idempotent."""
     if isinstance(value, str):
-        return _CONTROLS.sub(lambda m: "\\x%02x" % ord(m.group()), value) if _CONTROLS.search(value) else value
+        return _CONTROLS.sub(_escape_one, value) if _CONTROLS.search(value) else value
     if isinstance(value, dict):
         return {escape_controls(k): escape_controls(v) for k, v in value.items()}
     if isinstance(value, list):
