@@ -38,11 +38,12 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .proof_sdists import PYPI, build_needs, judge_file, judge_sdists, sdist_only, split_requirement  # noqa: F401
+
 __all__ = ["proof_id", "proof_requirements", "platform_tags", "load_index", "lookup", "NOT_PROVABLE", "pip_command",
            "prove_live", "build_needs", "PYPI", "torch_index_reason", "reprove", "changes"]
 
 #: The index every proof is made against (pip's default; download.pytorch.org is not reachable here).
-PYPI = "https://pypi.org/simple"
 
 #: The glibc the recorded proofs are made for (Ubuntu 22.04; verl 0.7's images are ubuntu22.04).
 DEFAULT_GLIBC = (2, 35)
@@ -184,31 +185,6 @@ def markers_problem(row: Dict[str, Any], python: str, arch: str) -> Optional[str
                 got, python, arch, row.get("status"), python, arch))
 
 
-#: What building a package that has only an sdist on the index needs (pip's binary-only resolve
-#: cannot take it). Sources: flashinfer's sdist is a JIT package (setup.py builds no kernels; they
-#: compile on first use with nvcc: flashinfer-ai/flashinfer README "JIT"); flash-attn's setup.py.
-_BUILD_NEEDS = {
-    "flashinfer-python": "an sdist only: a JIT package whose CUDA kernels compile on first use, so the machine "
-                         "needs a CUDA toolkit (nvcc) matching torch's CUDA at run time",
-    "flash-attn": "an sdist only on PyPI: its setup.py downloads a prebuilt wheel from GitHub or compiles the CUDA "
-                  "kernels (nvcc, torch installed first, --no-build-isolation; hours)",
-}
-
-
-def build_needs(name: str, finding: Optional[str] = None) -> str:
-    """What building ``name`` from its sdist needs, one line: the recorded fact for the package
-    (:data:`_BUILD_NEEDS`), else what its sdist shows (``finding``: the purity reader's line,
-    :func:`preflight.sdist_purity.judge_sdist`), else a generic C/CUDA toolchain line."""
-    key = re.split(r"[<>=!~ \[;]", name.strip(), maxsplit=1)[0].lower().replace("_", "-")
-    if key in _BUILD_NEEDS:
-        return _BUILD_NEEDS[key]
-    if finding:
-        return "an sdist only, not pure Python (its sdist %s): building it needs its build backend and a " \
-               "C/C++ compiler (nvcc for CUDA sources) on the machine" % finding
-    return ("an sdist only: building it needs its build backend and, for a compiled extension, a C/C++ compiler "
-            "(and nvcc for CUDA code) on the machine")
-
-
 def pip_command(pip_python: str, requirements: Sequence[str], python: str, arch: str, report: str,
                 pip_major: int = 26, index_url: Optional[str] = PYPI, target: Optional[str] = None,
                 no_binary: Sequence[str] = ()) -> List[str]:
@@ -328,106 +304,6 @@ def refused_by_resolver(lines: Sequence[str], names: Sequence[str] = ()) -> str:
     return "no matching distribution" if names else ""
 
 
-def _split(name: str) -> Tuple[str, Any]:
-    """(normalized project, packaging SpecifierSet) of a name pip printed ("flashinfer_python==0.2.5",
-    "pyairports", "numpy<2.0.0"); an unparsable specifier is the empty one."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.specifiers import SpecifierSet
-
-    try:
-        r = Requirement(name.strip())
-        return re.sub(r"[-_.]+", "-", r.name).lower(), r.specifier
-    except InvalidRequirement:
-        return re.sub(r"[-_.]+", "-", re.split(r"[<>=!~ \[;]", name.strip(), maxsplit=1)[0]).lower(), SpecifierSet()
-
-
-def _holds(spec: Any, version: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return spec.contains(Version(version), prereleases=True)
-    except InvalidVersion:
-        return False
-
-
-def _wheel_version(filename: str) -> str:
-    parts = filename[:-4].split("-")
-    return parts[1] if len(parts) >= 5 else ""
-
-
-def sdist_only(name: str, timeout: float = 20.0, index_url: str = PYPI, ix: Any = None) -> Optional[bool]:
-    """True when the index serves only sdists for ``name`` (a project, with or without a
-    specifier as pip printed it: "flashinfer_python==0.2.5"): among the releases the specifier
-    admits there is an sdist and no wheel at all, so a binary-only install cannot take it (a
-    source build); False when one has a wheel or there is no sdist; None when the index could not
-    be read within ``timeout`` s. Reads the index's simple JSON (PEP 691), through ``ix`` (a
-    :class:`preflight.proof_index.MetadataIndex`) when given."""
-    import urllib.request
-
-    project, spec = _split(name)
-    try:
-        if ix is not None:
-            sdists = [f["version"] for f in ix.sdist_files(project)]
-            wheels = [_wheel_version(f) for f in ix.wheel_files(project)]
-        else:
-            req = urllib.request.Request("%s/%s/" % (index_url.rstrip("/"), project),
-                                         headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-            files = [f for f in json.load(urllib.request.urlopen(req, timeout=timeout)).get("files", [])
-                     if not f.get("yanked")]
-            from .proof_index import SDIST_SUFFIXES, sdist_version
-
-            sdists = [sdist_version(f["filename"]) for f in files if f["filename"].lower().endswith(SDIST_SUFFIXES)]
-            wheels = [_wheel_version(f["filename"]) for f in files if f["filename"].endswith(".whl")]
-    except Exception:
-        return None
-    return any(_holds(spec, v) for v in sdists) and not any(_holds(spec, v) for v in wheels)
-
-
-def judge_sdists(ix: Any, names: Sequence[str]) -> Dict[str, Dict[str, Any]]:
-    """For each sdist-only ``name`` (see :func:`sdist_only`), the purity of the newest sdist the
-    specifier admits: :func:`preflight.sdist_purity.judge_sdist`'s dict plus ``filename``, read
-    through ``ix`` (in memory, at most :data:`preflight.sdist_purity.MAX_ARCHIVE` bytes, the
-    index's per-request timeout). An archive refused or unreadable is ``pure`` False with the
-    reason, ``error`` True when the index failed (no verdict either way)."""
-    from packaging.version import InvalidVersion, Version
-
-    from .sdist_purity import MAX_ARCHIVE, SdistError, judge_sdist
-
-    out: Dict[str, Dict[str, Any]] = {}
-    for name in names:
-        project, spec = _split(name)
-        try:
-            files = [f for f in ix.sdist_files(project) if _holds(spec, f["version"])]
-        except (OSError, ValueError) as exc:
-            out[name] = {"pure": False, "error": True, "why": "its index page could not be read (%s)" % exc}
-            continue
-
-        def key(f: Dict[str, Any]) -> Any:
-            try:
-                return (Version(f["version"]), f["filename"].endswith(".tar.gz"))
-            except InvalidVersion:
-                return (Version("0"), False)
-
-        if not files:
-            out[name] = {"pure": False, "why": "the index lists no sdist for it"}
-            continue
-        f = max(files, key=key)
-        out[name] = judge_file(ix, f["filename"], f["url"], MAX_ARCHIVE, judge_sdist, SdistError)
-    return out
-
-
-def judge_file(ix: Any, filename: str, url: str, cap: int, judge: Any, refused: Any) -> Dict[str, Any]:
-    """One sdist judged (see :func:`judge_sdists`)."""
-    try:
-        data = ix.download(url, cap)
-    except (OSError, ValueError) as exc:
-        return {"pure": False, "error": True, "filename": filename, "why": "its sdist could not be read (%s)" % exc}
-    try:
-        return dict(judge(data, filename), filename=filename)
-    except refused as exc:
-        return {"pure": False, "filename": filename, "why": "refused: %s" % exc}
-
-
 def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", extra_index_urls: Sequence[str] = (),
                timeout: float = 120.0, pip_python: Optional[str] = None, index_url: str = PYPI,
                metadata_index: bool = True, cache_dir: Optional[str] = None, page_ttl: float = 600.0,
@@ -525,7 +401,7 @@ def _prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", 
                        python=python, platforms=tags) as ix:
         out = _run_pip(base, pip_python, ver, inside, python, arch, index_url, timeout, t0, ix)
         if out["status"] == "failed" and out.get("source_builds") and \
-                {_split(n)[0] for n in out.get("no_wheel") or []} <= {_split(n)[0] for n in out["source_builds"]}:
+                {split_requirement(n)[0] for n in out.get("no_wheel") or []} <= {split_requirement(n)[0] for n in out["source_builds"]}:
             out = _sdist_route(out, base, native_python or pip_python, inside, python, arch, index_url, timeout, t0, ix)
     if ix.notes:
         out["cache_note"] = ix.notes[0]
@@ -622,8 +498,8 @@ def _sdist_route(failed: Dict[str, Any], base: Dict[str, Any], native: str, insi
         return dict(failed, status="unproven", reason="pip's binary-only resolve needs %s from its sdist (pure Python: "
                     "pip builds it without a compiler), and no native proof ran: %s" % (
                         ", ".join(names), what.replace(native, "the interpreter given")))
-    ix.sdist_projects.update(_split(n)[0] for n in names)
-    no_binary = sorted({_split(n)[0] for n in names})
+    ix.sdist_projects.update(split_requirement(n)[0] for n in names)
+    no_binary = sorted({split_requirement(n)[0] for n in names})
     nbase = dict(base, pip=ver, native=what, resolver="pip %s --dry-run --report --only-binary=:all: --no-binary %s, "
                  "natively under %s (this machine's tags; the index's pages hold only the wheels a glibc %d.%d "
                  "target's tags admit, and the sdists of %s)" % (ver, ",".join(no_binary), what, DEFAULT_GLIBC[0],

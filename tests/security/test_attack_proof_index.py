@@ -251,8 +251,11 @@ def test_f5_pip_gets_the_index_url_in_its_environment_never_argv(tmp_path):
     secret = "http://127.0.0.1:9/Sekr3tT0ken/simple"
     import time
 
-    row = proofs._run_pip({}, str(launcher), "26.1", ["six"], "3.11", "x86_64", proofs.PYPI, secret, 20.0,
-                          time.monotonic(), [])
+    from types import SimpleNamespace
+
+    ix = SimpleNamespace(url=secret, token="Sekr3tT0ken", errors=[], sdist_projects=set())  # the loopback index as _run_pip reads it
+    row = proofs._run_pip({}, str(launcher), "26.1", ["six"], "3.11", "x86_64", proofs.PYPI, 20.0,
+                          time.monotonic(), ix)
     got = json.loads(rec.read_text())
     assert row["status"] == "unproven"
     assert got["env"] == secret and "Sekr3tT0ken" not in got["cmd"] and "--index-url" not in got["argv"]
@@ -271,7 +274,9 @@ def test_f6_a_redirect_to_another_host_or_to_http_is_refused(tmp_path):
         for s in (srv, target_srv):
             s.shutdown()
             s.server_close()
-    h = proof_index._Redirects(lambda: {"files.pythonhosted.org"})
+    from preflight import wheel_metadata
+
+    h = wheel_metadata._Redirects(lambda: {"files.pythonhosted.org"})
     req = urllib.request.Request("https://pypi.org/simple/six/")
     ok = h.redirect_request(req, None, 302, "Found", {}, "https://files.pythonhosted.org/x.whl")
     assert ok is not None and ok.full_url == "https://files.pythonhosted.org/x.whl"
