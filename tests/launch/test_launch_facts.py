@@ -469,3 +469,35 @@ def test_model_type_fix_names_the_transformers_and_the_releases(tmp_path, matrix
         if spec.contains(v):
             caps = [Requirement(x) for x in matrix.meta("vllm", v)["requires_dist"] if x.startswith("transformers")]
             assert any(not q.specifier.contains("5.2.0") for q in caps) or Version(v) < Version("0.11.1"), v
+
+
+def test_logger_names_per_release(tmp_path):
+    """trainer.logger is judged against the release's own Tracking: verl 0.1 takes only 'tracking'
+    (its W&B back-end) and 'console' (every 0.1 example launch sets [console,tracking]); 0.9.1 takes
+    mlflow and rejects 'tracking'."""
+    base = ["python3", "-m", "verl.trainer.main_ppo", "trainer.project_name=p", "trainer.experiment_name=e"]
+    _, rows = config(base + ["trainer.logger=[console,tracking]"], verl="0.1",
+                     env={"WANDB_MODE": "offline", "HOME": str(tmp_path)})
+    assert "logger.unknown" not in facts(rows), facts(rows).get("logger.unknown")
+    _, rows = config(base + ["trainer.logger=[console,mlflow]"], verl="0.1", env={"HOME": str(tmp_path)})
+    bad = facts(rows)["logger.unknown"]
+    assert bad["status"] == "fail" and "tracking, console" in bad["fix"]
+    _, rows = config(base + ["trainer.logger=[console,tracking]"], verl="0.9.1", env={"HOME": str(tmp_path)})
+    assert facts(rows)["logger.unknown"]["status"] == "fail"
+
+
+@pytest.mark.realenv
+def test_logger_names_are_the_installed_verls_own(verl_py):
+    """The newest list is verl 0.9.1's own ``supported_backend``, read from the installed
+    verl/utils/tracking.py (its first assignment of that name, as a literal)."""
+    from preflight.launch.facts.loggers import supported
+
+    code = ("import ast, importlib.util\n"
+            "path = importlib.util.find_spec('verl.utils.tracking').origin\n"
+            "tree = ast.parse(open(path).read())\n"
+            "node = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and any("
+            "getattr(t, 'id', getattr(t, 'attr', '')) == 'supported_backend' for t in n.targets)][0]\n"
+            "print(' '.join(ast.literal_eval(node.value)))\n")
+    got = subprocess.run([verl_py, "-c", code], capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert sorted(got.stdout.split()) == sorted(supported("0.9.1"))

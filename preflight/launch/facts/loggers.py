@@ -10,7 +10,7 @@ never shown: only whether it is set and where.
 
 import netrc
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urlparse
 
 from ...matrix import parse_version
@@ -20,6 +20,29 @@ from ..rules import Finding
 __all__ = ["backends", "check"]
 
 KNOWN = ("console", "wandb", "mlflow", "swanlab", "vemlp_wandb", "tensorboard", "clearml", "trackio", "file")
+#: (first release, the back-ends its Tracking takes), oldest first. Source: ``supported_backend`` in
+#: verl/utils/tracking.py at each tag (v0.1: 'tracking' is its W&B back-end), and in the 0.7.1, 0.8.0
+#: and 0.9.1 wheels (0.9.1 adds rl_insight; 0.8.0 has none).
+SUPPORTED = (("0.1", ("tracking", "console")),
+             ("0.2", ("wandb", "mlflow", "swanlab", "console")),
+             ("0.3", ("wandb", "mlflow", "swanlab", "vemlp_wandb", "tensorboard", "console")),
+             ("0.4", ("wandb", "mlflow", "swanlab", "vemlp_wandb", "tensorboard", "console", "clearml")),
+             ("0.6", KNOWN),
+             ("0.9", KNOWN + ("rl_insight",)))
+
+
+def supported(release: Optional[str]) -> Tuple[str, ...]:
+    """The back-end names verl ``release``'s Tracking accepts (:data:`SUPPORTED`; the newest list
+    when the release is unknown or unparseable)."""
+    v = parse_version(release)
+    got: Tuple[str, ...] = SUPPORTED[-1][1]
+    if v is None:
+        return got
+    for first, names in SUPPORTED:
+        f = parse_version(first)
+        if f is not None and v >= f:
+            got = names
+    return got
 _PACKAGE = {"wandb": "wandb", "swanlab": "swanlab", "mlflow": "mlflow", "tensorboard": "tensorboard",
             "clearml": "clearml", "trackio": "trackio", "vemlp_wandb": "volcengine-ml-platform"}
 
@@ -161,12 +184,16 @@ def check(get: Any, names: List[str], env: Dict[str, str], wrapper: Any, facts: 
     installed = (facts.get("loggers") or {}).get("installed") or {}
     cwd = (wrapper.working_dir if wrapper is not None and wrapper.working_dir else None) or os.getcwd()
     out: List[Finding] = []
+    known = supported(release)
     for n in names:
-        if n not in KNOWN:
-            out.append(Finding("logger", "fail", "trainer.logger names %r, which verl's Tracking does not know (%s)" % (
-                n, ", ".join(KNOWN)), "use one of: %s" % ", ".join(KNOWN), item="unknown", evidence={"name": n},
+        if n not in known:
+            out.append(Finding("logger", "fail", "trainer.logger names %r, which verl%s's Tracking does not know (%s)" % (
+                n, " " + release if release else "", ", ".join(known)), "use one of: %s" % ", ".join(known),
+                item="unknown", evidence={"name": n, "supported": list(known)},
                 stops="AssertionError in Tracking.__init__ ('... is not supported')"))
             continue
+        if n == "tracking":  # verl 0.1's name for its W&B back-end
+            n = "wandb"
         if n in installed and not installed[n]:
             out.append(Finding("logger", "fail", "%s is in trainer.logger but the package is not installed in the "
                                "target" % n, "pip install %s (into the verl environment), or drop %s from "

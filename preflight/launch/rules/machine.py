@@ -75,8 +75,11 @@ def model_rules(x: RuleContext, v: Values, model: Optional[ModelFacts], why: str
         x.add("max_position", "fail", "prompt %d + response %d = %d > %s %d" % (
             v.prompt_length, v.response_length, total, "max_model_len" if v.max_model_len else
             "max_position_embeddings", limit),
-            "set data.max_response_length=%d (or shorten data.max_prompt_length)" % max(1, limit - v.prompt_length),
-            limit=limit, alts=[{"data.max_response_length": max(1, limit - v.prompt_length)}]
+            "set data.max_response_length=%d (or shorten data.max_prompt_length)" % (limit - v.prompt_length)
+            if v.prompt_length < limit else
+            "the prompt alone fills the limit: set data.max_prompt_length=%d data.max_response_length=%d" % (
+                limit // 2, limit - limit // 2),
+            limit=limit, alts=[{"data.max_response_length": limit - v.prompt_length}]
             if v.prompt_length < limit else [{"data.max_prompt_length": limit // 2,
                                               "data.max_response_length": limit - limit // 2}])
     else:
