@@ -207,6 +207,9 @@ class _Server(ThreadingMixIn, HTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+    #: Seconds a connection may sit idle before its handler thread gives up (another local user's
+    #: half-open requests would otherwise hold threads in the tool's process until it exits).
+    timeout = 30.0
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
