@@ -501,3 +501,18 @@ def test_logger_names_are_the_installed_verls_own(verl_py):
     got = subprocess.run([verl_py, "-c", code], capture_output=True, text=True, timeout=120)
     assert got.returncode == 0, got.stderr[-2000:]
     assert sorted(got.stdout.split()) == sorted(supported("0.9.1"))
+
+
+def test_global_micro_fix_works_on_the_release_it_is_for():
+    """verl 0.1 has only the global ppo_micro_batch_size: the fix for one below the world size is a
+    value of that key (the smallest that divides the mini batch and covers 32 GPUs), and the launch
+    with it passes the rule; the per-GPU key is named only for 0.2+."""
+    base = ["python3", "-m", "verl.trainer.main_ppo", "trainer.n_gpus_per_node=8", "trainer.nnodes=4",
+            "data.train_batch_size=256", "actor_rollout_ref.actor.ppo_mini_batch_size=256",
+            "trainer.logger=[console]"]
+    _, rows = config(base + ["actor_rollout_ref.actor.ppo_micro_batch_size=16"], verl="0.1")
+    bad = rows["config.rules.global_micro.actor"]
+    assert bad["status"] == "fail" and "ppo_micro_batch_size=32" in bad["fix"], bad
+    _, rows = config(base + ["actor_rollout_ref.actor.ppo_micro_batch_size=32"], verl="0.1")
+    assert rows["config.rules.global_micro.actor"]["status"] == "pass"
+    assert not [r for r in rows.values() if r["status"] == "fail" and r["id"].startswith("config.compose")]

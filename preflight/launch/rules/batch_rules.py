@@ -159,17 +159,28 @@ def global_micro_rule(x: RuleContext, v: Values) -> None:
     for role, pre, mini, micro, sp, dyn in pairs:
         if dyn or micro is None or mini is None:
             continue
-        if micro <= 0 or mini % micro:
-            x.add("global_micro", "fail", "%s: ppo_mini_batch_size %d is not a multiple of the deprecated "
-                  "ppo_micro_batch_size %d" % (role, mini, micro),
-                  "use %s.ppo_micro_batch_size_per_gpu instead (and remove ppo_micro_batch_size)" % pre, item=role)
-        elif micro * sp < v.world:
-            x.add("global_micro", "fail", "%s: ppo_micro_batch_size %d x Ulysses %d < world size %d" % (
-                role, micro, sp, v.world), "use %s.ppo_micro_batch_size_per_gpu instead (and remove "
-                "ppo_micro_batch_size)" % pre, item=role)
+        if micro <= 0 or mini % micro or micro * sp < v.world:
+            why = ("ppo_mini_batch_size %d is not a multiple of the deprecated ppo_micro_batch_size %d" % (mini, micro)
+                   if micro <= 0 or mini % micro else
+                   "ppo_micro_batch_size %d x Ulysses %d < world size %d" % (micro, sp, v.world))
+            fix, alts = _global_micro_fix(pre, mini, sp, v.world)
+            x.add("global_micro", "fail", "%s: %s" % (role, why), fix, item=role, alts=alts)
         else:
             x.add("global_micro", "pass", "%s: ppo_micro_batch_size %d fits mini %d and world %d" % (
                 role, micro, mini, v.world), item=role)
+
+
+def _global_micro_fix(pre: str, mini: int, sp: int, world: int) -> Tuple[str, Any]:
+    """(fix text, alts) for a global ppo_micro_batch_size: the smallest value that divides the mini
+    batch and, times the Ulysses size, covers the world size (a key every release has; verl 0.1 has
+    no ``_per_gpu`` form), else the per-GPU key (verl 0.2+)."""
+    need = -(-world // max(1, sp))
+    fit = [m for m in range(max(1, need), mini + 1) if mini % m == 0]
+    per_gpu = "use %s.ppo_micro_batch_size_per_gpu instead (verl 0.2+; and remove ppo_micro_batch_size)" % pre
+    if not fit:
+        return per_gpu, None
+    return ("set %s.ppo_micro_batch_size=%d, or %s" % (pre, fit[0], per_gpu),
+            [{"%s.ppo_micro_batch_size" % pre: fit[0]}])
 
 
 def sp_rule(x: RuleContext, v: Values) -> None:
