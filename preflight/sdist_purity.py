@@ -92,6 +92,25 @@ def _check_name(name: str, what: str) -> str:
     return name.rstrip("/")
 
 
+#: Bytes an extended header (pax ``x``/``g``, GNU long name ``L``/``K``) may hold: tarfile parses
+#: one into several copies of itself, so a 200 MiB pax comment cost 1.2 GB and 14 s.
+MAX_EXT_HEADER = 1 << 20
+
+
+class _TarInfo(tarfile.TarInfo):
+    """tarfile's member with its extended headers bounded by :data:`MAX_EXT_HEADER`."""
+
+    def _proc_pax(self, tarfile_: Any) -> Any:  # noqa: D102 - tarfile's own hook
+        if self.size > MAX_EXT_HEADER:
+            raise tarfile.HeaderError("a pax header of %d bytes (over %d)" % (self.size, MAX_EXT_HEADER))
+        return super()._proc_pax(tarfile_)  # type: ignore[misc]
+
+    def _proc_gnulong(self, tarfile_: Any) -> Any:  # noqa: D102 - tarfile's own hook
+        if self.size > MAX_EXT_HEADER:
+            raise tarfile.HeaderError("a GNU long-name header of %d bytes (over %d)" % (self.size, MAX_EXT_HEADER))
+        return super()._proc_gnulong(tarfile_)  # type: ignore[misc]
+
+
 def _tar_members(data: bytes, what: str) -> Tuple[List[str], Dict[str, bytes]]:
     if data[:2] == b"\x1f\x8b":
         raw: Any = gzip.GzipFile(fileobj=io.BytesIO(data))
@@ -104,7 +123,8 @@ def _tar_members(data: bytes, what: str) -> Tuple[List[str], Dict[str, bytes]]:
     names: List[str] = []
     files: Dict[str, bytes] = {}
     try:
-        with tarfile.open(fileobj=io.BufferedReader(_Capped(raw, MAX_UNPACKED, what)), mode="r|") as tf:
+        with tarfile.open(fileobj=io.BufferedReader(_Capped(raw, MAX_UNPACKED, what)), mode="r|",
+                          tarinfo=_TarInfo) as tf:
             for m in tf:
                 if len(names) >= MAX_MEMBERS:
                     raise SdistError("%s has more than %d members" % (what, MAX_MEMBERS))

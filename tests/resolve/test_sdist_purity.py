@@ -275,3 +275,22 @@ def test_every_format_names_the_source_build(tmp_path, fmt):
         proof = json.loads(text)["resolution"]["proof"]
         assert proof["status"] == "proven" and proof["source_builds"] == ["pyairports"]
         assert proof["build_needs"]["pyairports"] == PURE_BUILD_NEEDS
+
+
+@pytest.mark.parametrize("kind", ["pax", "gnu-longname"])
+def test_an_oversized_extended_header_is_refused(kind, tmp_path):
+    """A pax header (or a GNU long name) of 2 MiB, a few KiB packed: refused from its size, before
+    tarfile parses it into copies of itself (the security review's 200 MiB pax comment took 1.2 GB)."""
+    buf = io.BytesIO()
+    fmt = tarfile.PAX_FORMAT if kind == "pax" else tarfile.GNU_FORMAT
+    with tarfile.open(fileobj=buf, mode="w:gz", format=fmt) as tf:
+        for name, body in (("p-1.0/setup.py", b"from setuptools import setup\nsetup()\n"), ("p-1.0/p.py", b"")):
+            info = tarfile.TarInfo(name if kind == "pax" else "p-1.0/" + "d" * (2 << 20) + ".py")
+            if kind == "pax":
+                info.pax_headers = {"comment": "A" * (2 << 20)}
+            info.size = len(body)
+            tf.addfile(info, io.BytesIO(body))
+    data = buf.getvalue()
+    assert len(data) < 64 << 10
+    with pytest.raises(SdistError, match="header of"):
+        judge_sdist(data, "p-1.0.tar.gz")
