@@ -94,9 +94,10 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         console.print(table)
     c = report.counts()
     console.print()
-    parts = ["%d passed" % c["pass"], "%d warnings" % c["warn"], "%d failed" % c["fail"]]
+    parts = ["%d passed" % c["pass"], "%d warning%s" % (c["warn"], "" if c["warn"] == 1 else "s"),
+             "%d failed" % c["fail"]]
     if c["error"]:
-        parts.append("%d errors" % c["error"])
+        parts.append("%d error%s" % (c["error"], "" if c["error"] == 1 else "s"))
     parts.append("%d skipped" % c["skip"])
     verdict = (report.headline, "bold green" if report.ready else "bold red")
     console.print(Text.assemble(verdict, ": ", ", ".join(parts), ("  (%.1f s, exit %d)" % (
