@@ -7,14 +7,8 @@ vendor.txt), never to the archive's top level; only the import names listed in
 :data:`IMPORT_NAMES` are taken from each wheel (nvidia-ml-py's stray ``example.py`` is left out).
 ``preflight/__init__.py`` puts that folder first on sys.path when it exists.
 
-Bytecode: beside each ``.py`` the archive holds its ``.pyc`` for the Python running this build
-(unchecked-hash pycs, PEP 552), which zipimport takes instead of compiling the module again on
-every start (about 0.9 s of CPU per run of the checker on 2 cores); under any other Python zipimport
-finds a magic number that is not its own and compiles the ``.py``, as without them. ``--no-bytecode``
-leaves them out.
-
-Reproducible: the same commit, vendor.txt and building Python (minor) give the same bytes (entries
-sorted, timestamps fixed to SOURCE_DATE_EPOCH or 1980-01-01, fixed permissions, no __pycache__). Wheels are fetched
+Reproducible: the same commit and vendor.txt give the same bytes (entries sorted, timestamps
+fixed to SOURCE_DATE_EPOCH or 1980-01-01, fixed permissions, no __pycache__). Wheels are fetched
 once with pip (``--only-binary :all:`` for a pure ``py3-none-any`` wheel), checked against the
 sha256 in vendor.txt and cached in ``$VERL_PREFLIGHT_CACHE/wheels`` (default ~/.cache/verl-preflight).
 
@@ -273,33 +267,11 @@ def collect_entries(vendor_txt: str):
     return entries
 
 
-def add_bytecode(entries) -> None:
-    """A ``X.pyc`` (this interpreter's magic number, unchecked hash: zipimport neither compares
-    a timestamp nor re-reads the source) beside every ``X.py`` of ``entries`` but ``__main__.py``
-    (zipimport never runs the archive's ``__main__`` from bytecode). A module this Python cannot
-    compile (a vendored file for another version) gets none: zipimport then compiles its source."""
-    import importlib.util
-    import marshal
-
-    for name in sorted(entries):
-        if not name.endswith(".py") or name == "__main__.py":
-            continue
-        try:
-            code = compile(entries[name], name, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError):
-            continue
-        flags = 0b01  # hash-based, unchecked (PEP 552)
-        head = importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little") + importlib.util.source_hash(entries[name])
-        entries[name[:-3] + ".pyc"] = head + marshal.dumps(code)
-
-
-def build(out: str, vendor_txt: str, bytecode: bool = True) -> str:
+def build(out: str, vendor_txt: str) -> str:
     """Write the zipapp to ``out`` atomically; return its sha256."""
     epoch = int(os.environ.get("SOURCE_DATE_EPOCH", "315532800"))  # 1980-01-01, zip's earliest date
     stamp = time.gmtime(max(epoch, 315532800))[:6]
     entries = collect_entries(vendor_txt)
-    if bytecode:
-        add_bytecode(entries)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     tmp = out + ".tmp"
     with open(tmp, "wb") as fh:
@@ -320,9 +292,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", default=os.path.join(ROOT, "dist", "preflight.pyz"))
     ap.add_argument("--vendor", default=os.path.join(ROOT, "tools", "vendor.txt"))
-    ap.add_argument("--no-bytecode", action="store_true", help="leave out the .pyc of this Python beside each module")
     args = ap.parse_args()
-    digest = build(args.output, args.vendor, bytecode=not args.no_bytecode)
+    digest = build(args.output, args.vendor)
     print("built %s (%d bytes, sha256 %s)" % (args.output, os.path.getsize(args.output), digest))
 
 

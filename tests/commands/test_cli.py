@@ -93,14 +93,7 @@ def test_pyz_contents(pyz):
     assert "__main__.py" in names and "preflight/_matrices/verl.toml" in names
     assert "preflight/target/info.py" in names and "preflight/_vendor/pynvml.py" in names
     assert [n for n in names if not n.startswith("preflight/")] == ["__main__.py"]  # vendored libraries namespaced
-    assert not [n for n in names if "__pycache__" in n or n.endswith(".so")]
-    # bytecode only beside its own module, for the Python that built it (tools/build_pyz.add_bytecode)
-    pycs = [n for n in names if n.endswith(".pyc")]
-    assert pycs and not [n for n in pycs if n[:-1] not in names]
-    import importlib.util
-
-    with zipfile.ZipFile(pyz) as z:
-        assert {z.read(n)[:4] for n in pycs} == {importlib.util.MAGIC_NUMBER}
+    assert not [n for n in names if "__pycache__" in n or n.endswith((".so", ".pyc"))]
 
 
 @pytest.mark.parametrize("minor", ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14"])
