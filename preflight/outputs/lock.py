@@ -97,17 +97,20 @@ _PIP_TO_UV = {"index-url": ("UV_INDEX_URL", " "), "extra-index-url": ("UV_EXTRA_
               "find-links": ("UV_FIND_LINKS", ","), "constraint": ("UV_CONSTRAINT", " ")}
 
 
-def _index_env(index_url: Optional[str], extra_index_urls: Sequence[str], pip_python: str) -> Dict[str, str]:
+def _index_env(index_url: Optional[str], extra_index_urls: Sequence[str], pip_python: str,
+               settings: Optional[Dict[str, List[str]]] = None) -> Dict[str, str]:
     """This process's environment with pip's index settings for a resolver run: index URLs may
     hold credentials, so they travel in PIP_INDEX_URL / PIP_EXTRA_INDEX_URL (space-separated),
     never in the command line that every user of the machine can read in the process list. The
     variable replaces pip's configured extra indexes, where ``--extra-index-url`` added to them:
-    the ones ``pip_python``'s pip has configured (environment, then its files) are kept after ours."""
+    the ones ``pip_python``'s pip has configured (environment, then its files; ``settings``: its
+    :func:`pip_settings` when the caller has them already) are kept after ours."""
     env = dict(os.environ)
     if index_url:
         env["PIP_INDEX_URL"] = index_url
     if extra_index_urls:
-        theirs = [u for u in pip_settings(pip_python).get("extra-index-url", []) if u not in extra_index_urls]
+        conf = pip_settings(pip_python) if settings is None else settings
+        theirs = [u for u in conf.get("extra-index-url", []) if u not in extra_index_urls]
         env["PIP_EXTRA_INDEX_URL"] = " ".join(list(extra_index_urls) + theirs)
     return env
 
@@ -224,11 +227,12 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
     if cross:
         interp = sys.executable
     plats = _PLATFORMS if cross else _host_platforms()
-    with tempfile.TemporaryDirectory() as tmp, _metadata_index(index_url, interp, python, plats) as ix:
+    settings = pip_settings(interp) if index_url is None or extra_index_urls else {}  # read once, used twice
+    with tempfile.TemporaryDirectory() as tmp, _metadata_index(index_url, settings, interp, python, plats) as ix:
         report = os.path.join(tmp, "report.json")
         cmd = [interp, "-m", "pip", "--disable-pip-version-check", "install", "--dry-run", "--ignore-installed",
                "--quiet", "--report", report]
-        env = _index_env(ix.url if ix is not None else index_url, extra_index_urls, interp)
+        env = _index_env(ix.url if ix is not None else index_url, extra_index_urls, interp, settings)
         if cross:
             cmd += ["--target", os.path.join(tmp, "t"), "--only-binary=:all:", "--implementation", "cp",
                     "--python-version", python]
@@ -273,8 +277,8 @@ def _host_platforms() -> List[str]:
 
 
 @contextlib.contextmanager
-def _metadata_index(index_url: Optional[str], pip_python: str, python: str, platforms: Sequence[str]
-                    ) -> Iterator[Optional[Any]]:
+def _metadata_index(index_url: Optional[str], settings: Dict[str, List[str]], pip_python: str, python: str,
+                    platforms: Sequence[str]) -> Iterator[Optional[Any]]:
     """The loopback index of :mod:`preflight.proof_index` in front of PyPI, when PyPI is the index
     pip would read (``index_url`` is PyPI's, or none is given and pip has none configured): pip
     then reads each wheel's METADATA from it (range requests, kept in the tool's cache) instead of
@@ -286,7 +290,7 @@ def _metadata_index(index_url: Optional[str], pip_python: str, python: str, plat
     CPython ``python`` on ``platforms`` (wheels of other Pythons and platforms left out), sdists kept."""
     from ..proofs import NATIVE_PIP, PYPI, pip_version_of
 
-    configured = pip_settings(pip_python).get("index-url") if index_url is None else [index_url]
+    configured = settings.get("index-url") if index_url is None else [index_url]
     if configured and [u.rstrip("/") for u in configured] != [PYPI]:
         yield None
         return
