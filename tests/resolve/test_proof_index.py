@@ -9,15 +9,13 @@ import io
 import json
 import os
 import re
-import threading
 import time
 import zipfile
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from socketserver import ThreadingMixIn
 
 import pytest
 
 from envs import real_env
+from loopback_http import serve
 from preflight import proofs
 from preflight.proof_index import wheel_metadata
 
@@ -42,54 +40,34 @@ def _wheel(name, version, requires):
     return buf.getvalue()
 
 
-class _Upstream(ThreadingMixIn, HTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        pass  # pip hung up (killed at its deadline)
-
-
 def _upstream(ranges=True, page_delay=0.0):
     files = {"%s-%s-py3-none-any.whl" % (n, v): _wheel(n, v, r) for n, v, r in WHEELS}
     log = []
 
-    class H(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
+    def routes(h):
+        m = re.match(r"^/simple/([^/]+)/$", h.path)
+        if m:
+            time.sleep(page_delay)
+            fs = [{"filename": fn, "url": "http://%s/files/%s" % (h.headers["Host"], fn),
+                   "hashes": {"sha256": hashlib.sha256(data).hexdigest()}}
+                  for fn, data in sorted(files.items()) if fn.split("-")[0] == m.group(1)]
+            if not fs:
+                return 404, b"", {}
+            body = json.dumps({"meta": {"api-version": "1.0"}, "name": m.group(1), "files": fs}).encode()
+            return 200, body, {"Content-Type": "application/vnd.pypi.simple.v1+json"}
+        fn = h.path.rsplit("/", 1)[-1]
+        if fn not in files:
+            return 404, b"", {}
+        data, rng = files[fn], h.headers.get("Range")
+        log.append((fn, rng if ranges else None))
+        if rng and ranges:
+            a, b = rng[len("bytes="):].split("-")
+            lo, hi = (max(0, len(data) - int(b)), len(data) - 1) if a == "" else (int(a), min(int(b), len(data) - 1))
+            return 206, data[lo:hi + 1], {"Content-Range": "bytes %d-%d/%d" % (lo, hi, len(data))}
+        return 200, data, {}
 
-        def do_GET(self):
-            m = re.match(r"^/simple/([^/]+)/$", self.path)
-            if m:
-                time.sleep(page_delay)
-                fs = [{"filename": fn, "url": "http://%s/files/%s" % (self.headers["Host"], fn),
-                       "hashes": {"sha256": hashlib.sha256(data).hexdigest()}}
-                      for fn, data in sorted(files.items()) if fn.split("-")[0] == m.group(1)]
-                if not fs:
-                    return self._send(404, b"", {})
-                body = json.dumps({"meta": {"api-version": "1.0"}, "name": m.group(1), "files": fs}).encode()
-                return self._send(200, body, {"Content-Type": "application/vnd.pypi.simple.v1+json"})
-            fn = self.path.rsplit("/", 1)[-1]
-            if fn not in files:
-                return self._send(404, b"", {})
-            data, rng = files[fn], self.headers.get("Range")
-            log.append((fn, rng if ranges else None))
-            if rng and ranges:
-                a, b = rng[len("bytes="):].split("-")
-                lo, hi = (max(0, len(data) - int(b)), len(data) - 1) if a == "" else (int(a), min(int(b), len(data) - 1))
-                return self._send(206, data[lo:hi + 1], {"Content-Range": "bytes %d-%d/%d" % (lo, hi, len(data))})
-            return self._send(200, data, {})
-
-        def _send(self, code, body, headers):
-            self.send_response(code)
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    srv = _Upstream(("127.0.0.1", 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, "http://127.0.0.1:%d/simple" % srv.server_address[1], files, log
+    srv, url, _ = serve(routes)
+    return srv, url + "/simple", files, log
 
 
 @pytest.fixture

@@ -9,15 +9,13 @@ import os
 import socket
 import stat
 import sys
-import threading
 import urllib.error
 import urllib.request
 import zipfile
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from socketserver import ThreadingMixIn
 
 import pytest
 
+from loopback_http import serve
 from preflight import proof_index, proofs
 from preflight.proof_index import MetadataIndex, prune, wheel_metadata
 
@@ -34,34 +32,7 @@ def _wheel(name="six", version="1.17.0"):
     return buf.getvalue()
 
 
-class _Srv(ThreadingMixIn, HTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        pass
-
-
-def _serve(routes):
-    """A loopback server: ``routes(handler)`` returns (code, body, headers); every path asked is logged."""
-    log = []
-
-    class H(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def do_GET(self):
-            log.append(self.path)
-            code, body, headers = routes(self)
-            self.send_response(code)
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    srv = _Srv(("127.0.0.1", 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, "http://127.0.0.1:%d" % srv.server_address[1], log
+_serve = serve
 
 
 @pytest.fixture
