@@ -307,16 +307,23 @@ def refused_by_resolver(lines: Sequence[str], names: Sequence[str] = ()) -> str:
 def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", extra_index_urls: Sequence[str] = (),
                timeout: float = 120.0, pip_python: Optional[str] = None, index_url: str = PYPI,
                metadata_index: bool = True, cache_dir: Optional[str] = None, page_ttl: float = 600.0,
-               native_python: Optional[str] = None) -> Dict[str, Any]:
+               native_python: Optional[str] = None, give_markers: bool = True,
+               full_version: Optional[str] = None) -> Dict[str, Any]:
     """:func:`_prove_live` (which documents every argument and the row), with pip run by default
     under a CPython ``python`` of this machine when there is one on PATH (``pythonX.Y``) and this
-    machine is ``arch``, else this interpreter; a verdict pip reached with markers evaluated for
-    another interpreter (:func:`markers_problem`) is "unproven" with why (``recorded_status``
-    keeps what pip said)."""
+    machine is ``arch``, else this interpreter.
+
+    Where ``pip_python`` is not the target (another minor, another machine), ``give_markers``
+    (the default) runs pip's resolver through ``preflight/target/pip_markers.py`` with the
+    target's marker environment (:func:`preflight.marker_env.target_environment`, its micro
+    ``full_version``): ``markers`` then reads "cpython 3.14.0 aarch64 (marker environment given to
+    pip 26.1.2)". Without it, a verdict pip reached with markers evaluated for another
+    interpreter (:func:`markers_problem`) is "unproven" with why (``recorded_status`` keeps what
+    pip said)."""
     if pip_python is None:
         pip_python = _target_python(python, arch)
     out = _prove_live(requirements, python, arch, extra_index_urls, timeout, pip_python, index_url, metadata_index,
-                      cache_dir, page_ttl, native_python)
+                      cache_dir, page_ttl, native_python, give_markers, full_version)
     why = markers_problem(out, python, arch) if out.get("markers") else None
     if why and out.get("status") in ("proven", "failed"):
         out.update(status="unproven", recorded_status=out["status"], reason=why)
@@ -339,7 +346,8 @@ def _target_python(python: str, arch: str) -> Optional[str]:
 def _prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", extra_index_urls: Sequence[str] = (),
                 timeout: float = 120.0, pip_python: Optional[str] = None, index_url: str = PYPI,
                 metadata_index: bool = True, cache_dir: Optional[str] = None, page_ttl: float = 600.0,
-                native_python: Optional[str] = None) -> Dict[str, Any]:
+                native_python: Optional[str] = None, give_markers: bool = False,
+                full_version: Optional[str] = None) -> Dict[str, Any]:
     """Run pip's resolver now (network, bounded by ``timeout`` seconds in all) on exactly
     ``requirements`` for CPython ``python`` on Linux ``arch`` (see :func:`pip_command`), with
     ``pip_python``'s pip (default: this interpreter's; pip >= 22.2 for --dry-run --report).
@@ -389,10 +397,19 @@ def _prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", 
                     "whose pip is newer" % (pip_python, ver or "none"))
     tags = platform_tags(DEFAULT_GLIBC, arch)
     markers = _markers_of(pip_python, min(30.0, timeout))
-    base.update(pip=ver, resolver="pip %s --dry-run --report --only-binary=:all:%s" % (ver, _markers_note(
-                    markers, python, arch)),
-                glibc="%d.%d" % DEFAULT_GLIBC, platform_tags="%s .. %s (%d tags)" % (tags[0], tags[-1], len(tags)),
-                markers=" ".join(markers) or "unknown")
+    note = _markers_note(markers, python, arch)
+    base.update(pip=ver, glibc="%d.%d" % DEFAULT_GLIBC, markers=" ".join(markers) or "unknown",
+                platform_tags="%s .. %s (%d tags)" % (tags[0], tags[-1], len(tags)))
+    if note and give_markers:
+        from .marker_env import describe, target_environment
+
+        env = target_environment(python, arch, full_version)
+        base.update(given_environment=env, markers=describe(env, ver),
+                    resolver="pip %s --dry-run --report --only-binary=:all:, with the marker environment of CPython "
+                             "%s on Linux %s given to pip in its own process (preflight/target/pip_markers.py; pip runs "
+                             "under %s)" % (ver, env["python_full_version"], arch, " ".join(markers) or "?"))
+    else:
+        base["resolver"] = "pip %s --dry-run --report --only-binary=:all:%s" % (ver, note)
     if not metadata_index:
         return _run_pip(base, pip_python, ver, inside, python, arch, index_url, timeout, t0)
     from .proof_index import MetadataIndex
@@ -562,6 +579,10 @@ def _run_pip(base: Dict[str, Any], pip_python: str, ver: str, inside: List[str],
         base = dict(base, command=[x if x != report else "REPORT" for x in cmd[1:]])
         left = timeout - (time.monotonic() - t0)
         env = _clean_env()
+        given = base.get("given_environment") if not no_binary else None
+        events = ""
+        if given:  # pip's main in the launcher, its arguments and the environment in private files
+            cmd, events = _launcher(pip_python, cmd[3:], given, tmp, env)
         if ix is not None:  # the loopback index: its URL holds the run's secret, never argv
             env["PIP_INDEX_URL"] = ix.url
         env["TMPDIR"] = os.path.join(tmp, "pip-tmp")  # pip's unpack dirs die with this run, killed or not
@@ -569,7 +590,7 @@ def _run_pip(base: Dict[str, Any], pip_python: str, ver: str, inside: List[str],
         t1 = time.monotonic()
         try:
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                                  timeout=max(1.0, left), env=env, stdin=subprocess.DEVNULL)
+                                  timeout=max(1.0, left), env=env, stdin=subprocess.DEVNULL, cwd=tmp)
         except subprocess.TimeoutExpired as exc:
             lines = (_text(exc.stdout) + "\n" + _text(exc.stderr)).splitlines()
             on = _looking_at(lines)
@@ -577,16 +598,59 @@ def _run_pip(base: Dict[str, Any], pip_python: str, ver: str, inside: List[str],
                         reason="timed out after %d s: pip's resolver gave no verdict%s" % (
                             timeout, " (still backtracking on %s)" % on if on else ""))
         base = dict(base, seconds=round(time.monotonic() - t1, 1))
+        if given:
+            why = _launcher_problem(events, proc.returncode)
+            if why:
+                return dict(base, status="unproven", reason=why)
         if proc.returncode != 0 or not os.path.exists(report):
             lines = [x for x in (proc.stdout + "\n" + proc.stderr).splitlines() if ix is None or ix.token not in x]
             return _failed(base, lines, proc.returncode, index_url, index_errors, timeout, t0, ix)
         with open(report, encoding="utf-8") as fh:
             data = json.load(fh)
+    if given and data.get("environment") != given:  # pip's report names the environment it evaluated in
+        return dict(base, status="unproven", reason="pip's report names another marker environment than the one "
+                    "given (%s): no proof" % json.dumps(data.get("environment"), sort_keys=True)[:200])
     installed = {}
     for item in data.get("install", []):
         m = item["metadata"]
         installed[m["name"].lower()] = m["version"]
     return dict(base, status="proven", installed=installed, report=data)
+
+
+def _launcher(pip_python: str, pip_args: List[str], environment: Dict[str, str], tmp: str,
+              env: Dict[str, str]) -> Tuple[List[str], str]:
+    """(argv, events file) running pip's main with ``pip_args`` under ``pip_python`` through
+    ``preflight/target/pip_markers.py`` with the marker ``environment``: script and arguments go
+    in 0600 files in the proof's private directory ``tmp`` (named in ``env``, which this
+    updates), the argv is the fixed loader of every target script."""
+    from .atomic import write_new
+    from .probes.process import ARGS_ENV, EVENTS_ENV, SCRIPT_ENV, load_script, target_argv
+
+    script, args, events = (os.path.join(tmp, n) for n in ("pip_markers.py", "args.json", "events"))
+    write_new(script, load_script("pip_markers").encode("utf-8"), 0o600)
+    write_new(args, json.dumps({"pip_args": pip_args, "environment": environment}).encode("utf-8"), 0o600)
+    env.update({SCRIPT_ENV: script, ARGS_ENV: args, EVENTS_ENV: events})
+    return target_argv(pip_python), events
+
+
+def _launcher_problem(events: str, code: int) -> Optional[str]:
+    """None when the launcher's event file says the marker environment took in pip, else why
+    the run proves nothing (one line)."""
+    from .probes.process import MARKER
+
+    got: Dict[str, Any] = {}
+    try:
+        with open(events, encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith(MARKER):
+                    got = json.loads(line[len(MARKER):])
+    except (OSError, ValueError):
+        pass
+    if got.get("event") == "pip_markers" and got.get("ok"):
+        return None
+    return ("the target's marker environment could not be given to pip (preflight/target/pip_markers.py: %s; "
+            "exit %d): no proof" % (got.get("error") or ("the check marker did not evaluate for the target" if got
+                                                       else "no answer"), code))
 
 
 def _failed(base: Dict[str, Any], lines: List[str], code: int, index_url: str, index_errors: List[str],

@@ -36,7 +36,7 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("domain", ("preflight.report", "preflight.outputs", "preflight.launch", "preflight.resolve",
                 "preflight.context", "preflight.explain", "preflight.rehearse")),
     ("facts", ("preflight.probes", "preflight.matrix", "preflight.proofs", "preflight.proof_index",
-               "preflight.proof_sdists", "preflight.wheel_metadata")),
+               "preflight.proof_sdists", "preflight.wheel_metadata", "preflight.marker_env")),
     ("leaf", ("preflight", "preflight.result", "preflight.errors", "preflight.redact", "preflight.paths",
               "preflight.atomic", "preflight.stages", "preflight.pipes", "preflight.hw", "preflight.netif",
               "preflight.diagnose", "preflight.shell", "preflight.interrupts", "preflight.limits",

@@ -18,7 +18,11 @@ that needs only PyPI, pip's own resolver runs for the target (preflight.proofs.p
 pip runs under the target's own CPython minor where this machine has one (pyenv's, in a venv under
 ~/.cache/verl-preflight/native-pip with the --pip interpreter's pip, made once): pip evaluates
 requirement markers (``python_version > "3.9"``) for the interpreter it runs under, so a 3.11 pip
-proving 3.9 takes 3.11's branch of every marker. A set pip refuses only for sdist-only packages
+proving 3.9 takes 3.11's branch of every marker. Where there is none (CPython 3.8, whose newest pip
+is older than 26; 3.14; every aarch64 target), the --pip interpreter's pip runs with the target's
+marker environment given to it (preflight/target/pip_markers.py; tools/markers_fidelity.py checks
+that route against native runs), and the row's ``markers`` says so. A row whose markers were not
+the target's (recorded before) is recorded again without --force. A set pip refuses only for sdist-only packages
 that are pure Python is proven natively with ``--no-binary NAME`` (preflight.proofs.prove_live;
 ``--no-native`` leaves it unproven).
 
@@ -142,17 +146,40 @@ def native_python(pip_python: str, minor: str, arch: str) -> Any:
         return _NATIVE[minor]
 
 
+def _full_version(py: str) -> Any:
+    """``platform.python_version()`` of interpreter ``py`` ("3.8.18"), or None."""
+    try:
+        got = subprocess.run([py, "-c", "import platform; print(platform.python_version())"], timeout=60,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return got or None
+
+
+def stale(row: Dict[str, Any]) -> bool:
+    """True when ``row`` is to be recorded again without --force: never finished ("not
+    recorded"), or pip evaluated its markers for another interpreter than the target's
+    (proofs.markers_problem: a row made by a CPython 3.11 pip for 3.8, 3.14 or aarch64)."""
+    if row.get("status") == "not recorded":
+        return True
+    return bool(proofs.markers_problem(row, row.get("python") or "", row.get("arch") or "x86_64"))
+
+
 def record_one(pip_python: str, reqs: List[str], python: str, arch: str, timeout: int,
                metadata_index: bool = True, page_ttl: float = 3600.0,
                native: bool = True) -> Tuple[Dict[str, Any], Any]:
     """Prove one set live; (index row, trimmed report document or None). With ``native``, a set
     needing a pure-Python sdist is proven natively (:func:`native_python`)."""
-    own = native_python(pip_python, python, platform.machine()) if native else None
+    own = native_python(pip_python, python, platform.machine()) if native and arch == platform.machine() else None
     # pip evaluates requirement markers (python_version...) for the interpreter it runs under: the
-    # target's own CPython minor, where this machine has one with a new pip, makes them the target's
+    # target's own CPython minor, where this machine has one with a new pip, makes them the target's;
+    # elsewhere (3.8 under pip 26, 3.14, aarch64) --pip's pip is given the target's marker
+    # environment (preflight/target/pip_markers.py), its micro this machine's CPython's where it has one
+    base = _cpython(python) if own is None else None
+    full = _full_version(base) if base else None
     p = proofs.prove_live(reqs, python, arch, (), timeout=timeout, pip_python=own or pip_python,
                           metadata_index=metadata_index, page_ttl=page_ttl,
-                          native_python=own if native and arch == platform.machine() else None)
+                          native_python=own, full_version=full)
     row = {k: p.get(k) for k in ("requirements", "python", "arch", "status", "reason", "pip", "index", "resolver",
                                  "glibc", "platform_tags", "date", "error", "no_wheel", "refusal", "seconds",
                                  "metadata", "native", "sdist_purity", "binary_only", "markers")
@@ -180,7 +207,7 @@ def record_one(pip_python: str, reqs: List[str], python: str, arch: str, timeout
     row["installed"] = sorted("%s==%s" % (k, v) for k, v in p["installed"].items())
     doc = {"command": command, "pip": p.get("pip"), "date": p.get("date"), "python": python, "arch": arch,
            "install": sorted(trimmed, key=lambda x: x["name"].lower())}
-    for k in ("native", "source_builds", "sdist_purity"):
+    for k in ("native", "source_builds", "sdist_purity", "markers", "given_environment"):
         if p.get(k):
             doc[k] = p[k]
     return row, doc
@@ -242,7 +269,7 @@ def main(argv=None) -> int:
     os.makedirs(OUTDIR, exist_ok=True)
     rank = {"3.12": 0, "3.13": 1, "3.10": 2, "3.8": 3, "3.11": 4, "3.9": 5, "3.14": 6}  # the audit's Pythons first
     pending = [(pid, v) for pid, v in sorted(todo.items(), key=lambda kv: (rank.get(kv[1][1], 9), kv[1][2] != "aarch64"))
-               if a.force or pid not in idx["proofs"] or idx["proofs"][pid].get("status") == "not recorded"]
+               if a.force or pid not in idx["proofs"] or stale(idx["proofs"][pid])]
     first = [f for f in a.first.split(",") if f]
     if first:
         pending.sort(key=lambda kv: min([i for i, f in enumerate(first) if any(lb.startswith(f) for lb in kv[1][3])]
