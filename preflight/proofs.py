@@ -27,9 +27,14 @@ with its build backend, as ``pip install`` would), and the proof names the sourc
 needs a compiler keeps the set "failed" with what building it needs.
 
 pip evaluates requirement markers (``python_version``, ``platform_machine``) for the interpreter it
-runs under, not for ``--python-version``/``--platform``: each proof records that interpreter
-(``markers``) and its resolver line says so when it is not the target's (the recorder runs pip
-under the target's own CPython minor where this machine has one).
+runs under, not for ``--python-version``/``--platform``: each proof records the environment they
+were evaluated in (``markers``). The recorder runs pip under the target's own CPython minor where
+this machine has one (preferred); elsewhere (CPython 3.8, whose newest pip is older than 26; 3.14;
+every aarch64 target) pip's own resolver runs in ``preflight/target/pip_markers.py``, which gives it
+the target's whole PEP 508 marker environment (:mod:`preflight.marker_env`) in place of its
+vendored ``packaging.markers.default_environment`` before pip's main runs the same command line;
+``markers`` then reads "cpython 3.14.0 aarch64 (marker environment given to pip 26.1.2)". A
+verdict whose markers were another interpreter's proves nothing (:func:`markers_problem`).
 """
 
 import hashlib

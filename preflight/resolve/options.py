@@ -26,7 +26,9 @@ def summary(r: Resolution) -> str:
 
 def resolve_command(run: Run, **change: Any) -> str:
     """The ``preflight resolve`` command line for this machine with ``change`` applied (keys:
-    verl, backend, driver, python, build); a value of None drops the flag."""
+    verl, backend, driver, python, build); a value of None drops the flag. ``--arch`` is given
+    when the platform resolved is not the one resolve assumes without it (x86_64, or the GPU's
+    host: GH200/GB200 on aarch64)."""
     import shlex
 
     v = {"verl": run.verl, "backend": run.backend, "driver": run.driver, "python": run.python, "build": run.build}
@@ -44,6 +46,9 @@ def resolve_command(run: Run, **change: Any) -> str:
         parts += ["--python", v["python"]]
     if v["build"]:
         parts += ["--backend-build", v["build"]]
+    implied = str((run.mx.gpu(run.gpu) or {}).get("host_arch") or "") if run.gpu else ""
+    if run.arch != (implied or "x86_64"):  # the option is for the platform resolved, not the default one
+        parts += ["--arch", run.arch]
     return " ".join(shlex.quote(str(p)) for p in parts)
 
 
@@ -59,8 +64,7 @@ def add_options(run: Run, res: Resolution, kinds: set, resolve: Callable[..., Re
     mx = run.mx
     opts: List[Tuple[str, str]] = []
     if "python" in kinds and res.python:
-        opt(opts, "use Python %s (e.g. uv venv -p %s): %s" % (res.python, res.python, summary(res)),
-             resolve_command(run, python=res.python))
+        python_option(run, res, opts, resolve)
     if "proof" in kinds:
         for m in reversed(run.minors):
             if m == res.python:
@@ -102,6 +106,28 @@ def add_options(run: Run, res: Resolution, kinds: set, resolve: Callable[..., Re
                          resolve_command(run, backend=other, build=None))
     res.options = ["%s; select it with: %s" % (t, c) for t, c in opts]
     res.commands = [c for _, c in opts]
+
+
+def python_option(run: Run, res: Resolution, opts: List[Tuple[str, str]], resolve: Callable[..., Resolution]) -> None:
+    """The "use Python X" option when the asked Python does not fit: the stack of ``res``'s
+    Python re-resolved (so its install line's proof is looked up), else the newest other minor
+    whose stack is proven; one whose proof says "does not install" is never offered, one
+    unproven only where no minor is proven, saying so."""
+    later: Any = None
+    for m in [res.python] + [x for x in reversed(run.minors) if x != res.python]:
+        r = resolve(run.mx, run.verl, run.backend, run.driver, run.cc, None, m, None, _options=False, arch=run.arch,
+                    backend_build=run.build)
+        if not r.ok or r.python != m or r.verdict == "does not install":
+            continue
+        if r.verdict == "works":
+            opt(opts, "use Python %s (e.g. uv venv -p %s): %s%s" % (m, m, summary(r), caveat(r)),
+                resolve_command(run, python=m))
+            return
+        later = later or (m, r)
+    if later:
+        m, r = later
+        opt(opts, "use Python %s (e.g. uv venv -p %s): %s%s" % (m, m, summary(r), caveat(r)),
+            resolve_command(run, python=m))
 
 
 def caveat(r: Resolution) -> str:

@@ -90,7 +90,7 @@ def _from_command(matrix, cmd):
     kw = {}
     for flag, val in zip(words[::2], words[1::2]):
         kw[{"--verl": "verl", "--backend": "backend", "--gpu": "gpu", "--cc": "cc", "--driver": "driver",
-            "--python": "python", "--backend-build": "backend_build"}[flag]] = val
+            "--python": "python", "--backend-build": "backend_build", "--arch": "arch"}[flag]] = val
     return resolve(matrix, kw.pop("verl"), _options=False, **kw)
 
 
