@@ -121,6 +121,6 @@ def fill(run: Run, ev: Dict[str, Any], res: Resolution) -> None:
     for n in mx.backend_notes(run.backend, res.backend_version):
         res.notes.append("%s%s (%s)" % (n["text"], conf_flag(n), n["source"]))
     plat = mx.backend_platform(run.backend, res.backend_version)
-    if plat:
+    if plat and run.arch == "x86_64":  # the tag recorded is the x86_64 wheel's; aarch64's is not recorded
         res.notes.append("%s %s's x86_64 wheel is %s: it needs glibc >= %s" % (
             bname(run), res.backend_version, plat["tag"], plat["glibc"]))

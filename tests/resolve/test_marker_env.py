@@ -177,3 +177,22 @@ def test_target_environment_names_every_pep508_variable_and_refuses_bad_input():
     for bad in (("3", "x86_64", None), ("3.9", "x86_64", "3.10.1")):
         with pytest.raises(ValueError):
             marker_env.target_environment(*bad)
+
+
+def test_the_launcher_argv_is_the_fixed_loader_and_a_silent_launcher_proves_nothing(tmp_path):
+    from preflight.probes.process import ARGS_ENV, target_argv
+
+    env = {}
+    argv, events = proofs._launcher("/usr/bin/python3", ["install", "--report", "R", "secret-req==1"],
+                                    marker_env.target_environment("3.14", "aarch64"), str(tmp_path), env)
+    assert argv == target_argv("/usr/bin/python3") and "secret-req==1" not in " ".join(argv)
+    with open(env[ARGS_ENV], encoding="utf-8") as fh:
+        assert json.load(fh)["pip_args"][-1] == "secret-req==1"
+    assert oct(os.stat(env[ARGS_ENV]).st_mode & 0o777) == "0o600"
+    assert "no answer" in proofs._launcher_problem(events, 1)  # no event: the environment was not given
+    with open(events, "w", encoding="utf-8") as fh:
+        fh.write('@@PREFLIGHT@@ {"event": "pip_markers", "ok": false, "error": "environment lacks os_name"}\n')
+    assert "environment lacks os_name" in proofs._launcher_problem(events, 3)
+    with open(events, "w", encoding="utf-8") as fh:
+        fh.write('@@PREFLIGHT@@ {"event": "pip_markers", "ok": true}\n')
+    assert proofs._launcher_problem(events, 0) is None
