@@ -517,6 +517,9 @@ def _sdist_route(failed: Dict[str, Any], base: Dict[str, Any], native: str, insi
         return failed
     ver, what = native_interpreter(native, python, arch)
     if ver is None:
+        if failed.get("given_environment"):  # no native interpreter: the binary-only verdict came through the launcher
+            what = ("pip builds an sdist only natively (it refuses --python-version/--platform with a source build), "
+                    "and this machine has no CPython %s on Linux %s with pip >= %d.%d" % ((python, arch) + NATIVE_PIP))
         return dict(failed, status="unproven", reason="pip's binary-only resolve needs %s from its sdist (pure Python: "
                     "pip builds it without a compiler), and no native proof ran: %s" % (
                         ", ".join(names), what.replace(native, "the interpreter given")))
