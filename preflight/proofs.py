@@ -46,7 +46,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .proof_sdists import PYPI, build_needs, judge_file, judge_sdists, sdist_only, split_requirement  # noqa: F401
 
 __all__ = ["proof_id", "proof_requirements", "platform_tags", "load_index", "lookup", "NOT_PROVABLE", "pip_command",
-           "prove_live", "build_needs", "PYPI", "torch_index_reason", "reprove", "changes"]
+           "prove_live", "build_needs", "PYPI", "torch_index_reason", "reprove", "changes", "short_error"]
 
 #: The index every proof is made against (pip's default; download.pytorch.org is not reachable here).
 
@@ -157,6 +157,8 @@ def _row_out(base: Dict[str, Any], row: Dict[str, Any]) -> Dict[str, Any]:
     if out["status"] == "not recorded":
         out["status"] = "unproven"
     out["installed"] = dict(x.split("==", 1) for x in row.get("installed") or [])
+    if out.get("error"):
+        out["error"] = short_error(out["error"])
     why = markers_problem(row, base["python"], base["arch"])
     if why and out["status"] in ("proven", "failed"):
         out.update(status="unproven", recorded_status=out["status"], reason=why)
@@ -274,13 +276,29 @@ def failure_facts(lines: Sequence[str]) -> Tuple[str, List[str]]:
             why = [x.strip() for x in lines[i:i + 12] if x.strip() and not x.startswith("To fix")]
             break
     errs = [x.strip() for x in lines if x.startswith(("ERROR", "error:")) or x.lstrip().startswith("\u00d7")]
-    text = " ".join(why + errs)[-1500:]
+    text = short_error(" ".join(why + errs))[-1500:]
     names = set(re.findall(r"No matching distribution found for ([A-Za-z0-9_.\-]+(?:[<>=!~]=?[^\s;]+)?)", text))
     # a conflict whose every candidate "depends on X" with no version: X has no usable distribution
     deps = re.findall(r"depends on ([A-Za-z0-9_.\-]+)(?=\s|$)", " ".join(why))
     names |= {d for d in deps if deps.count(d) >= 1 and not re.search(r"depends on %s\s*[<>=!~]" % re.escape(d),
                                                                         " ".join(why))}
     return text, sorted(names)
+
+
+_IGNORED = re.compile(r"(?:ERROR: Ignored the following versions that require a different python version: )?"
+                      r"((?:[\w.+!-]+ Requires-Python [^;]*?; )*[\w.+!-]+ Requires-Python [^;]*?)(?= ERROR:|\s*$)")
+
+
+def short_error(text: str) -> str:
+    """pip's refusal ``text`` with its list of every version "that require[s] a different python
+    version" (hundreds of ``X Requires-Python >=3.10``; recorded rows hold its tail) cut to how
+    many there were and the last one: "pip ignored 212 versions that require a different Python
+    (the last: 9.1.0 Requires-Python >=3.11)"."""
+    def one(m: Any) -> str:
+        items = m.group(1).split("; ")
+        return "pip ignored %d%s versions that require a different Python (the last: %s)" % (
+            len(items), "" if m.group(0).startswith("ERROR") else "+", items[-1].strip())
+    return _IGNORED.sub(one, text or "")
 
 
 #: What pip prints when its resolver refuses a set, and the refusal's name: no candidate for a

@@ -103,3 +103,15 @@ def test_only_the_resolvers_refusal_makes_a_stack_fail():
         assert not refused_by_resolver(lines, failure_facts(lines)[1])
     for lines in (nomatch, conflict):
         assert refused_by_resolver(lines, failure_facts(lines)[1])
+
+
+def test_pips_list_of_versions_for_another_python_is_cut_to_a_count():
+    with open(os.path.join(ROOT, "matrices", "proofs.json")) as fh:
+        rows = json.load(fh)["proofs"].values()
+    long = [r["error"] for r in rows if r.get("error") and r["error"].count("Requires-Python") > 5]
+    assert long  # py3.8/3.14 refusals: pip lists every version whose Requires-Python excludes the target
+    for err in long:
+        short = proofs.short_error(err)
+        assert short.count("Requires-Python") <= 3 and "pip ignored" in short, short[:300]
+        for words in ("No matching distribution found for", "Could not find a version that satisfies"):
+            assert (words in short) == (words in err)

@@ -191,6 +191,40 @@ def test_unproven_in_every_format(tmp_path, fmt):
     assert "unproven" in text and "A stack works" not in text
 
 
+#: Cells whose proof pip reached with the target's markers given to it (no native interpreter):
+#: aarch64, CPython 3.8 (pip 26 does not run there) and 3.14; and one that needs the PyTorch index.
+GIVEN_CELLS = [(("--verl", "0.9.1", "--python", "3.12", "--arch", "aarch64"), "works"),
+               (("--verl", "0.2", "--backend", "none", "--python", "3.8"), "does not install"),
+               (("--verl", "0.9.0", "--backend", "none", "--python", "3.14"), "does not install"),
+               (("--verl", "0.6.0", "--python", "3.12", "--arch", "aarch64"), "unproven")]
+
+
+@pytest.mark.parametrize("args,verdict", GIVEN_CELLS)
+def test_py38_py314_and_aarch64_say_the_same_in_every_format(matrix, tmp_path, args, verdict):
+    kw = dict(zip([a.lstrip("-") for a in args[2::2]], args[3::2]))
+    r = resolve(matrix, args[1], kw.pop("backend", "vllm"), _options=False, **kw)
+    assert r.verdict == verdict, r.proof
+    if verdict != "unproven":  # pip's verdict, reached with the target's own marker environment
+        assert r.proof["markers"].split()[:3] == ["cpython", r.proof["markers"].split()[1], r.arch]
+        assert r.proof["markers"].split()[1].startswith(r.python + ".") and "given to pip" in r.proof["markers"]
+    status = {"works": "pass", "unproven": "warn", "does not install": "fail"}[verdict]
+    for fmt in ("json", "prometheus"):
+        out = str(tmp_path / fmt)
+        p = subprocess.run([sys.executable, "-m", "preflight", "resolve", "--no-probe", "--format", fmt, "--output", out]
+                           + list(args), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=300)
+        assert p.returncode == (0 if verdict == "works" else 1) or verdict == "unproven", p.stderr
+        text = open(out).read()
+        if fmt == "json":
+            doc = json.loads(text)
+            assert doc["resolution"]["verdict"] == verdict and doc["resolution"]["arch"] == r.arch
+            assert [x["status"] for x in doc["results"] if x["id"] == "resolve.proof"] == [status]
+        else:
+            assert 'check="resolve.proof",status="%s"} 1' % status in text
+        for o in (doc["resolution"].get("commands") or []):  # every option offered is itself proven or says not
+            assert _from_command(matrix, o).verdict in ("works", "unproven"), o
+
+
 # ---- live: pip's real resolver against PyPI --------------------------------------------------
 def _pypi():
     try:
