@@ -732,7 +732,7 @@ def reprove(directory: str, write: bool = True, timeout: float = 600.0, log: Any
             continue
         keep = {k: p.get(k) for k in ("requirements", "python", "arch", "status", "pip", "index", "resolver", "glibc",
                                       "platform_tags", "date", "error", "no_wheel", "source_builds", "build_needs", "refusal",
-                                      "metadata") if p.get(k) is not None}
+                                      "metadata", "markers", "native", "sdist_purity") if p.get(k) is not None}
         keep["installed"] = sorted("%s==%s" % kv for kv in (p.get("installed") or {}).items())
         keep["file"] = row.get("file")
         new[pid] = keep
