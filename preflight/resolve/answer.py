@@ -10,7 +10,7 @@ from .candidates import backend_candidates, backend_spec, known_bad_rows, pick_p
 from .core import resolve_core
 from .evaluate import evaluate
 from .model import Resolution, ResolveError, parse_cc, parse_driver, parse_python
-from .options import add_options, attach_images
+from .options import add_options, attach_images, core_python_option
 from .proof import backend_owns, prove
 from .requirements import dedupe
 from .run import RANK, Run, bname, cite
@@ -82,6 +82,8 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
             prove(run, res)
         res.ok = not res.problems
         res.confidence = max([c["confidence"] for c in res.citations] or ["V"], key=lambda c: RANK.get(c, 2))
+        if _options and res.proof.get("status") == "failed":
+            core_python_option(run, res, resolve)
         return res
     if backend is None:
         backend = "vllm" if "vllm" in extras_map else sorted(extras_map)[0]

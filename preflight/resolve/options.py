@@ -130,6 +130,39 @@ def python_option(run: Run, res: Resolution, opts: List[Tuple[str, str]], resolv
             resolve_command(run, python=m))
 
 
+def core_python_option(run: Run, res: Resolution, resolve: Callable[..., Resolution]) -> None:
+    """For ``--backend none`` whose install line pip refuses: the newest other CPython minor whose
+    verl core install line is proven, else the unproven one nearest it (saying so), as an option with
+    its command; none where every other minor's line is refused or has no stack."""
+    later: Any = None
+    for m in reversed(run.minors):
+        if m == res.python:
+            continue
+        r = resolve(run.mx, run.verl, "none", run.driver, run.cc, None, m, None, _options=False, arch=run.arch)
+        if r.python != m or r.verdict not in ("works", "unproven"):
+            continue
+        if r.verdict == "unproven":  # the one nearest the asked Python
+            if later is None or _dist(m, res.python) < _dist(later[0], res.python):
+                later = (m, r)
+            continue
+        later = (m, r)
+        break
+    if later:
+        m, r = later
+        cmd = resolve_command(run, backend="none", python=m, build=None)
+        res.options.append("use Python %s, %s verl %s's core: torch %s (%s), Python %s%s; select it with: %s" % (
+            m, "for which pip resolves" if r.verdict == "works" else "where the matrix fits", run.verl, r.torch,
+            r.variant, m, caveat(r), cmd))
+        res.commands.append(cmd)
+
+
+def _dist(a: str, b: Any) -> int:
+    """How many minors apart CPython ``a`` and ``b`` ("3.9", "3.12") are; 99 when ``b`` is unknown."""
+    if not b:
+        return 99
+    return abs(int(a.split(".")[1]) - int(str(b).split(".")[1]))
+
+
 def caveat(r: Resolution) -> str:
     bits = []
     if any("minor-version compatibility" in w for w in r.warnings):

@@ -221,8 +221,10 @@ def test_py38_py314_and_aarch64_say_the_same_in_every_format(matrix, tmp_path, a
             assert [x["status"] for x in doc["results"] if x["id"] == "resolve.proof"] == [status]
         else:
             assert 'check="resolve.proof",status="%s"} 1' % status in text
+        if verdict == "does not install":  # a refused line comes with a way out: here another Python
+            assert doc["resolution"]["commands"], doc["resolution"]["options"]
         for o in (doc["resolution"].get("commands") or []):  # every option offered is itself proven or says not
-            assert _from_command(matrix, o).verdict in ("works", "unproven"), o
+            assert _from_command(matrix, o).verdict == "works", o
 
 
 # ---- live: pip's real resolver against PyPI --------------------------------------------------
