@@ -86,7 +86,8 @@ def _why_unproven(p: Dict[str, Any]) -> str:
 def cells(mx: Any, arches: List[str], releases: Optional[Sequence[str]] = None,
           pythons: Sequence[str] = PYTHONS) -> Iterator[Dict[str, Any]]:
     """One dict per grid cell: verl, backend, python, arch, verdict (proven / does not install /
-    unproven / no stack), why (one line; empty for proven), proof (the proof id, where any).
+    unproven / no stack), why (one line; empty for proven), proof (the proof id, where any),
+    markers (for pip's verdicts: the environment pip evaluated markers in, native or given).
     ``releases``: only these verl releases (default: every one the matrix knows)."""
     for arch in arches:
         for v in mx.verl_versions():
@@ -107,7 +108,9 @@ def cells(mx: Any, arches: List[str], releases: Optional[Sequence[str]] = None,
                         why = (r.problems or ["no stack"])[0]
                         why = re.sub(r"\s+", " ", why)[:160]
                     yield {"verl": v, "backend": b, "python": py, "arch": arch, "verdict": verdict, "why": why,
-                           "proof": p.get("id") if r.requirements else None}
+                           "proof": p.get("id") if r.requirements else None,
+                           "markers": (p.get("markers") or "cpython 3.11.7 x86_64 (recorded before rows named it)")
+                           if verdict in ("proven", "does not install") else None}
 
 
 def grid(rows: List[Dict[str, Any]]) -> str:
@@ -118,6 +121,11 @@ def grid(rows: List[Dict[str, Any]]) -> str:
     for arch in sorted({r["arch"] for r in rows}, key=lambda a: a != "x86_64"):
         c = collections.Counter(r["verdict"] for r in rows if r["arch"] == arch)
         out.append("  %s: %s" % (arch, ", ".join("%d %s" % (c[k], k) for k in MARK)))
+    how = collections.Counter("given" if "given to pip" in str(r.get("markers")) else "native" for r in rows
+                              if r.get("markers"))
+    if how:
+        out.append("  pip's verdicts: %d with markers of the target's own interpreter, %d with the target's marker "
+                   "environment given to pip" % (how["native"], how["given"]))
     out.append("")
     out.append("P proven, X does not install, ? unproven, - no stack; [n]: the reason below")
     out.append("")
