@@ -162,6 +162,22 @@ def test_aarch64_torch_pypi_build_from_the_matrix(matrix):
         assert series["pypi_aarch64"] == ("cpu" if (major, minor) <= (2, 10) else series["pypi"]), v
 
 
+def test_aarch64_proofs_install_the_cuda_runtime_the_matrix_names(matrix):
+    # pip's own aarch64 resolves (the target's markers given to it) are the truth for pypi_aarch64:
+    # a CUDA build of torch pulls its CUDA runtime wheels for aarch64, the matrix's cuXYZ major
+    with open(os.path.join(ROOT, "matrices", "proofs.json")) as fh:
+        rows = [r for r in json.load(fh)["proofs"].values() if r.get("arch") == "aarch64" and r["status"] == "proven"]
+    assert len(rows) >= 10
+    for row in rows:
+        with open(os.path.join(ROOT, row["file"])) as fh:
+            wheels = {x["name"].lower().replace("_", "-"): x["wheel"] for x in json.load(fh)["install"]}
+        torch = [x.split("==")[1] for x in row["installed"] if x.startswith("torch==")][0]
+        build = matrix.torch_series(torch)["pypi_aarch64"]
+        assert "aarch64" in wheels["torch"] and not any("x86_64" in w for w in wheels.values()), row["file"]
+        nccl = [n for n in wheels if n.startswith("nvidia-nccl-")]
+        assert nccl == (["nvidia-nccl-cu%s" % build[2:4]] if build.startswith("cu") else []), (torch, build, nccl)
+
+
 def test_flash_attn_is_x86_64_unless_a_row_says_aarch64(matrix):
     r = resolve(matrix, "0.6.0", "vllm", "580.65.06", None, "GH200", "3.12")
     assert r.arch == "aarch64"
