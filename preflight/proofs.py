@@ -333,8 +333,8 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
                native_python: Optional[str] = None, give_markers: bool = True,
                full_version: Optional[str] = None) -> Dict[str, Any]:
     """:func:`_prove_live` (which documents every argument and the row), with pip run by default
-    under a CPython ``python`` of this machine when there is one on PATH (``pythonX.Y``) and this
-    machine is ``arch``, else this interpreter.
+    under a CPython ``python`` of this machine when there is one on PATH (``pythonX.Y``, with
+    pip >= 22.2) and this machine is ``arch``, else this interpreter.
 
     Where ``pip_python`` is not the target (another minor, another machine), ``give_markers``
     (the default) runs pip's resolver through ``preflight/target/pip_markers.py`` with the
@@ -345,6 +345,9 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
     pip said)."""
     if pip_python is None:
         pip_python = _target_python(python, arch)
+        ver = _pip_version(pip_python, min(30.0, timeout)) if pip_python else None
+        if pip_python and give_markers and (not ver or _vtuple(ver) < (22, 2)):
+            pip_python = None  # its pip cannot prove: this interpreter's pip, given the target's markers
     out = _prove_live(requirements, python, arch, extra_index_urls, timeout, pip_python, index_url, metadata_index,
                       cache_dir, page_ttl, native_python, give_markers, full_version)
     why = markers_problem(out, python, arch) if out.get("markers") else None
