@@ -108,7 +108,7 @@ def test_given_environment_is_packagings_truth_where_no_native_interpreter_exist
     srv, url = _index(SMALL)
     try:
         p = _prove(["app==1.0"], python, arch, url, pip26, full_version=full)
-        plain = _prove(["app==1.0"], python, arch, url, pip26, give_markers=False)
+        plain = _prove(["app==1.0"], python, arch, url, pip26, give_markers=False) if python == "3.14" else None
     finally:
         srv.shutdown()
         srv.server_close()
@@ -117,9 +117,9 @@ def test_given_environment_is_packagings_truth_where_no_native_interpreter_exist
     assert p["markers"] == "cpython %s %s (marker environment given to pip 26.1.2)" % (full or python + ".0", arch)
     assert proofs.markers_problem(p, python, arch) is None
     assert "REPORT" in p["command"] and "app==1.0" in p["command"]  # pip's line, recorded; argv had none of it
-    # the same pip without the environment resolves for CPython 3.11 on x86_64, and says it proves nothing
-    assert plain["status"] == "unproven" and plain["installed"] != p["installed"]
-    assert plain["installed"] == _truth("3.11", "x86_64", "3.11.7")
+    if plain is not None:  # the same pip without the environment resolves for CPython 3.11 on x86_64, and says
+        assert plain["status"] == "unproven" and plain["installed"] != p["installed"]  # it proves nothing
+        assert plain["installed"] == _truth("3.11", "x86_64", "3.11.7")
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +158,8 @@ def test_the_native_resolve_on_the_loopback_index_is_the_recorded_one(real_index
 
 
 @pytest.mark.realenv
+@pytest.mark.skipif(os.environ.get("VERL_PREFLIGHT_MARKERS_NATIVE") != "1",
+                    reason="a third resolve of the real stack (about 4 s): set VERL_PREFLIGHT_MARKERS_NATIVE=1")
 def test_plain_pip_under_311_cannot_resolve_the_real_stack_for_39(pip26, real_index):
     doc, url = real_index
     reqs = [r for r in doc["requirements"] if " @ " not in r]
