@@ -43,6 +43,7 @@ def _fault_kind(item):
     return kind
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads xdist_group into the node ids
 def pytest_collection_modifyitems(config, items):
     for item in items:
         _fault_kind(item)  # a wrong kind is a usage error at collection, not a silent miscount
