@@ -257,17 +257,23 @@ def p2p_rerun_blocker(backend: str, world: int, timed_out: bool, hung: Sequence[
     return None
 
 
-def topo_code(pair: Mapping[str, Any]) -> str:
+def topo_code(pair: Mapping[str, Any], links: Optional[Mapping[Any, int]] = None) -> str:
     """nvidia-smi topo -m's code of one NVML pair (``probes/nvml.py``: path, nvlink, p2p_read):
-    NV<n> for n direct NVLinks, NV for NVLink through NVSwitch, else the PCIe level (PIX, PXB, PHB,
-    NODE, SYS); "(no P2P)" appended where NVML says P2P reads are not supported."""
+    NV<n> for n direct NVLinks, NV<n> through NVSwitch (n: the fewer active links of the two GPUs,
+    from ``links``: GPU index -> active NVLinks; plain NV without it), else the PCIe level (PIX,
+    PXB, PHB, NODE, SYS); "(no P2P)" appended where NVML says P2P reads are not supported."""
     link = str(pair.get("nvlink") or "")
-    code = ("NV%s" % link.split(":", 1)[1] if link.startswith("direct:") else "NV" if link == "switch"
-            else _TOPO_CODE.get(str(pair.get("path")), str(pair.get("path") or "?")))
+    if link.startswith("direct:"):
+        code = "NV%s" % link.split(":", 1)[1]
+    elif link == "switch":
+        n = min((links or {}).get(pair["a"]) or 0, (links or {}).get(pair["b"]) or 0)
+        code = "NV%d" % n if n else "NV"
+    else:
+        code = _TOPO_CODE.get(str(pair.get("path")), str(pair.get("path") or "?"))
     return code + ("(no P2P)" if pair.get("p2p_read") is False else "")
 
 
-def topo_matrix(pairs: Sequence[Mapping[str, Any]]) -> List[str]:
+def topo_matrix(pairs: Sequence[Mapping[str, Any]], links: Optional[Mapping[Any, int]] = None) -> List[str]:
     """``nvidia-smi topo -m``'s GPU matrix drawn from NVML pairs (``probes/nvml.py``: a, b, path,
     nvlink; cells from :func:`topo_code`); one string per line, [] without pairs."""
     idx = sorted({p["a"] for p in pairs} | {p["b"] for p in pairs})
@@ -275,7 +281,7 @@ def topo_matrix(pairs: Sequence[Mapping[str, Any]]) -> List[str]:
         return []
     cell: Dict[Tuple[int, int], str] = {}
     for p in pairs:
-        cell[(p["a"], p["b"])] = cell[(p["b"], p["a"])] = topo_code(p)
+        cell[(p["a"], p["b"])] = cell[(p["b"], p["a"])] = topo_code(p, links)
     width = max([6] + [len(c) + 2 for c in cell.values()])
     lines = ["".ljust(6) + "".join(("GPU%d" % j).ljust(width) for j in idx)]
     for i in idx:
@@ -287,16 +293,20 @@ def topo_matrix(pairs: Sequence[Mapping[str, Any]]) -> List[str]:
 def gpu_topology(ctx: Context, backend: str) -> Dict[str, Any]:
     """The GPU topology the gpu stage collected: gpu.topology's pairs when that row exists, else
     NVML's snapshot (read for the nccl backend, only peeked for gloo); as {"from", "matrix" (lines,
-    :func:`topo_matrix`), "pairs"}, or {"from": None, "why"} when there is none."""
+    :func:`topo_matrix`), "codes" ("a-b CODE" per pair), "pairs", "nvlink_only" (every pair
+    joined by NVLink)}, or {"from": None, "why"} when there is none."""
     row = ctx.results.get("gpu.topology")
-    pairs = (row.evidence or {}).get("pairs") if row is not None else None
-    source = "gpu.topology"
+    ev = (row.evidence or {}) if row is not None else {}
+    pairs, links, source = ev.get("pairs"), ev.get("nvlinks_active"), "gpu.topology"
     if not pairs:
         snap = ctx.nvml() if backend == "nccl" else (ctx.peek("nvml") or {})
         pairs, source = snap.get("pairs") or [], "NVML"
+        links = {d["index"]: d.get("nvlinks_active") or 0 for d in snap.get("devices") or [] if "index" in d}
     if not pairs:
         return {"from": None, "why": "NVML gave no GPU pairs; run nvidia-smi topo -m"}
-    return {"from": source, "matrix": topo_matrix(pairs), "pairs": pairs}
+    return {"from": source, "matrix": topo_matrix(pairs, links),
+            "codes": ["%d-%d %s" % (p["a"], p["b"], topo_code(p, links)) for p in pairs],
+            "nvlink_only": all(topo_code(p).startswith("NV") for p in pairs), "pairs": pairs}
 
 
 def _world(ctx: Context) -> Tuple[int, str]:
@@ -425,7 +435,10 @@ def _failed_run(ctx: Context, backend: str, world: int, sizes: List[int], ev: Di
             fix = P2P_FIX
             if topo.get("matrix"):
                 fix += ". GPU pairs (%s; this row's evidence has the nvidia-smi topo -m matrix): %s" % (
-                    topo["from"], ", ".join("%d-%d %s" % (p["a"], p["b"], topo_code(p)) for p in topo["pairs"][:6]))
+                    topo["from"], ", ".join(topo["codes"][:6]))
+            if topo.get("nvlink_only"):
+                fix += ". These GPUs are joined by NVLink, not PCIe: also check nvidia-smi nvlink --status and, on " \
+                       "NVSwitch boards, that nvidia-fabricmanager runs"
             return failed("%s: the all_reduce hangs with P2P on (%s, killed after %.0f s) and passes with %s "
                           "(%.1f s, %d MiB busbw %.2f GB/s): the P2P path hangs (likely ACS/IOMMU on the PCIe "
                           "bridges)" % (backend.upper(), what, ctx.options.timeout, env_words, wall2,

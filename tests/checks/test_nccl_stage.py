@@ -178,6 +178,10 @@ def test_topology_matrix_as_nvidia_smi_draws_it():
     assert lines[0].split() == ["GPU0", "GPU1", "GPU2"] and lines[3].split() == ["GPU2", "SYS(no", "P2P)",
                                                                                   "SYS(no", "P2P)", "X"]
     assert topo_matrix([]) == []
+    # an HGX board: every pair through NVSwitch, 18 links per GPU (nvidia-smi: NV18)
+    snap = collect(FakeNvml(h200s(4, nvlink_to="switch")))
+    links = {d["index"]: d["nvlinks_active"] for d in snap["devices"]}
+    assert topo_matrix(snap["pairs"], links)[1].split() == ["GPU0", "X", "NV18", "NV18", "NV18"]
 
 
 @pytest.mark.realenv
