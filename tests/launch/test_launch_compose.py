@@ -164,6 +164,15 @@ def test_megatron_config_offered_only_for_megatron(release, words, config_named,
             assert ok.get("actor_rollout_ref.actor.megatron.tensor_model_parallel_size") == 2
 
 
+def test_strategy_chosen_in_a_saved_config_counts(tmp_path):
+    """A saved config (--file) that trains the actor with FSDP2: its Megatron override is to be deleted."""
+    saved = tmp_path / "saved.yaml"
+    saved.write_text("actor_rollout_ref:\n  actor:\n    strategy: fsdp2\n")
+    c = compose_stored(parse_launch([TP2]), str(saved), "0.9.1", env={})
+    assert c.error is not None and "ppo_megatron_trainer" not in c.error.fix
+    assert "actor_rollout_ref.actor.strategy=fsdp2" in c.error.message and "delete the override" in c.error.fix
+
+
 @pytest.mark.realenv
 def test_fsdp_launch_in_the_target_is_not_sent_to_megatron():
     """The same FSDP launch composed by Hydra in a real verl 0.9.1 install."""
