@@ -360,6 +360,17 @@ def test_stored_compose_with_the_launchs_own_config_directory(tmp_path):
     assert c.get("data.train_batch_size") == 8 and c.get("trainer.total_epochs") is not None
 
 
+def test_own_config_is_never_told_to_switch_config_name(tmp_path):
+    """A launch with its own config (over verl's ppo_trainer) that sets strategy=megatron: the
+    config name is the user's; the refused key gets the rest of the chain, not ppo_megatron_trainer."""
+    (tmp_path / "mine.yaml").write_text(OWN_PRIMARY)
+    spec = parse_launch("python3 -m verl.trainer.main_ppo --config-path=%s --config-name=mine.yaml "
+                        "actor_rollout_ref.actor.strategy=megatron %s" % (tmp_path, TP2))
+    c = compose_stored(spec, release="0.7.0")
+    assert c.error is not None and c.error.kind == "override_missing"
+    assert "ppo_megatron_trainer" not in c.error.fix and "model_engine" not in c.error.fix, c.error.fix
+
+
 @pytest.mark.realenv
 def test_relative_config_path_is_read_as_hydra_reads_it(tmp_path, monkeypatch):
     """rev-verl FP-3: ``--config-path=config`` is relative to the entry module's directory (verl/trainer/),

@@ -42,8 +42,9 @@ def unknown_fields(final: Dict[str, Any], defaults: Dict[str, Any],
     return out
 
 
-#: verl's trainer config for Megatron workers, and the keys that name a worker's training strategy.
-MEGATRON_CONFIG = "ppo_megatron_trainer"
+#: verl's PPO trainer configs for FSDP and for Megatron workers, and the keys that name a worker's
+#: training strategy.
+FSDP_CONFIG, MEGATRON_CONFIG = "ppo_trainer", "ppo_megatron_trainer"
 STRATEGY_KEYS = ("actor_rollout_ref.actor.strategy", "critic.strategy")
 
 
@@ -125,8 +126,9 @@ def _megatron_config_fix(key: str, release: Optional[str], config_name: str, str
     """(why, fix) proposing Megatron workers (:func:`megatron_homes`) for a refused ``key``, or
     None: only when the launch chose strategy=megatron, or the key exists only with Megatron
     workers and the launch chose no other strategy (an FSDP launch is told to delete the Megatron
-    key, never to switch trainers)."""
-    if config_name == MEGATRON_CONFIG:
+    key, never to switch trainers). Only for verl's own FSDP config, ``ppo_trainer``: a user's own
+    config name is the user's to change."""
+    if config_name != FSDP_CONFIG:
         return None
     meg = sorted(k for k, v in strategies.items() if v == "megatron")
     homes = megatron_homes(key, release, config_name, tree)
