@@ -395,7 +395,7 @@ def torch_py():
 def c18():
     env = nvml_env({"gpus": [{"name": "NVIDIA RTX 5880 Ada Generation", "cc": [8, 9], "total": 49140}] * 2,
                     "ancestor": 30})
-    base = ["--nccl-backend", "gloo", "--nccl-world-size", "2", "--timeout", "10"]
+    base = ["--nccl-backend", "gloo", "--nccl-world-size", "2", "--timeout", "15"]
     rc, rows = check(torch_py(), "gpu,nccl", base + ["--nccl-inject", "1:hang_p2p"], env=env)
     r = judge(rows, ["nccl.allreduce", "P2P path hangs", "ACS|IOMMU"], ["setpci|pci=noacs|BIOS", "NCCL_P2P_DISABLE=1"])
     rc, healthy = check(torch_py(), "gpu,nccl", base, env=env)

@@ -79,9 +79,11 @@ def test_gloo_ranks_pass(matrix, torch_python, world):
         assert "time_us_graph" not in s
 
 
-#: Deadline of the hang tests: above the ~6 s a healthy 2-rank gloo run takes on 2 loaded cores
-#: (two torch imports), since the re-run must pass within the same deadline.
+#: Deadlines of the hang tests. A hang must be reached first (two torch imports, init: ~5 s on 2
+#: loaded cores); where the re-run must also pass within the same deadline, above the 6-9 s a
+#: healthy 2-rank gloo run took here at load 5-9 (bench/handed_cases.py 18).
 HANG_S = 9
+PASS_S = 15
 
 
 def _children_alive():
@@ -101,7 +103,7 @@ def _children_alive():
 def test_hanging_rank_is_killed_and_named(matrix, torch_python):
     """A hang that does not depend on P2P: re-run once with P2P off, hangs again, generic FAIL."""
     before = _children_alive()
-    r, dt = gloo(matrix, torch_python, 2, timeout=HANG_S, inject={"rank": 1, "fault": "hang_allreduce"})
+    r, dt = gloo(matrix, torch_python, 2, timeout=12, inject={"rank": 1, "fault": "hang_allreduce"})
     assert r.status == Status.FAIL
     assert "rank 1 in all_reduce 1 MiB" in r.message and "every rank killed" in r.message
     assert "P2P off did not help (with NCCL_P2P_DISABLE=1 it hung too" in r.message
@@ -111,7 +113,7 @@ def test_hanging_rank_is_killed_and_named(matrix, torch_python):
     assert rerun["ranks"]["1"]["last_step"] == "all_reduce 1 MiB"
     assert "killed" in rerun["ranks"]["1"]["exit"]
     assert _children_alive() == before  # both runs' ranks are gone
-    assert dt < 3 * HANG_S
+    assert dt < 3 * 12
 
 
 @pytest.mark.realenv
@@ -123,7 +125,7 @@ def test_hang_only_with_p2p_is_blamed_on_the_p2p_path(matrix, torch_python):
     # 2 PCIe cards under one host bridge (the case's PHB topology), as NVML reports them
     snap = collect(FakeNvml([{"name": "NVIDIA RTX 5880 Ada Generation", "cc": (8, 9)}] * 2, ancestor=30))
     before = _children_alive()
-    r, dt = gloo(matrix, torch_python, 2, timeout=HANG_S, inject={"rank": 1, "fault": "hang_p2p"},
+    r, dt = gloo(matrix, torch_python, 2, timeout=PASS_S, inject={"rank": 1, "fault": "hang_p2p"},
                  facts={"nvml": snap})
     assert r.status == Status.FAIL, r.message
     assert "the P2P path hangs (likely ACS/IOMMU on the PCIe bridges)" in r.message
@@ -138,7 +140,7 @@ def test_hang_only_with_p2p_is_blamed_on_the_p2p_path(matrix, torch_python):
     topo = r.evidence["topology"]
     assert topo["from"] == "NVML" and topo["matrix"] == ["      GPU0  GPU1", "GPU0  X     PHB", "GPU1  PHB   X"]
     assert _children_alive() == before
-    assert dt < 3 * HANG_S
+    assert dt < 3 * PASS_S
 
 
 @pytest.mark.realenv
