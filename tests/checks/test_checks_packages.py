@@ -2,6 +2,7 @@
 
 from helpers import rows
 
+from packaging.version import Version
 from preflight.result import Status
 
 
@@ -84,6 +85,34 @@ def test_vllm_refused_by_runtime_gate(ctx_factory, matrix):
 def test_no_backend_fails(ctx_factory):
     r = rows(ctx_factory(dists=[("verl", "0.9.1"), ("torch", "2.11.0")]), ["packages"])["packages.backend"]
     assert r.status == Status.FAIL and "verl[vllm]==0.9.1" in r.fix
+
+
+def _pins(matrix, name, version, extra=None):
+    """{package: specifier} of a release's recorded Requires-Dist (matrices/metadata), the extra's only."""
+    from preflight.matrix import requirements_for_extras
+
+    reqs = requirements_for_extras((matrix.meta(name, version) or {}).get("requires_dist") or [],
+                                   [extra] if extra else [])
+    return {r.name.lower(): r.specifier for r in reqs}
+
+
+def test_a_backend_fix_never_names_an_install_the_metadata_forbids(ctx_factory, matrix):
+    """verl 0.9.1's sglang extra and SGLang's own pins disagree on transformers (read from both
+    packages' recorded Requires-Dist, not from the resolver under test): the fix must say so and not
+    print 'pip install verl[sglang]==0.9.1'; for 0.8.0, where they agree, it prints the install."""
+    verl_tf = _pins(matrix, "verl", "0.9.1", "sglang").get("transformers")
+    sgl = _pins(matrix, "verl", "0.9.1", "sglang").get("sglang")
+    chosen = max((v for v in matrix.versions("sglang") if sgl.contains(v)), key=Version)
+    sgl_tf = _pins(matrix, "sglang", chosen).get("transformers")
+    assert verl_tf and sgl_tf and not [v for v in matrix.versions("transformers")
+                                       if verl_tf.contains(v) and sgl_tf.contains(v)]
+    ctx = ctx_factory(dists=[("verl", "0.9.1"), ("torch", "2.11.0")], backend="sglang")
+    r = rows(ctx, ["packages"])["packages.backend"]
+    assert r.status == Status.FAIL and "verl[sglang]==0.9.1" not in r.fix, r.fix
+    assert "does not install" in r.fix and "transformers" in r.fix and "resolve --verl 0.9.1 --backend sglang" in r.fix
+    ok = rows(ctx_factory(dists=[("verl", "0.8.0"), ("torch", "2.9.1")], backend="sglang"),
+              ["packages"])["packages.backend"]
+    assert ok.status == Status.FAIL and "pip install 'verl[sglang]==0.8.0'" in ok.fix, ok.fix
 
 
 def test_known_bad_tensordict(ctx_factory):

@@ -238,6 +238,8 @@ def test_prefer_python_is_a_preference(matrix):
     ({"verl": "0.9.1", "driver": "580"}, "--driver 580: not a full NVIDIA driver version"),
     ({"verl": "0.9.1", "gpu": "Mystery GPU"}, "--gpu Mystery GPU: unknown GPU name"),
     ({"verl": "0.9.1", "cc": "nine"}, "--cc nine: not a compute capability"),
+    ({"verl": "0.9.1", "cc": "99.9"}, "--cc 99.9: no NVIDIA GPU has compute capability 99.9"),
+    ({"verl": "0.9.1", "cc": "sm_85"}, "--cc 8.5: no NVIDIA GPU has compute capability 8.5"),
     ({"verl": "0.9.1", "python": "2.7"}, "--python 2.7: Python 2 runs no verl release"),
     ({"verl": "0.9.1", "python": "three"}, "--python three: not a CPython version"),
     ({"verl": "0.9.1", "gpu": "H100", "cc": "8.0"}, "--gpu H100 has compute capability 9.0 but --cc 8.0"),
@@ -318,3 +320,13 @@ def test_zipapp_resolves_on_the_oldest_python(pyz):
                        universal_newlines=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["resolution"]["vllm"] == "0.11.2"  # 0.12.0 is known-bad with verl 0.7.0
+
+
+def test_every_gpu_row_and_torch_build_names_a_shipped_compute_capability(matrix):
+    """The table --cc is checked against holds the compute capability of every GPU row
+    (gpus.toml) and every architecture a torch build targets (torch.toml variants' arch lists)."""
+    known = set(matrix.compute_capabilities())
+    rows = {str(r["cc"]) for r in matrix.curated["gpus"]["gpu"]}
+    built = {str(a) for v in matrix.curated["torch"]["variants"].values() for a in v.get("arch", [])}
+    assert rows and rows <= known, rows - known
+    assert built <= known, built - known
