@@ -36,6 +36,8 @@ class LaunchOptions:
         gpus, nnodes: ``--gpus``/``--nnodes`` (set trainer.n_gpus_per_node / trainer.nnodes).
         given: the user asked for the config stage even with nothing to compose (the ``config``
             command): then a missing launch is an error, not a skip.
+        startup: run verl's own dry start-up in the target when it has verl (``--no-startup``
+            turns it off: the rules alone judge, in seconds, and no fix is re-checked by verl).
     """
 
     words: Union[str, List[str], None] = None
@@ -43,6 +45,7 @@ class LaunchOptions:
     gpus: Optional[int] = None
     nnodes: Optional[int] = None
     given: bool = False
+    startup: bool = True
 
 
 @dataclass

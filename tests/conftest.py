@@ -43,6 +43,7 @@ def _fault_kind(item):
     return kind
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads xdist_group into the node ids
 def pytest_collection_modifyitems(config, items):
     for item in items:
         _fault_kind(item)  # a wrong kind is a usage error at collection, not a silent miscount
@@ -173,9 +174,11 @@ def matrix():
 
 
 @pytest.fixture(scope="session")
-def pyz(request, tmp_path_factory):
+def pyz_file(request, tmp_path_factory):
     """Path of a zipapp built from this checkout, once per run: pytest-xdist's workers share the one
-    the first of them builds (beside their temporary directories, named by the run's id, under a lock)."""
+    the first of them builds (beside their temporary directories, named by the run's id, under a lock).
+    For the tests of the archive itself: its bytes, hash and copies, bootstrap.sh's download and
+    verification, the cluster command sending it to Ray's nodes, another user running it."""
     base, name = tmp_path_factory.getbasetemp(), "dist"
     worker = getattr(request.config, "workerinput", None)
     if worker is not None:
@@ -187,6 +190,33 @@ def pyz(request, tmp_path_factory):
         if not os.path.exists(out):  # build_pyz writes it atomically: it exists only when complete
             subprocess.run([sys.executable, os.path.join(ROOT, "tools", "build_pyz.py"), "-o", out], check=True,
                            stdout=subprocess.PIPE)
+    return out
+
+
+@pytest.fixture(scope="session")
+def pyz(pyz_file):
+    """The zipapp's own files (:func:`pyz_file`), unpacked once into a directory also named
+    ``preflight.pyz``, for the tests that run the tool. Python runs a directory holding
+    ``__main__.py`` as it runs the archive (the same ``sys.path[0]``, the same package data through
+    the loaders' ``get_data``; the tool names itself ``python3 .../preflight.pyz`` in fixes either
+    way), and it caches the bytecode there: zipimport compiles every module it imports on every
+    start (about 0.6 s of CPU per start, several hundred starts in the suite), a directory only once.
+    tests/test_packaging.py, tests/commands/test_cli.py (every CPython from 3.6) and the tests of
+    bootstrap.sh, the wheelhouse and the cluster command run the archive itself."""
+    import zipfile
+
+    out = os.path.join(os.path.dirname(pyz_file), "unpacked", "preflight.pyz")
+    with open(pyz_file + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.isdir(out):
+            part = out + ".part"
+            if os.path.isdir(part):
+                import shutil
+
+                shutil.rmtree(part)
+            with zipfile.ZipFile(pyz_file) as zf:
+                zf.extractall(part)
+            os.rename(part, out)
     return out
 
 

@@ -19,6 +19,12 @@ RAY = ["ray==2.60.0", "torch==2.13.0"]
 pytestmark = pytest.mark.realenv
 
 
+@pytest.fixture(scope="session")
+def pyz(pyz_file):
+    """The archive itself: the cluster command sends the zipapp it runs from to every node."""
+    return pyz_file
+
+
 @pytest.fixture(scope="module")
 def ray_py():
     return real_env("ray-cluster", RAY)

@@ -57,8 +57,8 @@ def test_pip_install_gives_a_working_preflight(tmp_path):
     assert os.path.isfile(os.path.join(site, "schema", "report-1.json"))
 
 
-def test_zipapp_vendors_inside_the_package(pyz):
-    with zipfile.ZipFile(pyz) as z:
+def test_zipapp_vendors_inside_the_package(pyz_file):
+    with zipfile.ZipFile(pyz_file) as z:
         names = z.namelist()
         vendor_txt = z.read("preflight/_vendor/vendor.txt").decode()
     assert [n for n in names if not n.startswith("preflight/")] == ["__main__.py"]
@@ -67,15 +67,15 @@ def test_zipapp_vendors_inside_the_package(pyz):
         assert vendor_txt == fh.read()
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import preflight, rich, packaging, tomli, pynvml; "
             "print('\\n'.join(m.__file__ for m in (rich, packaging, tomli, pynvml)))")
-    p = _run([sys.executable, "-I", "-S", "-c", code, pyz])
+    p = _run([sys.executable, "-I", "-S", "-c", code, pyz_file])
     assert p.returncode == 0, p.stderr
-    assert all(f.startswith(os.path.join(pyz, "preflight", "_vendor")) for f in p.stdout.split()), p.stdout
+    assert all(f.startswith(os.path.join(pyz_file, "preflight", "_vendor")) for f in p.stdout.split()), p.stdout
 
 
-def test_completion_generated_at_build_time(pyz, tmp_path):
+def test_completion_generated_at_build_time(pyz_file, tmp_path):
     """bash completion from the argparse parser (shtab at build time): it parses, and completing
     ``preflight check --fo`` offers --format, ``preflight re`` offers resolve."""
-    p = _run([sys.executable, "-I", "-S", pyz, "--completion", "bash"])
+    p = _run([sys.executable, "-I", "-S", pyz_file, "--completion", "bash"])
     assert p.returncode == 0 and p.stdout.startswith("#")
     script = tmp_path / "preflight.bash"
     script.write_text(p.stdout)
@@ -88,5 +88,5 @@ def test_completion_generated_at_build_time(pyz, tmp_path):
     assert out.returncode == 0, out.stderr
     first, second = out.stdout.splitlines()
     assert "--format" in first.split() and second.split() == ["rehearse", "resolve"]
-    z = _run([sys.executable, "-I", "-S", pyz, "--completion", "zsh"])
+    z = _run([sys.executable, "-I", "-S", pyz_file, "--completion", "zsh"])
     assert z.returncode == 0 and z.stdout.startswith("#compdef preflight")

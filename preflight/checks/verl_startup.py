@@ -33,6 +33,8 @@ def startup_of(ctx: Context, facts: Optional[Dict[str, Any]], extra: Optional[Li
     ``facts``: :func:`preflight.checks.config.launch_facts` of this run."""
     facts = facts or {}
     comp = facts.get("composed")
+    if not ctx.options.launch.startup:
+        return None
     if comp is None or comp.error is not None or comp.method != "hydra" or ctx.options.launch.config_file:
         return None
     spec = facts["spec"]
@@ -52,6 +54,9 @@ def startup_rows(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]
     if ctx.options.launch.config_file:
         return [skipped("a saved config (--config/--file) is judged by the rules; verl's dry start-up takes a "
                         "launch's overrides", item="startup")]
+    if not ctx.options.launch.startup:
+        return [skipped("--no-startup: verl's dry start-up was not run; the rules alone judge the launch "
+                        "(config.rules), and their fix is not re-checked by verl", item="startup")]
     st = startup_of(ctx, facts)
     if st is None:
         return [skipped("the target has no verl: the rules alone judge the launch (config.rules)", item="startup")]

@@ -13,6 +13,11 @@ __all__ = ["positive_int", "non_negative_int", "positive_seconds", "MAX_SECONDS"
 MAX_SECONDS = 7 * 24 * 3600.0
 
 
+#: ``--no-startup`` of ``config`` and ``check``: its help, said once.
+NO_STARTUP_HELP = ("do not run verl's own dry start-up in the target (about 10 s with verl installed): the rules "
+                   "alone judge the launch, in seconds, and their fix is not re-checked by verl")
+
+
 def positive_int(text: str) -> int:
     """A whole number >= 1 (counts: GPUs, ranks, tensor-parallel size)."""
     try:

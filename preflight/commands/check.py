@@ -7,7 +7,7 @@ from .. import __version__
 from ..errors import UsageError
 from ..paths import check_output_dir, file_problem
 from ..stages import STAGE_NAMES
-from .argtypes import positive_int, positive_seconds
+from .argtypes import NO_STARTUP_HELP, positive_int, positive_seconds
 from .output import add_output_options, check_outputs, console_stream, emit
 from .stack import resolve_python
 
@@ -87,6 +87,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launch", metavar="COMMAND", default=None,
                    help="a verl launch command or its overrides, quoted, for the config stage")
     p.add_argument("--config", metavar="FILE", default=None, help="a saved verl config (YAML/JSON) for the config stage")
+    p.add_argument("--no-startup", action="store_true", help=NO_STARTUP_HELP)
     p.add_argument("--rehearse", action="store_true",
                    help="after the stages, rehearse the --launch for two steps with a small model of its architecture "
                         "(see 'preflight rehearse --help'); rows in the rehearse stage")
@@ -164,7 +165,8 @@ def _run(args: argparse.Namespace, held: dict) -> int:
                    backend=args.backend, vllm_tp=args.vllm_tp,
                    nccl=NcclOptions(backend=args.nccl_backend, inject=args.nccl_inject),
                    vllm=VllmOptions(compile=args.vllm_compile, session="imports" in stages and "vllm" in stages),
-                   launch=LaunchOptions(words=args.launch, config_file=args.config))
+                   launch=LaunchOptions(words=args.launch, config_file=args.config,
+                                        startup=not args.no_startup))
     ctx = Context(opts, mx)
     status = None
     if args.status_dir:

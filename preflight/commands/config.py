@@ -12,7 +12,7 @@ import time
 from ..errors import UsageError
 from ..paths import file_problem
 from ..redact import redact
-from .argtypes import positive_int, positive_seconds
+from .argtypes import NO_STARTUP_HELP, positive_int, positive_seconds
 from .output import add_output_options, check_outputs, emit
 from .stack import resolve_python
 
@@ -46,6 +46,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    "the ones that matter")
 
     add_output_options(p, "the findings")
+    p.add_argument("--no-startup", action="store_true", help=NO_STARTUP_HELP)
     p.add_argument("--timeout", type=positive_seconds, default=120.0, metavar="SECONDS",
                    help="limit for composing in the target interpreter (default 120)")
     p.add_argument("-v", "--verbose", action="store_true", help="show where verl checks each passing rule")
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         words = words[1:]
     opts = Options(python=python, verl=args.verl, timeout=args.timeout,
                    launch=LaunchOptions(words=words, config_file=args.file, gpus=args.gpus, nnodes=args.nnodes,
+                                        startup=not args.no_startup,
                                         given=True))
     ctx = Context(opts, mx)
     t0 = time.time()

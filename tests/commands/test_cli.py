@@ -86,8 +86,8 @@ def test_build_is_reproducible(tmp_path):
     assert outs[0] == outs[1]
 
 
-def test_pyz_contents(pyz):
-    with zipfile.ZipFile(pyz) as z:
+def test_pyz_contents(pyz_file):
+    with zipfile.ZipFile(pyz_file) as z:
         names = z.namelist()
     assert names == sorted(names)
     assert "__main__.py" in names and "preflight/_matrices/verl.toml" in names
@@ -97,12 +97,12 @@ def test_pyz_contents(pyz):
 
 
 @pytest.mark.parametrize("minor", ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14"])
-def test_runs_on_every_python(pyz, minor, tmp_path):
+def test_runs_on_every_python(pyz_file, minor, tmp_path):
     try:
         py = find_python(minor)
     except LookupError:
         pytest.skip("no Python %s on this machine" % minor)
-    p = pyz_run(pyz, "check", "--stage", "host,python", "--json", str(tmp_path / "r.json"), python=py)
+    p = pyz_run(pyz_file, "check", "--stage", "host,python", "--json", str(tmp_path / "r.json"), python=py)
     assert p.returncode in (0, 1), p.stderr
     data = json.loads((tmp_path / "r.json").read_text())
     r = {x["id"]: x for x in data["results"]}["python.interpreter"]
@@ -110,12 +110,12 @@ def test_runs_on_every_python(pyz, minor, tmp_path):
 
 
 @pytest.mark.parametrize("minor", ["3.6", "3.7"])
-def test_old_python_gets_a_clear_message(pyz, minor):
+def test_old_python_gets_a_clear_message(pyz_file, minor):
     try:
         py = find_python(minor)
     except LookupError:
         pytest.skip("no Python %s on this machine" % minor)
-    p = pyz_run(pyz, "--version", python=py)
+    p = pyz_run(pyz_file, "--version", python=py)
     assert p.returncode == 2 and "needs Python 3.8 or newer" in p.stderr
 
 

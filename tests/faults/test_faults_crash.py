@@ -191,7 +191,7 @@ def test_non_finite_or_huge_sizes_in_overrides(pyz, value):
     assert "data.train_batch_size" in msgs
 
 
-def test_matrix_refresh_unwritable_dir_refused_before_work(pyz):
+def test_matrix_refresh_unwritable_dir_refused_before_work(pyz_file):
     """r12: --dir that cannot be written: exit 2 at once, before pip reads any index (as root, the
     run drops to uid 65534, for whom the directory's mode counts)."""
     import shutil
@@ -201,7 +201,7 @@ def test_matrix_refresh_unwritable_dir_refused_before_work(pyz):
     try:
         os.chmod(base, 0o755)
         mine = os.path.join(base, "preflight.pyz")
-        shutil.copy(pyz, mine)
+        shutil.copy(pyz_file, mine)
         os.chmod(mine, 0o644)
         ro = os.path.join(base, "ro")
         os.mkdir(ro)

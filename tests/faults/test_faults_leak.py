@@ -316,10 +316,10 @@ def bootstrap(*args, env=None):
     ("python3 -m verl.trainer.main_ppo +trainer.hf_tokens=[hft-abcdef123]", "hft-abcdef123"),
     ("python3 -m verl.trainer.main_ppo data.train_files=http://u:p@ss-word9@host/x.parquet", "ss-word9"),
 ])
-def test_bootstrap_trace_and_log_are_masked(pyz, tmp_path, launch, secret):
+def test_bootstrap_trace_and_log_are_masked(pyz_file, tmp_path, launch, secret):
     # s06: bootstrap.sh printed its whole command line to stderr and --log
     log = tmp_path / "bs.log"
-    p = bootstrap("--pyz", pyz, "--check-only", "--python", sys.executable, "--log", str(log), "--",
+    p = bootstrap("--pyz", pyz_file, "--check-only", "--python", sys.executable, "--log", str(log), "--",
                   "--stage", "config", "--launch", launch)
     assert p.returncode in (0, 1), p.stderr
     assert "+ " in p.stderr and MASK in p.stderr
@@ -335,10 +335,10 @@ def test_bootstrap_trace_and_log_are_masked(pyz, tmp_path, launch, secret):
                                         ("https://u:p@ss-word9@idx.example/simple", "ss-word9"),
                                         ("https://a1b2c3d4e5f6g7h8i9j0kfury@pypi.fury.io/acme/",
                                          "a1b2c3d4e5f6g7h8i9j0kfury")])
-def test_bootstrap_install_args_are_masked(pyz, tmp_path, url, secret):
+def test_bootstrap_install_args_are_masked(pyz_file, tmp_path, url, secret):
     # s07: --install-args '--torch-index https://u:pw@...' in the dry run's trace and the log
     log = tmp_path / "bs.log"
-    p = bootstrap("--pyz", pyz, "--dry-run", "--log", str(log), "--install-args", "--torch-index " + url)
+    p = bootstrap("--pyz", pyz_file, "--dry-run", "--log", str(log), "--install-args", "--torch-index " + url)
     assert p.returncode == 0, p.stderr
     assert "--torch-index" in p.stderr
     for where in (log.read_text(), p.stdout, p.stderr):
@@ -549,12 +549,12 @@ def test_config_plural_names_are_masked_in_every_output(pyz, tmp_path, arg, secr
 
 
 @pytest.mark.fault("WRONG")
-def test_cluster_launch_line_shows_the_num_cpus_key(pyz, tmp_path):
+def test_cluster_launch_line_shows_the_num_cpus_key(pyz_file, tmp_path):
     # the launch row names ray_kwargs.ray_init.num_cpus (a config key, under the field
     # num_cpus_key): shown in the console and the JSON, not "***=null" (junit and markdown show
     # no text for a passed row)
     launch = "python3 -m verl.trainer.main_ppo trainer.nnodes=1"
-    p = pf(pyz, "cluster", "--launch", launch, "-v", "--json", str(tmp_path / "r.json"))
+    p = pf(pyz_file, "cluster", "--launch", launch, "-v", "--json", str(tmp_path / "r.json"))
     assert p.returncode in (0, 1, 2), p.stderr
     doc = (tmp_path / "r.json").read_text()
     assert '"num_cpus_key": "ray_kwargs.ray_init.num_cpus"' in doc

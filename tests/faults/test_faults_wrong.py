@@ -161,7 +161,7 @@ def test_disk_check_proves_the_cache_is_writable(tmp_path, case):
     assert [p for p in os.listdir(str(tmp_path)) if p.startswith(".preflight")] == []
 
 
-def test_disk_check_as_another_user(pyz):
+def test_disk_check_as_another_user(pyz_file):
     """e04 as in the report: HOME a 0555 directory, run as uid 65534: host.disk FAILs naming it."""
     import shutil
     import tempfile
@@ -172,7 +172,7 @@ def test_disk_check_as_another_user(pyz):
     try:
         os.chmod(base, 0o755)
         mine = os.path.join(base, "preflight.pyz")
-        shutil.copy(pyz, mine)
+        shutil.copy(pyz_file, mine)
         os.chmod(mine, 0o644)
         home = os.path.join(base, "rohome")
         os.mkdir(home, 0o555)

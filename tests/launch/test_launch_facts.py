@@ -27,14 +27,15 @@ BASE = ["data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=
 
 
 def config(args, env=None, python=None, verl="0.9.1", cwd=None):
-    """Run ``preflight config --json -``; return (rc, {id: row})."""
+    """Run ``preflight config --no-startup --json -`` (these facts are read before verl's start-up
+    and without it; tests/launch/test_verl_startup.py judges the start-up); return (rc, {id: row})."""
     e = dict(os.environ)
     for k in ("PYTORCH_CUDA_ALLOC_CONF", "VLLM_ATTENTION_BACKEND", "RAY_TMPDIR", "RAY_ADDRESS", "WANDB_API_KEY",
               "WANDB_MODE", "VLLM_USE_V1"):
         e.pop(k, None)
     e.update(env or {})
     e["PYTHONPATH"] = ROOT
-    cmd = [sys.executable, "-m", "preflight", "config", "-q", "--json", "-", "--gpus", "8"]
+    cmd = [sys.executable, "-m", "preflight", "config", "--no-startup", "-q", "--json", "-", "--gpus", "8"]
     if python:
         cmd += ["--python", python]
     if verl:

@@ -163,6 +163,16 @@ def test_config_command_rows(pyz, env091, inputs, tmp_path):
     assert rows["config.verl.rules"]["status"] == "pass"
     assert rows["config.verl.ignored"]["status"] == "pass"  # every key of this launch is read by verl
     assert os.path.basename(inputs["model"]) == "model"
+    # --no-startup: the same launch judged by the rules alone; verl's silent effects are not there
+    quick = subprocess.run([sys.executable, "-I", "-S", pyz, "config", "--no-startup", "--python", env091, "--json", out,
+                            "--"] + base(inputs, **{"data.filter_overlong_prompts": True}),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
+    with open(out) as fh:
+        fast = {r["id"]: r for r in json.load(fh)["results"]}
+    assert quick.returncode == proc.returncode, quick.stderr[-2000:]
+    assert fast["config.verl.startup"]["status"] == "skip" and "--no-startup" in fast["config.verl.startup"]["message"]
+    assert "config.verl.train_filtered" not in fast and fast["config.compose"]["status"] == "pass"
+    assert {k for k in fast if k.startswith("config.rules")} == {k for k in rows if k.startswith("config.rules")}
 
 
 @pytest.fixture(scope="module")

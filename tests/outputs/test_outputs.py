@@ -147,9 +147,9 @@ def test_install_missing_lock_is_one_line(pyz, tmp_path):
 
 
 @pytest.mark.realenv
-def test_h200_image_for_verl_091(pyz, tmp_path):
+def test_h200_image_for_verl_091(pyz_file, tmp_path):
     out = str(tmp_path / "img")
-    p = pf(pyz, "image", "--verl", "0.9.1", "--gpu", "H200", "--driver", "580.95.05", "--python", "3.12", "-o", out,
+    p = pf(pyz_file, "image", "--verl", "0.9.1", "--gpu", "H200", "--driver", "580.95.05", "--python", "3.12", "-o", out,
            "--build")
     assert p.returncode == 0, p.stderr[-2000:]
     df = open(os.path.join(out, "Dockerfile")).read()
@@ -189,32 +189,32 @@ def bootstrap(*args, env=None):
                           stderr=subprocess.PIPE, universal_newlines=True, timeout=900, env=env)
 
 
-def test_bootstrap_exit_codes(pyz, tmp_path):
+def test_bootstrap_exit_codes(pyz_file, tmp_path):
     import hashlib
 
-    digest = hashlib.sha256(open(pyz, "rb").read()).hexdigest()
+    digest = hashlib.sha256(open(pyz_file, "rb").read()).hexdigest()
     assert bootstrap("--help").returncode == 0
     assert bootstrap("--bogus").returncode == 2
     assert bootstrap("--pyz", str(tmp_path / "missing.pyz")).returncode == 2
-    bad = bootstrap("--pyz", pyz, "--sha256", "0" * 64, "--check-only")
+    bad = bootstrap("--pyz", pyz_file, "--sha256", "0" * 64, "--check-only")
     assert bad.returncode == 4 and "expected" in bad.stderr
     out = str(tmp_path / "r.json")
     log = str(tmp_path / "boot.log")
-    ok = bootstrap("--pyz", pyz, "--sha256", digest, "--check-only", "--python", sys.executable, "--json", out,
+    ok = bootstrap("--pyz", pyz_file, "--sha256", digest, "--check-only", "--python", sys.executable, "--json", out,
                    "--log", log, "--", "--stage", "host")
     data = json.load(open(out))
     assert ok.returncode == data["exit_code"] in (0, 1)
     assert "check --python" in open(log).read()
-    dry = bootstrap("--pyz", pyz, "--dry-run", "--verl", "0.9.1", "--prefix", str(tmp_path / "p"))
+    dry = bootstrap("--pyz", pyz_file, "--dry-run", "--verl", "0.9.1", "--prefix", str(tmp_path / "p"))
     assert dry.returncode == 0 and "install --verl 0.9.1" in dry.stderr and "dry run" in dry.stdout + dry.stderr
     assert not (tmp_path / "p").exists()
     env = dict(os.environ, PATH="/nonexistent")
-    assert subprocess.run(["/bin/sh", os.path.join(ROOT, "bootstrap.sh"), "--pyz", pyz], env=env,
+    assert subprocess.run(["/bin/sh", os.path.join(ROOT, "bootstrap.sh"), "--pyz", pyz_file], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE).returncode == 3
 
 
 @pytest.mark.realenv
-def test_bootstrap_provisions_and_is_idempotent(pyz, installed, tmp_path):
+def test_bootstrap_provisions_and_is_idempotent(pyz_file, installed, tmp_path):
     """bootstrap.sh resolves the same stack itself (no lock given) and finds it already in the prefix
     that ``install --lock`` of the spec made: spec, install and bootstrap name one stack. Both runs
     change nothing (the first installs nothing; the second only checks), the first reports ready, and the
@@ -224,14 +224,14 @@ def test_bootstrap_provisions_and_is_idempotent(pyz, installed, tmp_path):
     assert installed[1].returncode == 0, installed[1].stderr[-2000:]
     site = os.path.join(prefix, "lib", "python3.11", "site-packages")
     before = sorted(os.listdir(site))
-    args = ["--pyz", pyz, "--verl", "0.9.1", "--prefix", prefix, "--install-args", " ".join(CPU_STACK[2:]),
+    args = ["--pyz", pyz_file, "--verl", "0.9.1", "--prefix", prefix, "--install-args", " ".join(CPU_STACK[2:]),
             "--json", str(tmp_path / "r.json"), "--log", str(tmp_path / "log"), "--", "--stage", "python,packages,imports"]
     first = bootstrap(*args)
     assert first.returncode == 0, first.stderr[-3000:]
     assert json.load(open(str(tmp_path / "r.json")))["ready"] is True
     assert "nothing changed" in first.stdout
     log1 = open(str(tmp_path / "log")).read()
-    second = bootstrap("--pyz", pyz, "--prefix", prefix, "--check-only", "--log", str(tmp_path / "log"), "--",
+    second = bootstrap("--pyz", pyz_file, "--prefix", prefix, "--check-only", "--log", str(tmp_path / "log"), "--",
                        "--stage", "python")
     assert second.returncode == 0, second.stderr[-2000:]
     log2 = open(str(tmp_path / "log")).read()

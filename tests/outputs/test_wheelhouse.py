@@ -253,14 +253,14 @@ def test_parse_size_and_bad_input(tmp_path):
     assert main(["wheelhouse", "verify", str(tmp_path / "nope")]) == 2
 
 
-def test_bootstrap_wheelhouse_offline(built, tmp_path, monkeypatch, pyz):
+def test_bootstrap_wheelhouse_offline(built, tmp_path, monkeypatch, pyz_file):
     out, _ = built
     parts = str(tmp_path / "parts")
     wh.split(out, parts, 64 * 1024)
     _offline_env(monkeypatch)
     prefix = str(tmp_path / "venv")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    proc = subprocess.run(["sh", os.path.join(root, "bootstrap.sh"), "--pyz", pyz, "--wheelhouse", parts, "--prefix",
+    proc = subprocess.run(["sh", os.path.join(root, "bootstrap.sh"), "--pyz", pyz_file, "--wheelhouse", parts, "--prefix",
                            prefix, "--", "--stage", "python"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:]

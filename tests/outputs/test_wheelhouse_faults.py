@@ -40,11 +40,11 @@ def lock(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def built(pyz, tmp_path_factory):
+def built(pyz_file, tmp_path_factory):
     """A wheelhouse of the tiny lock written by the zipapp (pristine: copy it before changing)."""
     d = tmp_path_factory.mktemp("whb")
     (d / "tiny.lock").write_text(TINY_LOCK)
-    p = pf(pyz, "wheelhouse", "--lock", "tiny.lock", "--python", "3.11", "-o", "wh", cwd=str(d))
+    p = pf(pyz_file, "wheelhouse", "--lock", "tiny.lock", "--python", "3.11", "-o", "wh", cwd=str(d))
     assert p.returncode == 0, p.stderr
     return str(d / "wh")
 
@@ -165,7 +165,7 @@ def test_parts_dir_force_keeps_the_users_parts(built, tmp_path):
 
 @pytest.mark.fault("WRONG")
 @pytest.mark.parametrize("what", ["lock", "zip-without-main", "missing", "directory"])
-def test_pyz_must_be_the_checkers_zipapp(pyz, tmp_path, lock, what):
+def test_pyz_must_be_the_checkers_zipapp(pyz_file, tmp_path, lock, what):
     import zipfile
 
     bad = {"lock": lock, "missing": str(tmp_path / "nope.pyz"), "directory": str(tmp_path),
@@ -173,7 +173,7 @@ def test_pyz_must_be_the_checkers_zipapp(pyz, tmp_path, lock, what):
     if what == "zip-without-main":
         with zipfile.ZipFile(bad, "w") as zf:
             zf.writestr("hello.txt", "hi")
-    p = pf(pyz, "wheelhouse", "--lock", lock, "--python", "3.11", "-o", str(tmp_path / "w4"), "--pyz", bad)
+    p = pf(pyz_file, "wheelhouse", "--lock", lock, "--python", "3.11", "-o", str(tmp_path / "w4"), "--pyz", bad)
     assert p.returncode == 2 and ("--pyz %s" % bad) in _one_line_error(p)
     assert not (tmp_path / "w4").exists()
 

@@ -58,7 +58,7 @@ def test_few_open_files(pyz, tmp_path, n):
 
 @CRASH
 @pytest.mark.parametrize("extra", [1, 4, 12])
-def test_few_processes_as_a_plain_user(pyz, tmp_path, extra):
+def test_few_processes_as_a_plain_user(pyz_file, tmp_path, extra):
     # RLIMIT_NPROC does not bind root: the run is uid 65534's, with room for `extra` more processes
     need_root()
     if not shutil.which("setpriv") or not os.access("/usr/bin/python3", os.X_OK):
@@ -68,7 +68,7 @@ def test_few_processes_as_a_plain_user(pyz, tmp_path, extra):
     pub = tmp_path / "shared" / "pub"
     seckit.as_nobody("mkdir", "-m", "755", str(pub))
     mine = str(tmp_path / "preflight.pyz")
-    shutil.copy(pyz, mine)
+    shutil.copy(pyz_file, mine)
     os.chmod(mine, 0o644)
     assert shared
     theirs = sum(1 for d in os.listdir("/proc") if d.isdigit() and _uid(d) == seckit.NOBODY)
