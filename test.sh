@@ -28,7 +28,10 @@ fi
 # arguments); LINT=1 forces them, LINT=0 skips them.
 if [ "${LINT:-$([ "$#" -eq 0 ] && echo 1 || echo 0)}" = 1 ]; then
   .venv/bin/ruff check preflight || { echo "test.sh: ruff found problems (see above)" >&2; exit 1; }
-  .venv/bin/mypy || { echo "test.sh: mypy found problems (see above)" >&2; exit 1; }
+  # mypy's cache lives beside the cached real environments, outside the checkout: a clean checkout
+  # (CI) re-checks only what changed (about 12 s of CPU cold, 1 s warm)
+  MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-$HOME/.cache/verl-preflight/mypy-cache}" .venv/bin/mypy ||
+    { echo "test.sh: mypy found problems (see above)" >&2; exit 1; }
 fi
 set +e
 all=$(( $(nproc) * 2 > 8 ? 8 : $(nproc) * 2 ))

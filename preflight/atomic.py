@@ -266,22 +266,27 @@ _full = absolute
 
 def check_file(path: str, option: str = "") -> None:
     """Raise :class:`OutputError` unless ``path`` could be written by :func:`write_atomic` now
-    (its directory exists and is this run's own, no foreign link or file is in the way). Writes
-    nothing."""
+    (its directory exists and is this run's own, no foreign link or file is in the way, and the
+    kernel lets a new name be made there: see :func:`_creation_problem`, the one thing it writes,
+    and removes)."""
     w = _Walk(_label(path, option))
     dfd, where, name, st = w.destination(_full(path))
     try:
         _check_place(w.label, dfd, where, name, st)
-        if not os.access(".", os.W_OK, dir_fd=dfd) and not _FD_DIR.match(where) and \
-                (st is None or stat.S_ISREG(st.st_mode)):
-            raise _fail(w.label, "directory %s is not writable" % where, "pass another path")
+        if not _FD_DIR.match(where) and (st is None or stat.S_ISREG(st.st_mode)):
+            if not os.access(".", os.W_OK, dir_fd=dfd):
+                raise _fail(w.label, "directory %s is not writable" % where, "pass another path")
+            why = _creation_problem(dfd, where)
+            if why:
+                raise _fail(w.label, why, "pass another path")
     finally:
         os.close(dfd)
 
 
 def check_dir(path: str, option: str = "") -> None:
     """Raise :class:`OutputError` unless ``path`` is a directory this run may write into, or could
-    be made in the nearest existing one (which must then be this run's own). Writes nothing."""
+    be made in the nearest existing one (which must then be this run's own, and one where the kernel
+    lets a new name be made: :func:`_creation_problem`, the one thing it writes, and removes)."""
     label = _label(path, option)
     full = _full(path)
     probe = full
@@ -298,6 +303,9 @@ def check_dir(path: str, option: str = "") -> None:
             raise _fail(label, "directory %s is %s" % (where, why), _SHARED_FIX)
         if not os.access(".", os.W_OK, dir_fd=fd):
             raise _fail(label, "%s is not a writable directory" % where, "pass another path")
+        why = _creation_problem(fd, where)
+        if why:
+            raise _fail(label, why, "pass another path")
     finally:
         os.close(fd)
 
@@ -494,18 +502,19 @@ def write_new(path: str, data: Union[str, bytes], mode: int = 0o600) -> None:
         os.close(fd)
 
 
-def creation_problem(folder: str) -> Optional[str]:
-    """Why nothing can be created in the existing directory ``folder``, found by creating (and at
-    once removing) an empty directory of a random name there; None when it can. ``os.access``
-    alone says yes to root on /proc, /sys and other filesystems that refuse every new name, so a
-    command would otherwise find out only when it writes, after minutes of work."""
-    name = os.path.join(folder, ".preflight-probe-%s" % uuid.uuid4().hex[:12])
+def _creation_problem(dfd: int, where: str) -> Optional[str]:
+    """Why nothing can be created in the directory ``dfd`` (reached by :class:`_Walk`, its path
+    ``where``), found by creating (and at once removing) an empty directory of a random name in it,
+    relative to the descriptor; None when it can. ``os.access`` alone says yes to root on /proc,
+    /sys and other filesystems that refuse every new name, so a command would otherwise find out only
+    when it writes, after minutes of work."""
+    name = ".preflight-probe-%s" % uuid.uuid4().hex[:12]
     try:
-        os.mkdir(name, 0o700)
+        os.mkdir(name, 0o700, dir_fd=dfd)
     except OSError as exc:
-        return "cannot create anything in %s (%s)" % (folder, os.strerror(exc.errno) if exc.errno else exc)
+        return "cannot create anything in %s (%s)" % (where, os.strerror(exc.errno) if exc.errno else exc)
     try:
-        os.rmdir(name)
+        os.rmdir(name, dir_fd=dfd)
     except OSError:
         pass
     return None

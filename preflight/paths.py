@@ -164,13 +164,9 @@ def check_output_file(path: str, option: str) -> None:
     folder = os.path.dirname(full)
     if not os.path.isdir(folder):
         raise UsageError("%s %s: directory %s does not exist; create it or pass another path" % (option, path, folder))
-    from .atomic import check_file, creation_problem
-
     if not os.access(folder, os.W_OK):
         raise UsageError("%s %s: directory %s is not writable; pass another path" % (option, path, folder))
-    why = creation_problem(folder)
-    if why:
-        raise UsageError("%s %s: %s; pass another path" % (option, path, why))
+    from .atomic import check_file
 
     check_file(path, option)  # no foreign link, file or shared directory in the way
 
@@ -188,11 +184,7 @@ def check_output_dir(path: str, option: str) -> None:
         probe = os.path.dirname(probe)
     if not os.path.isdir(probe) or not os.access(probe, os.W_OK):
         raise UsageError("%s %s: %s is not a writable directory; pass another path" % (option, path, probe))
-    from .atomic import check_dir, creation_problem
-
-    why = creation_problem(probe)
-    if why:
-        raise UsageError("%s %s: %s; pass another path" % (option, path, why))
+    from .atomic import check_dir
 
     check_dir(path, option)  # owned by this user or root, not writable by others
 

@@ -45,9 +45,9 @@ def _bootstrap(*args):
 
 
 @pytest.mark.fault("WRONG")
-def test_bootstrap_backend_none(pyz):
-    p = _bootstrap("--pyz", pyz, "--backend", "none", "--dry-run")
+def test_bootstrap_backend_none(pyz_file):
+    p = _bootstrap("--pyz", pyz_file, "--backend", "none", "--dry-run")
     assert p.returncode == 0, p.stderr
     assert "install --backend none" in p.stderr
-    bad = _bootstrap("--pyz", pyz, "--backend", "bogus", "--dry-run")
+    bad = _bootstrap("--pyz", pyz_file, "--backend", "bogus", "--dry-run")
     assert bad.returncode == 2 and "choose vllm, sglang or none" in bad.stderr

@@ -149,7 +149,7 @@ def test_config_stage_reads_the_launch_datasets(verl_py, tmp_path):
               "vllm data.train_batch_size=64 actor_rollout_ref.actor.ppo_mini_batch_size=16 "
               "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 "
               "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16 algorithm.adv_estimator=grpo" % (good, raw))
-    p = cli("check", "--python", verl_py, "--stage", "config", "--launch", launch, "--json", str(out))
+    p = cli("check", "--python", verl_py, "--stage", "config", "--no-startup", "--launch", launch, "--json", str(out))
     doc = json.loads(out.read_text())
     res = {r["id"]: r for r in doc["results"]}
     assert res["config.compose"]["status"] == "pass" and "Hydra in the target (verl 0.9.1)" in \
