@@ -383,10 +383,23 @@ def c16():
     return judge(rows, ["RAY_ADDRESS", "not reachable|unreachable|no GCS|dead"], ["ray stop|unset RAY_ADDRESS"])
 
 
-@case(18, "nccl", "")
+def torch_py():
+    from envs import real_env
+
+    return real_env("verl091-core", ["verl[verl-core]==0.9.1", "torch==2.13.0"])  # tests/checks/test_nccl_stage.py's
+
+
+@case(18, "nccl", "injected fault on CPU ranks: 2 gloo ranks (cached verl091-core env), rank 1's first all_reduce hangs "
+                  "while NCCL_P2P_DISABLE is unset (--nccl-inject 1:hang_p2p); fake NVML 2 x RTX 5880 Ada under one "
+                  "PCIe host bridge (PHB); not the ACS hardware itself. Control: the same run without the fault")
 def c18():
-    return ("not reproducible here: the hang is in NCCL's P2P path over PCIe with ACS on (2 GPUs); the nccl stage's "
-            "timeout-then-NCCL_P2P_DISABLE=1 rerun needs real GPUs", False)
+    env = nvml_env({"gpus": [{"name": "NVIDIA RTX 5880 Ada Generation", "cc": [8, 9], "total": 49140}] * 2,
+                    "ancestor": 30})
+    base = ["--nccl-backend", "gloo", "--nccl-world-size", "2", "--timeout", "15"]
+    rc, rows = check(torch_py(), "gpu,nccl", base + ["--nccl-inject", "1:hang_p2p"], env=env)
+    r = judge(rows, ["nccl.allreduce", "P2P path hangs", "ACS|IOMMU"], ["setpci|pci=noacs|BIOS", "NCCL_P2P_DISABLE=1"])
+    rc, healthy = check(torch_py(), "gpu,nccl", base, env=env)
+    return control(r, healthy, ["P2P path hangs"], "no fault")
 
 
 @case(19, "host", "private mount namespace (unshare -m) with a 64 MiB tmpfs on /dev/shm; fake NVML 4 x A100")

@@ -51,10 +51,11 @@ class LaunchOptions:
 @dataclass
 class NcclOptions:
     """The nccl stage: ``backend`` (``nccl``, or ``gloo`` on CPUs for testing) and ``inject`` (a
-    fault the rank script simulates, for tests)."""
+    fault the rank script simulates, for tests: ``{"rank": int, "fault": str}``, see
+    ``checks/nccl.py`` INJECTABLE_FAULTS)."""
 
     backend: str = "nccl"
-    inject: Optional[str] = None
+    inject: Optional[Dict[str, Any]] = None
 
 
 @dataclass

@@ -29,14 +29,16 @@ class FakeNvml:
     NVML_NVLINK_MAX_LINKS = 18
     NVMLError = NVMLError
 
-    def __init__(self, gpus=(), driver="580.159.04", cuda=13000, init_error=None, p2p_ok=True, lost=()):
-        """gpus: dicts with name, cc (tuple), total/used MiB and optional health fields."""
+    def __init__(self, gpus=(), driver="580.159.04", cuda=13000, init_error=None, p2p_ok=True, lost=(), ancestor=0):
+        """gpus: dicts with name, cc (tuple), total/used MiB and optional health fields; ancestor:
+        NVML's common-ancestor level of every pair (0 same board, 30 host bridge: topo -m's PHB)."""
         self.gpus = [dict(g) for g in gpus]
         self.driver = driver
         self.cuda = cuda
         self.init_error = init_error
         self.p2p_ok = p2p_ok
         self.lost = set(lost)
+        self.ancestor = ancestor
 
     def nvmlInit(self):
         if self.init_error is not None:
@@ -137,7 +139,7 @@ class FakeNvml:
         return []
 
     def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
-        return 0
+        return self.ancestor
 
     def nvmlDeviceGetP2PStatus(self, a, b, idx):
         return 0 if self.p2p_ok else 2

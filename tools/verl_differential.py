@@ -32,6 +32,12 @@ from preflight.launch.overrides import parse_launch  # noqa: E402
 from preflight.launch.rules import evaluate  # noqa: E402
 from preflight.launch.startup import classify, compare, run_startup_batch  # noqa: E402
 
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from gen_example_launches import CMD  # noqa: E402  (the extractor's stand-in for $(command))
+
+#: The extractor's stand-in for a variable the script reads unset (``$PWD``...): beside CMD.
+UNSET = os.path.dirname(CMD) + "/%s"
+
 #: Keys whose values are local inputs: replaced with the tiny model and data files.
 MODEL_KEYS = ("actor_rollout_ref.model.path", "critic.model.path", "critic.model.tokenizer_path",
               "reward_model.model.path", "reward_model.model.input_tokenizer", "reward.reward_model.model_path",
@@ -39,8 +45,11 @@ MODEL_KEYS = ("actor_rollout_ref.model.path", "critic.model.path", "critic.model
 DATA_KEYS = {"data.train_files": "train", "data.val_files": "test"}
 
 
-#: An override value naming a file of verl's repository (the scripts run from its root).
-REPO_FILE = re.compile(r"^(?:\./)?((?:recipe|examples)/[\w./-]+\.(?:py|yaml|yml|json|jsonl))$")
+#: An override value naming a file of verl's repository (the scripts run from its root): relative
+#: (``recipe/x.py``, ``./recipe/x.py``), or under the extractor's stand-in for ``$(pwd)`` (CMD, which
+#: stands for every ``$(command)``; verl's scripts use it as ``PROJECT_DIR="$(pwd)"``) or for ``$PWD``.
+REPO_FILE = re.compile(r"^(?:\./|(?:%s|%s)/)?((?:recipe|examples)/[\w./-]+\.(?:py|yaml|yml|json|jsonl))$" % (
+    re.escape(CMD), re.escape(UNSET % "PWD")))
 
 
 def head_commit():

@@ -4,8 +4,11 @@ World size = the GPUs torch sees (``--nccl-world-size`` chooses fewer). Each ran
 of the target interpreter (``target/nccl_rank.py``) in its own process group; they meet on a
 TCP rendezvous at 127.0.0.1 on a free port. The sweep (sizes, iterations) and the expected
 bandwidth come from matrices/nccl.toml. A rank that does not finish in time: every rank is
-killed and the row names the step each one was in. The gloo backend runs the same code on CPUs
-(``--nccl-backend gloo``), which is how CI tests it with real processes.
+killed and the row names the step each one was in. When ranks hang in a collective on the P2P
+path (:func:`p2p_rerun_blocker` says when), the ranks run once more with NCCL's P2P transport off:
+if that run passes, the row blames the P2P path (ACS/IOMMU on the PCIe bridges, NVIDIA/nccl#2079).
+The gloo backend runs the same code on CPUs (``--nccl-backend gloo``), which is how CI tests it
+with real processes; an injected collective hang (``--nccl-inject``) stands for an NCCL one there.
 """
 
 import os
@@ -14,7 +17,7 @@ import shutil
 import socket
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..hw import visible_devices
 from ..probes.process import collect, spawn_script
@@ -24,6 +27,26 @@ MIB = 1 << 20
 HINT = ("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL to see where it stops; check that no firewall "
         "blocks 127.0.0.1, that /dev/shm is large enough, and that no GPU is in a bad state (gpu.health)")
 
+
+#: What the re-run after a hang in a collective sets: NCCL's P2P transport off, so NCCL moves the
+#: data through host memory (shared memory or sockets) instead of GPU-to-GPU over PCIe/NVLink.
+P2P_OFF_ENV = {"NCCL_P2P_DISABLE": "1"}
+#: Backends whose collectives use a GPU-to-GPU P2P transport that NCCL_P2P_DISABLE turns off.
+P2P_BACKENDS = ("nccl",)
+#: Faults ``target/nccl_rank.py`` can simulate in one rank (``--nccl-inject RANK:FAULT``, for tests).
+INJECTABLE_FAULTS = ("hang_init", "hang_allreduce", "hang_p2p", "wrong_sum")
+#: Faults the rank script injects (``target/nccl_rank.py``) that stand for an NCCL collective hang:
+#: with one of them the gloo ranks take the same re-run path NCCL ranks take (hang_p2p hangs only
+#: while P2P is on, hang_allreduce whatever NCCL_P2P_DISABLE says).
+SIMULATED_P2P_FAULTS = ("hang_p2p", "hang_allreduce")
+#: nvidia-smi topo -m's legend for NVML's common-ancestor levels (``probes/nvml.py`` ``path``).
+_TOPO_CODE = {"internal": "PIX", "single_switch": "PIX", "multiple_switches": "PXB", "host_bridge": "PHB",
+              "numa_node": "NODE", "system": "SYS"}
+P2P_FIX = ("disable ACS on the PCIe bridges between the GPUs: now, as root, for each bridge that has it "
+           "(lspci -vvv shows ACSCtl): setpci -v -s <BDF> ECAP_ACS+0x6.w=0000; for good: ACS off in the BIOS, or "
+           "the kernel parameter pci=noacs (upstream Linux: pci=disable_acs_redir=<BDFs>); with the IOMMU on, also "
+           "iommu=pt. Until then NCCL_P2P_DISABLE=1 in the job's environment works around it, slower (NCCL copies "
+           "through host memory). NCCL troubleshooting guide, 'PCI Access Control Services (ACS)'")
 
 #: NCCL_DEBUG levels that would hide NCCL's own error lines; the ranks run with WARN instead.
 _QUIET_NCCL_DEBUG = ("", "NONE", "VERSION")
@@ -154,14 +177,15 @@ def _free_port() -> int:
 
 
 def run_ranks(python: str, world: int, backend: str, sizes: List[int], warmup: int, iters: int, timeout: float,
-              inject: Any = None, min_timed_s: float = 0.0,
-              max_iters: int = 1000) -> Tuple[List[Any], bool, List[int], float]:
+              inject: Any = None, min_timed_s: float = 0.0, max_iters: int = 1000,
+              extra_env: Optional[Mapping[str, str]] = None) -> Tuple[List[Any], bool, List[int], float]:
     """Start ``world`` ranks of ``target/nccl_rank.py`` and wait for all of them (one shared
-    deadline of ``timeout`` seconds). If any rank fails or the deadline passes, every rank's
-    process group is killed. Returns (ProbeOutput per rank, timed out?, ranks still running when
-    the run was stopped, wall seconds)."""
+    deadline of ``timeout`` seconds); ``extra_env`` is set in every rank's environment (the P2P
+    re-run's :data:`P2P_OFF_ENV`). If any rank fails or the deadline passes, every rank's process
+    group is killed. Returns (ProbeOutput per rank, timed out?, ranks still running when the run
+    was stopped, wall seconds)."""
     port = _free_port()
-    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    env = dict(extra_env or {}, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     t0 = time.monotonic()
     logdir = tempfile.mkdtemp(prefix="preflight-nccl-")  # NCCL_DEBUG_FILE of each rank
     procs = []
@@ -190,6 +214,99 @@ def run_ranks(python: str, world: int, backend: str, sizes: List[int], warmup: i
                                             o.stderr_tail)[:10]
     shutil.rmtree(logdir, ignore_errors=True)
     return outs, timed_out, alive, time.monotonic() - t0
+
+
+def p2p_disabled(env: Mapping[str, str]) -> Optional[str]:
+    """The variable of ``env`` that turns NCCL's P2P transport off (``NCCL_P2P_DISABLE=<non-zero
+    integer>``, or ``NCCL_P2P_LEVEL=LOC``: never P2P), as ``NAME=value``; None when P2P is on."""
+    raw = (env.get("NCCL_P2P_DISABLE") or "").strip()
+    try:
+        if raw and int(raw) != 0:
+            return "NCCL_P2P_DISABLE=%s" % raw
+    except ValueError:
+        pass
+    if (env.get("NCCL_P2P_LEVEL") or "").strip().upper() == "LOC":
+        return "NCCL_P2P_LEVEL=%s" % env["NCCL_P2P_LEVEL"]
+    return None
+
+
+def _in_collective(step: Optional[str]) -> bool:
+    return bool(step) and ("all_reduce" in str(step) or step == "barrier")
+
+
+def p2p_rerun_blocker(backend: str, world: int, timed_out: bool, hung: Sequence[int], steps: Mapping[int, Any],
+                      inject: Any, env: Mapping[str, str]) -> Optional[str]:
+    """Why a run whose ranks ``hung`` (still running at the deadline) is not re-run with P2P off,
+    or None when it is: the deadline passed, world size > 1, P2P was not already off in ``env``,
+    a hung rank is in a collective (``steps``: rank -> last step name), and the backend has a P2P
+    transport (:data:`P2P_BACKENDS`), or the run is the injected stand-in of one
+    (:data:`SIMULATED_P2P_FAULTS`)."""
+    if not timed_out or not hung:
+        return "no rank hung"
+    if world < 2:
+        return "world size 1: no peer, so no P2P path to blame"
+    off = p2p_disabled(env)
+    if off:
+        return "P2P was already off (%s)" % off
+    if not any(_in_collective(steps.get(i)) for i in hung):
+        return "the hang is in %s, before any collective" % ", ".join(sorted({str(steps.get(i) or "startup")
+                                                                              for i in hung}))
+    fault = inject.get("fault") if isinstance(inject, dict) else None
+    if backend not in P2P_BACKENDS and fault not in SIMULATED_P2P_FAULTS:
+        return "the %s backend has no P2P transport" % backend
+    return None
+
+
+def topo_code(pair: Mapping[str, Any], links: Optional[Mapping[Any, int]] = None) -> str:
+    """nvidia-smi topo -m's code of one NVML pair (``probes/nvml.py``: path, nvlink, p2p_read):
+    NV<n> for n direct NVLinks, NV<n> through NVSwitch (n: the fewer active links of the two GPUs,
+    from ``links``: GPU index -> active NVLinks; plain NV without it), else the PCIe level (PIX,
+    PXB, PHB, NODE, SYS); "(no P2P)" appended where NVML says P2P reads are not supported."""
+    link = str(pair.get("nvlink") or "")
+    if link.startswith("direct:"):
+        code = "NV%s" % link.split(":", 1)[1]
+    elif link == "switch":
+        n = min((links or {}).get(pair["a"]) or 0, (links or {}).get(pair["b"]) or 0)
+        code = "NV%d" % n if n else "NV"
+    else:
+        code = _TOPO_CODE.get(str(pair.get("path")), str(pair.get("path") or "?"))
+    return code + ("(no P2P)" if pair.get("p2p_read") is False else "")
+
+
+def topo_matrix(pairs: Sequence[Mapping[str, Any]], links: Optional[Mapping[Any, int]] = None) -> List[str]:
+    """``nvidia-smi topo -m``'s GPU matrix drawn from NVML pairs (``probes/nvml.py``: a, b, path,
+    nvlink; cells from :func:`topo_code`); one string per line, [] without pairs."""
+    idx = sorted({p["a"] for p in pairs} | {p["b"] for p in pairs})
+    if not idx:
+        return []
+    cell: Dict[Tuple[int, int], str] = {}
+    for p in pairs:
+        cell[(p["a"], p["b"])] = cell[(p["b"], p["a"])] = topo_code(p, links)
+    width = max([6] + [len(c) + 2 for c in cell.values()])
+    lines = ["".ljust(6) + "".join(("GPU%d" % j).ljust(width) for j in idx)]
+    for i in idx:
+        lines.append(("GPU%d" % i).ljust(6) + "".join(("X" if i == j else cell.get((i, j), "?")).ljust(width)
+                                                     for j in idx))
+    return [ln.rstrip() for ln in lines]
+
+
+def gpu_topology(ctx: Context, backend: str) -> Dict[str, Any]:
+    """The GPU topology the gpu stage collected: gpu.topology's pairs when that row exists, else
+    NVML's snapshot (read for the nccl backend, only peeked for gloo); as {"from", "matrix" (lines,
+    :func:`topo_matrix`), "codes" ("a-b CODE" per pair), "pairs", "nvlink_only" (every pair
+    joined by NVLink)}, or {"from": None, "why"} when there is none."""
+    row = ctx.results.get("gpu.topology")
+    ev = (row.evidence or {}) if row is not None else {}
+    pairs, links, source = ev.get("pairs"), ev.get("nvlinks_active"), "gpu.topology"
+    if not pairs:
+        snap = ctx.nvml() if backend == "nccl" else (ctx.peek("nvml") or {})
+        pairs, source = snap.get("pairs") or [], "NVML"
+        links = {d["index"]: d.get("nvlinks_active") or 0 for d in snap.get("devices") or [] if "index" in d}
+    if not pairs:
+        return {"from": None, "why": "NVML gave no GPU pairs; run nvidia-smi topo -m"}
+    return {"from": source, "matrix": topo_matrix(pairs, links),
+            "codes": ["%d-%d %s" % (p["a"], p["b"], topo_code(p, links)) for p in pairs],
+            "nvlink_only": all(topo_code(p).startswith("NV") for p in pairs), "pairs": pairs}
 
 
 def _world(ctx: Context) -> Tuple[int, str]:
@@ -249,6 +366,117 @@ def _failure_hint(backend: str, python: str, steps: Dict[int, Any], crashed: Lis
     return None
 
 
+def _steps(outs) -> Dict[int, Any]:
+    return {i: (o.last("step") or {}).get("name") for i, o in enumerate(outs)}
+
+
+def _generic_failure(backend: str, timeout: float, outs, timed_out: bool, alive: List[int]) -> str:
+    """The message of a failed run: which ranks hung where, or which rank failed and NCCL's (or
+    the exception's) words."""
+    steps = _steps(outs)
+    done = [o.last("done") is not None for o in outs]
+    crashed = [i for i, d in enumerate(done) if not d and i not in alive]
+    if alive:
+        what = ", ".join("rank %d in %s" % (i, steps[i] or "startup") for i in alive)
+        msg = "%s: %s did not finish%s (every rank killed)" % (
+            backend.upper(), what, " within %.0f s" % timeout if timed_out else "")
+        if crashed:
+            msg += "; meanwhile " + "; ".join("rank %d stopped in %s: %s" % (i, steps[i] or "startup",
+                                                                            rank_error(outs[i])) for i in crashed[:2])
+        else:
+            warns = [w for o in outs for w in (o.logs.get("nccl_warn") or [])]
+            if warns:
+                msg += "; %s" % warns[0][:300]
+        return msg
+    # the rank whose failure NCCL explained, else the first that stopped
+    first = next((i for i in crashed if outs[i].logs.get("nccl_warn")), crashed[0])
+    return "rank %d failed in %s: %s" % (first, steps[first] or "startup", rank_error(outs[first]))
+
+
+def _ranks_evidence(outs) -> Dict[str, Any]:
+    steps = _steps(outs)
+    return {str(i): {"last_step": steps[i], "exit": o.describe(), "nccl_warn": o.logs.get("nccl_warn") or [],
+                     "stderr_tail": o.stderr_tail.strip()[-600:]} for i, o in enumerate(outs)}
+
+
+def _failed_run(ctx: Context, backend: str, world: int, sizes: List[int], ev: Dict[str, Any], first: Tuple[Any, ...],
+                run: Callable[..., Tuple[List[Any], bool, List[int], float]]) -> CheckResult:
+    """The row of a run that hung or failed (``first``: run_ranks' result). A hang in a collective
+    that :func:`p2p_rerun_blocker` lets through is run once more through ``run`` with
+    :data:`P2P_OFF_ENV` (same deadline, every rank killed at its end): passing then blames the P2P
+    path, with the fix and the GPU topology; failing again gives the generic row and says so."""
+    outs, timed_out, alive, _ = first
+    steps = _steps(outs)
+    done = [o.last("done") is not None for o in outs]
+    ev["ranks"] = _ranks_evidence(outs)
+    crashed = [i for i, d in enumerate(done) if not d and i not in alive]
+    hint = _failure_hint(backend, ctx.options.python, steps, crashed, outs)
+    if hint is not None:
+        return failed(hint[0], hint[1], ev)
+    msg = _generic_failure(backend, ctx.options.timeout, outs, timed_out, alive)
+    blocker = p2p_rerun_blocker(backend, world, timed_out, alive, steps, ctx.options.nccl.inject, os.environ)
+    if blocker is not None:
+        if timed_out and alive:
+            ev["p2p_rerun"] = {"tried": False, "why": blocker}
+        return failed(msg, _hint(backend), ev)
+    outs2, timed_out2, alive2, wall2 = run(P2P_OFF_ENV)
+    rerun: Dict[str, Any] = {"tried": True, "env": dict(P2P_OFF_ENV), "wall_s": round(wall2, 2),
+                             "ranks": _ranks_evidence(outs2)}
+    ev["p2p_rerun"] = rerun
+    env_words = " ".join("%s=%s" % kv for kv in sorted(P2P_OFF_ENV.items()))
+    if not timed_out2 and all(o.last("done") is not None for o in outs2):
+        table, bad = _measure(outs2, sizes, world)
+        rerun["sizes"] = table
+        if not bad:
+            rerun["outcome"] = "passed"
+            ev["topology"] = topo = gpu_topology(ctx, backend)
+            what = ", ".join("rank %d in %s" % (i, steps[i] or "startup") for i in alive)
+            last = table[-1]
+            fix = P2P_FIX
+            if topo.get("matrix"):
+                fix += ". GPU pairs (%s; this row's evidence has the nvidia-smi topo -m matrix): %s" % (
+                    topo["from"], ", ".join(topo["codes"][:6]))
+            if topo.get("nvlink_only"):
+                fix += ". These GPUs are joined by NVLink, not PCIe: also check nvidia-smi nvlink --status and, on " \
+                       "NVSwitch boards, that nvidia-fabricmanager runs"
+            return failed("%s: the all_reduce hangs with P2P on (%s, killed after %.0f s) and passes with %s "
+                          "(%.1f s, %d MiB busbw %.2f GB/s): the P2P path hangs (likely ACS/IOMMU on the PCIe "
+                          "bridges)" % (backend.upper(), what, ctx.options.timeout, env_words, wall2,
+                                        last["size_mib"], last["busbw_gbps"]), fix, ev)
+        rerun["outcome"] = "wrong sums"
+        note = "with %s it ran but returned wrong sums (%s)" % (env_words, "; ".join(bad[:2]))
+    else:
+        rerun["outcome"] = "hung" if timed_out2 else "failed"
+        note = "with %s it %s too: %s" % (env_words, "hung" if timed_out2 else "failed",
+                                          _generic_failure(backend, ctx.options.timeout, outs2, timed_out2, alive2))
+    return failed("%s; P2P off did not help (%s)" % (msg, note), _hint(backend), ev)
+
+
+def _measure(outs, sizes: List[int], world: int) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """The table of a run whose every rank finished (one row per size: time, algbw and busbw in
+    GB/s, how it was timed) and the wrong sums it saw ("rank R, S MiB: got .., expected ..")."""
+    table: List[Dict[str, Any]] = []
+    bad: List[str] = []
+    for idx, nbytes in enumerate(sizes):
+        per_rank = [[e for e in o.events if e.get("event") == "size"][idx] for o in outs]
+        t, timing, runs = _op_time(per_rank)
+        alg, bus = busbw(per_rank[0]["bytes"], t, world)
+        row = {"size_mib": nbytes // MIB, "time_us": round(t * 1e6, 1), "algbw_gbps": round(alg, 2),
+               "busbw_gbps": round(bus, 2), "iters": per_rank[0].get("iters"), "timing": timing}
+        if runs:
+            row["replays"] = len(runs[0])
+            row["time_us_range"] = [round(max(r[0] for r in runs) * 1e6, 1), round(max(r[-1] for r in runs) * 1e6, 1)]
+        for way in ("eager", "graph"):
+            ways = [e.get(way) for e in per_rank]
+            if all(isinstance(w, list) and w for w in ways):
+                row["time_us_%s" % way] = round(max(_median(w) for w in ways) * 1e6, 1)
+        table.append(row)
+        for r, e in enumerate(per_rank):
+            if not e["ok"]:
+                bad.append("rank %d, %d MiB: got %s, expected %s" % (r, nbytes // MIB, e["got"], e["want"]))
+    return table, bad
+
+
 @check("nccl.allreduce")
 def allreduce(ctx: Context) -> CheckResult:  # noqa: C901  TODO(issue 22): split
     """One rank per GPU: init_process_group and an all_reduce sweep with a sum check, busbw against the links."""
@@ -282,60 +510,17 @@ def allreduce(ctx: Context) -> CheckResult:  # noqa: C901  TODO(issue 22): split
         warmup, iters = int(m.get("gloo_warmup", 1)), int(m.get("gloo_iters", 3))
     sizes = [s * MIB for s in sizes_mib]
     ev["nccl_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
-    outs, timed_out, alive, wall = run_ranks(ctx.options.python, world, backend, sizes, warmup, iters, ctx.options.timeout,
-                                             ctx.options.nccl.inject, min_timed_s, max_iters)
+    run = lambda extra_env=None: run_ranks(ctx.options.python, world, backend, sizes, warmup, iters,  # noqa: E731
+                                          ctx.options.timeout, ctx.options.nccl.inject, min_timed_s, max_iters,
+                                          extra_env)
+    outs, timed_out, alive, wall = run()
     ev["wall_s"] = round(wall, 2)
-    steps = {i: (o.last("step") or {}).get("name") for i, o in enumerate(outs)}
-    done = [o.last("done") is not None for o in outs]
-    if timed_out or not all(done):
-        stuck = [i for i, d in enumerate(done) if not d]
-        ev["ranks"] = {str(i): {"last_step": steps[i], "exit": outs[i].describe(),
-                                "nccl_warn": outs[i].logs.get("nccl_warn") or [],
-                                "stderr_tail": outs[i].stderr_tail.strip()[-600:]} for i in range(world)}
-        crashed = [i for i in stuck if i not in alive]
-        last_error = lambda i: rank_error(outs[i])  # noqa: E731
-        hint = _failure_hint(backend, ctx.options.python, steps, crashed, outs)
-        if hint is not None:
-            msg, fix = hint
-            return failed(msg, fix, ev)
-
-        if alive:
-            what = ", ".join("rank %d in %s" % (i, steps[i] or "startup") for i in alive)
-            msg = "%s: %s did not finish%s (every rank killed)" % (
-                backend.upper(), what, " within %.0f s" % ctx.options.timeout if timed_out else "")
-            if crashed:
-                msg += "; meanwhile " + "; ".join("rank %d stopped in %s: %s" % (i, steps[i] or "startup", last_error(i))
-                                                  for i in crashed[:2])
-            else:
-                warns = [w for o in outs for w in (o.logs.get("nccl_warn") or [])]
-                if warns:
-                    msg += "; %s" % warns[0][:300]
-            return failed(msg, _hint(backend), ev)
-        # the rank whose failure NCCL explained, else the first that stopped
-        first = next((i for i in crashed if outs[i].logs.get("nccl_warn")), crashed[0])
-        return failed("rank %d failed in %s: %s" % (first, steps[first] or "startup", last_error(first)),
-                      _hint(backend), ev)
+    if timed_out or not all(o.last("done") is not None for o in outs):
+        return _failed_run(ctx, backend, world, sizes, ev, (outs, timed_out, alive, wall), run)
     init = max((o.last("init") or {}).get("seconds", 0) for o in outs)
     ev["init_s"] = round(init, 3)
     ev["nccl_version"] = (outs[0].last("init") or {}).get("nccl")
-    table, bad = [], []
-    for idx, nbytes in enumerate(sizes):
-        per_rank = [[e for e in o.events if e.get("event") == "size"][idx] for o in outs]
-        t, timing, runs = _op_time(per_rank)
-        alg, bus = busbw(per_rank[0]["bytes"], t, world)
-        row = {"size_mib": nbytes // MIB, "time_us": round(t * 1e6, 1), "algbw_gbps": round(alg, 2),
-               "busbw_gbps": round(bus, 2), "iters": per_rank[0].get("iters"), "timing": timing}
-        if runs:
-            row["replays"] = len(runs[0])
-            row["time_us_range"] = [round(max(r[0] for r in runs) * 1e6, 1), round(max(r[-1] for r in runs) * 1e6, 1)]
-        for way in ("eager", "graph"):
-            ways = [e.get(way) for e in per_rank]
-            if all(isinstance(w, list) and w for w in ways):
-                row["time_us_%s" % way] = round(max(_median(w) for w in ways) * 1e6, 1)
-        table.append(row)
-        for r, e in enumerate(per_rank):
-            if not e["ok"]:
-                bad.append("rank %d, %d MiB: got %s, expected %s" % (r, nbytes // MIB, e["got"], e["want"]))
+    table, bad = _measure(outs, sizes, world)
     ev["sizes"] = table
     if bad:
         return failed("all_reduce returned wrong sums: %s" % "; ".join(bad[:3]),

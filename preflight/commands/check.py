@@ -37,6 +37,21 @@ def _stages_arg(text: str):
     return names
 
 
+def _faults() -> tuple:
+    from ..checks.nccl import INJECTABLE_FAULTS
+
+    return INJECTABLE_FAULTS
+
+
+def _nccl_fault(text: str) -> dict:
+    """``RANK:FAULT`` of --nccl-inject as the rank script's ``inject`` ({"rank": int, "fault": str})."""
+    rank, _, fault = text.partition(":")
+    if not rank.strip().isdigit() or fault not in _faults():
+        raise argparse.ArgumentTypeError("%r is not RANK:FAULT (a rank number, then one of %s)" % (
+            text, ", ".join(_faults())))
+    return {"rank": int(rank), "fault": fault}
+
+
 def register(p: argparse.ArgumentParser) -> None:
     """Add ``check``'s options to its parser."""
     p.add_argument("--python", metavar="PATH", default=None,
@@ -61,6 +76,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="ranks for the nccl stage (default: every visible GPU)")
     p.add_argument("--nccl-backend", choices=("nccl", "gloo"), default="nccl",
                    help="collective backend of the nccl stage (gloo runs on CPU, for testing)")
+    p.add_argument("--nccl-inject", type=_nccl_fault, default=None, metavar="RANK:FAULT",
+                   help="testing: make one rank simulate a fault (%s), e.g. 1:hang_p2p, a hang only while NCCL's P2P "
+                        "is on; with --nccl-backend gloo it runs without GPUs" % ", ".join(_faults()))
     p.add_argument("--vllm-tp", type=positive_int, default=1, metavar="N",
                    help="tensor_parallel_size of the vllm stage's generation (default 1)")
     p.add_argument("--vllm-compile", action="store_true",
@@ -144,7 +162,8 @@ def _run(args: argparse.Namespace, held: dict) -> int:
         raise UsageError("no stage left to run after --stage/--skip")
     stream = console_stream(args)
     opts = Options(python=python, verl=args.verl, timeout=args.timeout, nccl_world_size=args.nccl_world_size,
-                   backend=args.backend, vllm_tp=args.vllm_tp, nccl=NcclOptions(backend=args.nccl_backend),
+                   backend=args.backend, vllm_tp=args.vllm_tp,
+                   nccl=NcclOptions(backend=args.nccl_backend, inject=args.nccl_inject),
                    vllm=VllmOptions(compile=args.vllm_compile, session="imports" in stages and "vllm" in stages),
                    launch=LaunchOptions(words=args.launch, config_file=args.config,
                                         startup=not args.no_startup))

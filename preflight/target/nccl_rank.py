@@ -4,7 +4,10 @@
 #        min_timed_s and max_iters (more iterations for fast sizes: at least min_timed_s of timed work),
 #        graph (default true: also time a CUDA graph of the ops on GPUs), replays (timed passes per size
 #        and way of timing, default 3),
-#        init_timeout_s, inject ({"rank", "fault": "hang_init"|"hang_allreduce"|"wrong_sum"} or null),
+#        init_timeout_s, inject ({"rank", "fault": "hang_init"|"hang_allreduce"|"hang_p2p"|"wrong_sum"} or null;
+#        hang_p2p hangs the first all_reduce only while NCCL's P2P transport is on, i.e. unless
+#        NCCL_P2P_DISABLE is a non-zero integer or NCCL_P2P_LEVEL is LOC: the ACS/IOMMU hang of
+#        NVIDIA/nccl#2079, simulated for CPU ranks),
 #        master_addr (rendezvous host, default 127.0.0.1), device (CUDA index, default the rank; 0 in a Ray
 #        actor, whose CUDA_VISIBLE_DEVICES holds its one GPU)}
 # Events: "step" {name} before each step (the checker reports the last one of a rank that hung),
@@ -13,7 +16,19 @@
 #         null]}, "done" {},
 #         "error" {type, message} when the rank fails with an exception.
 import datetime
+import os
 import time
+
+
+def p2p_enabled():
+    """False when NCCL's environment turns its P2P transport off (NCCL_P2P_DISABLE=<non-zero
+    integer>, or NCCL_P2P_LEVEL=LOC: P2P never used)."""
+    try:
+        if int(os.environ.get("NCCL_P2P_DISABLE", "0").strip() or "0") != 0:
+            return False
+    except ValueError:
+        pass
+    return os.environ.get("NCCL_P2P_LEVEL", "").strip().upper() != "LOC"
 
 
 def main():
@@ -57,6 +72,9 @@ def main():
                             **kwargs)
     # the first collective creates the NCCL communicator: count it in init
     emit("step", name="first all_reduce (communicator setup)")
+    if faulty and inject.get("fault") == "hang_p2p" and p2p_enabled():
+        while True:
+            time.sleep(1)
     warm = torch.ones(1, dtype=dtype, device=device)
     dist.all_reduce(warm)
     if on_gpu:

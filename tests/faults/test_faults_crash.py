@@ -162,7 +162,7 @@ def test_python2_target_says_what_it_is(pyz, tmp_path):
     (["check", "--timeout", "nan"], "--timeout"), (["check", "--timeout", "inf"], "--timeout"),
     (["config", "--timeout", "nan"], "--timeout"), (["data", "--timeout", "inf", "x.parquet"], "--timeout"),
     (["check", "--timeout", "1e400"], "--timeout"), (["check", "--nccl-world-size", "nan"], "--nccl-world-size"),
-    (["data", "--examples", "-1", "x.parquet"], "--examples"),
+    (["data", "--examples", "-1", "x.parquet"], "--examples"), (["check", "--nccl-inject", "1:melt"], "--nccl-inject"),
 ])
 def test_bad_command_line_values_are_one_line_errors(pyz, args, name):
     """Empty and non-finite values: exit 2 at once with one line naming the option."""

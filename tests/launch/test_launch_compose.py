@@ -6,6 +6,7 @@ differential against an independent hydra-core process is tests/launch/test_hydr
 
 import json
 import os
+import re
 import textwrap
 
 import pytest
@@ -122,6 +123,64 @@ def test_stored_refusals_quote_hydra(override, kind, words):
     c = compose_stored(parse_launch([override]), None, "0.9.1", env={})
     assert c.error is not None and c.error.kind == kind and words in (c.error.message + c.error.fix), c.error.message
     assert c.error.message.startswith("Hydra (final step): ") and "\n" not in c.error.message
+
+
+TP2 = "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2"
+
+
+@pytest.mark.parametrize("release,words,config_named,fix_words", [
+    # no strategy chosen, a key only Megatron workers have: both of the release's ways to get them
+    ("0.9.1", [TP2], True, ["model_engine=megatron or --config-name=ppo_megatron_trainer", "delete the override"]),
+    ("0.5.0", [TP2], True, ["add --config-name=ppo_megatron_trainer"]),  # no model_engine group before 0.8.0
+    # an FSDP launch: delete the Megatron key, never switch trainers
+    ("0.9.1", ["actor_rollout_ref.actor.strategy=fsdp", TP2], False, ["delete the override " + TP2]),
+    ("0.9.1", ["critic.strategy=fsdp2", "critic.megatron.tensor_model_parallel_size=2"], False,
+     ["delete the override critic.megatron"]),
+    # a key no config has, under a megatron node: no config name
+    ("0.9.1", ["actor_rollout_ref.actor.megatron.no_such_knob=2"], False, ["delete it"]),
+    # strategy=megatron on the FSDP config: the Megatron config whatever the key
+    ("0.9.1", ["actor_rollout_ref.actor.strategy=megatron", "actor_rollout_ref.actor.no_such_knob=2"], True,
+     ["model_engine=megatron or --config-name=ppo_megatron_trainer", "then check actor_rollout_ref.actor.no_such_knob"]),
+])
+def test_megatron_config_offered_only_for_megatron(release, words, config_named, fix_words):
+    """Hydra refuses the key; the Megatron config is offered only to a launch that chose Megatron
+    or whose key only Megatron workers have (the reviewer's FSDP launch was told to switch)."""
+    c = compose_stored(parse_launch(words), None, release, env={})
+    assert c.error is not None and c.error.kind == "override_missing", c.error
+    assert ("ppo_megatron_trainer" in c.error.fix) == config_named, c.error.fix
+    for w in fix_words:
+        assert w in c.error.fix, (w, c.error.fix)
+    if not config_named:
+        return
+    # the offered ways compose for real (the same vendored Hydra over the same stored tree)
+    ways = re.findall(r"model_engine=megatron|--config-name=ppo_megatron_trainer", c.error.fix)
+    assert ways
+    for way in ways:
+        ok = compose_stored(parse_launch([way] + [w for w in words if "strategy=" not in w]), None, release, env={})
+        if "no_such_knob" in " ".join(words):
+            assert ok.error is not None  # the unknown key stays unknown: the fix said to check it
+        else:
+            assert ok.error is None and ok.get("actor_rollout_ref.actor.strategy") == "megatron", (way, ok.error)
+            assert ok.get("actor_rollout_ref.actor.megatron.tensor_model_parallel_size") == 2
+
+
+def test_strategy_chosen_in_a_saved_config_counts(tmp_path):
+    """A saved config (--file) that trains the actor with FSDP2: its Megatron override is to be deleted."""
+    saved = tmp_path / "saved.yaml"
+    saved.write_text("actor_rollout_ref:\n  actor:\n    strategy: fsdp2\n")
+    c = compose_stored(parse_launch([TP2]), str(saved), "0.9.1", env={})
+    assert c.error is not None and "ppo_megatron_trainer" not in c.error.fix
+    assert "actor_rollout_ref.actor.strategy=fsdp2" in c.error.message and "delete the override" in c.error.fix
+
+
+@pytest.mark.realenv
+def test_fsdp_launch_in_the_target_is_not_sent_to_megatron():
+    """The same FSDP launch composed by Hydra in a real verl 0.9.1 install."""
+    c = compose(verl_hydra_env(), parse_launch(["actor_rollout_ref.actor.strategy=fsdp", TP2]))
+    assert c.method == "hydra" and c.error is not None and c.error.kind == "override_missing"
+    assert "ppo_megatron_trainer" not in c.error.fix and "delete the override " + TP2 in c.error.fix
+    c = compose(verl_hydra_env(), parse_launch([TP2]))
+    assert "model_engine=megatron or --config-name=ppo_megatron_trainer" in c.error.fix
 
 
 def test_add_force_delete_casts_and_groups():
@@ -299,6 +358,17 @@ def test_stored_compose_with_the_launchs_own_config_directory(tmp_path):
     assert c.error is None, c.error
     assert c.get("data.max_prompt_length") == 1000 and c.get("actor_rollout_ref.rollout.name") == "sglang"
     assert c.get("data.train_batch_size") == 8 and c.get("trainer.total_epochs") is not None
+
+
+def test_own_config_is_never_told_to_switch_config_name(tmp_path):
+    """A launch with its own config (over verl's ppo_trainer) that sets strategy=megatron: the
+    config name is the user's; the refused key gets the rest of the chain, not ppo_megatron_trainer."""
+    (tmp_path / "mine.yaml").write_text(OWN_PRIMARY)
+    spec = parse_launch("python3 -m verl.trainer.main_ppo --config-path=%s --config-name=mine.yaml "
+                        "actor_rollout_ref.actor.strategy=megatron %s" % (tmp_path, TP2))
+    c = compose_stored(spec, release="0.7.0")
+    assert c.error is not None and c.error.kind == "override_missing"
+    assert "ppo_megatron_trainer" not in c.error.fix and "model_engine" not in c.error.fix, c.error.fix
 
 
 @pytest.mark.realenv

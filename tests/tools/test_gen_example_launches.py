@@ -208,3 +208,47 @@ def test_061_fails_agree_with_verl(tmp_path):
         assert rows[p]["verl"] != "accepted" and "micro_batch_set.actor" in rows[p]["rules"], rows[p]
     assert rows[paths[2]]["verl"] == "accepted" and rows[paths[2]]["rules"] == [], rows[paths[2]]
     assert rep["rule_fails_verl_accepts"] == [] and rep["disagreements"] == []
+
+
+def _git(*args, cwd):
+    import subprocess
+
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"] + list(args),
+                   cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_localise_takes_pwd_relative_repo_files_from_the_tag(tmp_path):
+    """examples/sglang_multiturn/run_qwen3_4b_dapo_multiturn.sh at v0.6.1 names recipe/retool/retool.py
+    as ``$PROJECT_DIR/recipe/...`` with ``PROJECT_DIR="$(pwd)"`` (the scripts run from verl's root): the
+    stored launch holds the extractor's ``$(command)`` stand-in, and the localiser takes the file from the
+    tag like a plain ``recipe/...`` path. A git repository here stands in for verl's at v0.6.1."""
+    from gen_example_launches import CMD
+
+    src = tmp_path / "verl"
+    (src / "recipe" / "retool").mkdir(parents=True)
+    (src / "recipe" / "retool" / "retool.py").write_text("def compute_score(*a, **k):\n    return 1.0\n")
+    (src / "recipe" / "retool" / "sandbox_fusion_tool_config.yaml").write_text("tools: []\n")
+    _git("init", "-q", cwd=str(src))
+    _git("add", "-A", cwd=str(src))
+    _git("commit", "-qm", "x", cwd=str(src))
+    _git("tag", "v0.6.1", cwd=str(src))
+    x = next(x for x in verl_differential.launches_for("v0.6.1")
+             if x["path"] == "examples/sglang_multiturn/run_qwen3_4b_dapo_multiturn.sh")
+    named = [o for o in x["overrides"] if "recipe/retool/" in o]
+    assert len(named) == 3 and all("=%s/recipe/retool/" % CMD in o for o in named), named
+    repo = {"git_dir": str(src / ".git"), "ref": "v0.6.1", "out": str(tmp_path / "copies")}
+    out = dict(o.split("=", 1) for o in localise(x["overrides"], INPUTS, repo))
+    for key, rel in (("custom_reward_function.path", "recipe/retool/retool.py"),
+                     ("data.custom_cls.path", "recipe/retool/retool.py"),
+                     ("actor_rollout_ref.rollout.multi_turn.tool_config_path",
+                      "recipe/retool/sandbox_fusion_tool_config.yaml")):
+        assert out[key] == str(tmp_path / "copies" / rel)
+        with open(out[key]) as fh:
+            assert fh.read() == (src / rel).read_text()
+    assert out["actor_rollout_ref.model.path"] == INPUTS["model"]
+    # $PWD (an unset-variable stand-in) is the same root; a file the tag lacks stays as written
+    pwd = localise(["custom_reward_function.path=/tmp/verl-examples/PWD/recipe/retool/retool.py",
+                    "reward_model.reward_manager=x", "custom_reward_function.name=%s/recipe/gone.py" % CMD],
+                   INPUTS, repo)
+    assert pwd[0] == "custom_reward_function.path=%s" % (tmp_path / "copies" / "recipe/retool/retool.py")
+    assert pwd[2] == "custom_reward_function.name=%s/recipe/gone.py" % CMD

@@ -1,11 +1,12 @@
 """The release's own rules on keys: config dataclasses' fields and renamed keys (``renames.json``)."""
 
 import difflib
-from typing import Any, Dict, List, Optional, Tuple
+import re
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.version import Version
 
-from ...matrix import parse_version
+from ...matrix import parse_version, read_data
 from ...shell import override, quote
 from .stored import stored_json
 from .tree import HYDRA_KEYS, has_path, key_parts, flatten, get_path
@@ -41,6 +42,113 @@ def unknown_fields(final: Dict[str, Any], defaults: Dict[str, Any],
     return out
 
 
+#: verl's PPO trainer configs for FSDP and for Megatron workers, and the keys that name a worker's
+#: training strategy.
+FSDP_CONFIG, MEGATRON_CONFIG = "ppo_trainer", "ppo_megatron_trainer"
+STRATEGY_KEYS = ("actor_rollout_ref.actor.strategy", "critic.strategy")
+
+
+def launch_strategies(overrides: Sequence[Any], tree: Optional[Dict[str, Any]] = None,
+                      defaults: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
+    """The training strategies a launch itself chooses: :data:`STRATEGY_KEYS` -> value (lower
+    case, quotes dropped), from its overrides (``.key``/``.value``, the last one wins), else from
+    ``tree`` (a saved config merged over the defaults) where it differs from ``defaults``. A
+    strategy left at the config's default is not the launch's choice and is not listed."""
+    out: Dict[str, str] = {}
+    for o in overrides:
+        key = str(getattr(o, "key", "")).lstrip("+~")
+        if key in STRATEGY_KEYS and getattr(o, "value", None) is not None:
+            out[key] = str(o.value).strip().strip("'\"").lower()
+    for key in STRATEGY_KEYS:
+        if key in out or tree is None:
+            continue
+        v = get_path(tree, key)
+        if isinstance(v, str) and (defaults is None or v != get_path(defaults, key)):
+            out[key] = v.lower()
+    return out
+
+
+def _named_in_megatron_files(key: str, version: str) -> bool:
+    """True when a YAML file of stored release ``version`` whose path names megatron
+    (``ppo_megatron_trainer.yaml``, ``engine/megatron.yaml``...) has ``key``'s leaf as a mapping
+    key: a cheap necessary condition for the key to exist only with Megatron workers."""
+    from .stored import release_doc
+
+    leaf = re.compile(r"^\s*%s\s*:" % re.escape(key_parts(key)[-1]), re.M)
+    for rel in release_doc(version).get("files") or {}:
+        if "megatron" in rel:
+            data = read_data("verl_config/%s/%s" % (version, rel))
+            if data is not None and leaf.search(data.decode("utf-8", "replace")):
+                return True
+    return False
+
+
+def megatron_ways(release: Optional[str], config_name: str) -> List[Tuple[str, str, str, Tuple[str, ...]]]:
+    """The ways the stored tree nearest ``release`` selects Megatron workers from ``config_name``:
+    (launch words, stored release, config, overrides): ``model_engine=megatron`` where that
+    config's model_engine group has a megatron option (ppo_trainer from verl 0.8.0), then
+    ``--config-name=ppo_megatron_trainer``."""
+    from .errors import ComposeUnsupported
+    from .stored import release_doc, stored_release
+
+    out: List[Tuple[str, str, str, Tuple[str, ...]]] = []
+    try:
+        pick = stored_release(release, config_name)[0]
+        if "megatron" in ((release_doc(pick).get("groups") or {}).get("model_engine") or []):
+            out.append(("model_engine=megatron", pick, config_name, ("model_engine=megatron",)))
+    except ComposeUnsupported:
+        pass
+    if config_name != MEGATRON_CONFIG:
+        try:
+            out.append(("--config-name=%s" % MEGATRON_CONFIG, stored_release(release, MEGATRON_CONFIG)[0],
+                        MEGATRON_CONFIG, ()))
+        except ComposeUnsupported:
+            pass
+    return out
+
+
+def megatron_homes(key: str, release: Optional[str], config_name: str, tree: Dict[str, Any]) -> List[str]:
+    """Those of :func:`megatron_ways` whose composed defaults (real Hydra over the stored tree)
+    hold ``key``, when ``tree`` (the launch's composed or default config) lacks it; [] when none
+    does."""
+    from .defaults import release_keys
+
+    if has_path(tree, key_parts(key)):
+        return []
+    ways = megatron_ways(release, config_name)
+    if not ways or not _named_in_megatron_files(key, ways[-1][1]):
+        return []  # (a few small files read; composing takes seconds)
+    return [w for w, pick, name, ovs in ways if key in release_keys(pick, name, ovs)]
+
+
+def _megatron_config_fix(key: str, release: Optional[str], config_name: str, strategies: Mapping[str, str],
+                         text: str, tree: Dict[str, Any]) -> Optional[Tuple[str, str]]:
+    """(why, fix) proposing Megatron workers (:func:`megatron_homes`) for a refused ``key``, or
+    None: only when the launch chose strategy=megatron, or the key exists only with Megatron
+    workers and the launch chose no other strategy (an FSDP launch is told to delete the Megatron
+    key, never to switch trainers). Only for verl's own FSDP config, ``ppo_trainer``: a user's own
+    config name is the user's to change."""
+    if config_name != FSDP_CONFIG:
+        return None
+    meg = sorted(k for k, v in strategies.items() if v == "megatron")
+    homes = megatron_homes(key, release, config_name, tree)
+    if meg:
+        words = homes or [w[0] for w in megatron_ways(release, config_name)] or ["--config-name=%s" % MEGATRON_CONFIG]
+        return ("%s=megatron, but %s composes verl's FSDP workers' nodes%s" % (
+            meg[0], config_name, "; %s is there with Megatron workers" % key if homes else ""),
+            "add %s (verl's way to select Megatron workers%s)" % (
+                " or ".join(words), "" if homes else "; then check %s against that config" % key))
+    if not homes:
+        return None
+    other = sorted("%s=%s" % kv for kv in strategies.items())
+    if other:
+        return ("%s exists only with Megatron workers, and this launch trains with %s" % (key, ", ".join(other)),
+                "delete the override %s (only Megatron workers read it)" % quote(text))
+    return ("%s exists only with Megatron workers (%s), not in %s" % (key, " or ".join(homes), config_name),
+            "add %s to train with Megatron, or delete the override %s to stay on %s's workers" % (
+                " or ".join(homes), quote(text), config_name))
+
+
 def _renames(config_name: str) -> Dict[str, Dict[str, str]]:
     doc = stored_json("renames.json") or {}
     confs = doc.get("configs", {})
@@ -48,13 +156,17 @@ def _renames(config_name: str) -> Dict[str, Dict[str, str]]:
 
 
 def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, Any],
-            dataclasses_: Dict[str, Any], text: str = "") -> Tuple[str, str]:
+            dataclasses_: Dict[str, Any], text: str = "",
+            strategies: Optional[Mapping[str, str]] = None) -> Tuple[str, str]:
     """(why, fix) for an override of ``key`` that release ``release``'s config does not have.
 
-    ``tree``: the composed (or default) unresolved config; ``text``: the override as written.
+    ``tree``: the composed (or default) unresolved config; ``text``: the override as written;
+    ``strategies``: the strategies the launch chose (:func:`launch_strategies`).
     A key verl dropped: the key that replaced it (followed to one that exists) or "delete it".
     A key under a node verl builds into a dataclass: "delete it" (``+key`` dies in verl too).
-    Otherwise a near key, or ``+key`` when the node is a plain mapping verl reads as it is.
+    The Megatron config only for a launch with strategy=megatron, or a key only that config has
+    (:func:`_megatron_config_fix`). Otherwise a near key, or ``+key`` when the node is a plain
+    mapping verl reads as it is.
     """
     text = text or key
     value = text.split("=", 1)[1] if "=" in text else "..."
@@ -76,6 +188,9 @@ def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, 
         if new and has_path(tree, key_parts(new)):
             return why + "; %s took its place" % new, "write %s instead of %s" % (override(new, value), quote(text))
         return why, "delete the override %s (verl %s has no such option)" % (quote(text), release or rec["removed_in"])
+    meg = _megatron_config_fix(key, release, config_name, strategies or {}, text, tree)
+    if meg is not None:
+        return meg
     if fields is not None:
         near = difflib.get_close_matches(parts[-1], [f for f in fields if not f.startswith("_")], n=1, cutoff=0.75)
         why = "verl builds %s into %s, which has no field '%s' (a +%s passes Hydra, then verl stops with " \
@@ -84,9 +199,6 @@ def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, 
             return why, "write %s instead of %s" % (
                 override("%s.%s" % (".".join(parts[:-1]), near[0]), value), quote(text))
         return why, "delete the override %s" % quote(text)
-    if ".megatron." in ".%s." % key and config_name != "ppo_megatron_trainer":
-        return "the megatron keys live in ppo_megatron_trainer", \
-            "add --config-name=ppo_megatron_trainer (the megatron keys live in that config)"
     added = first_release_with(key, config_name, release)
     if added is not None:
         return "verl %s has no %s (it came in verl %s)" % (release, key, added), \

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..overrides import ConfigError, LaunchSpec
 from .errors import ComposeUnsupported
-from .fields import key_fix, unknown_fields
+from .fields import key_fix, launch_strategies, unknown_fields
 from .files import check_user_file, unreadable_error
 from .gate import check_config_dirs
 from .inprocess import run_here
@@ -90,7 +90,8 @@ def _build(out: Any, spec: LaunchSpec, file: Optional[str], method: str, notes: 
     c.provenance = provenance(defaults, after, final, spec.overrides)
     rel = release if method == "stored" else (c.verl_version or release)
     if err is not None:
-        c.error = _hint(err, spec, rel, final or defaults, fields() if callable(fields) else fields)
+        c.error = _hint(err, spec, rel, final or defaults, fields() if callable(fields) else fields,
+                        launch_strategies(spec.overrides, after, defaults))
     elif "final" not in trees or getattr(out, "timed_out", False):
         # the process died or hung before Hydra answered, or while it resolved interpolations
         c.error = _probe_error(python, out, timeout)
@@ -101,7 +102,7 @@ def _build(out: Any, spec: LaunchSpec, file: Optional[str], method: str, notes: 
         if bad:
             key, target = bad[0]
             text = next((o.text for o in spec.overrides if o.key.lstrip("+~") == key), key)
-            why, fix = key_fix(key, rel, name, final, dcs, text)
+            why, fix = key_fix(key, rel, name, final, dcs, text, launch_strategies(spec.overrides, final, defaults))
             more = "" if len(bad) == 1 else " (and %s)" % ", ".join(k for k, _t in bad[1:4])
             c.error = ConfigError("unknown_field", "%s: %s%s" % (text, why, more), fix)
     return c
@@ -180,8 +181,9 @@ def compose_stored(spec: LaunchSpec, file: Optional[str] = None, release: Option
 
 
 def _hint(err: Dict[str, Any], spec: LaunchSpec, release: Optional[str], tree: Dict[str, Any],
-          fields: Dict[str, Any]) -> ConfigError:
-    """Hydra's refusal as a ConfigError: Hydra's own first line, and the fix for that kind."""
+          fields: Dict[str, Any], strategies: Optional[Dict[str, str]] = None) -> ConfigError:
+    """Hydra's refusal as a ConfigError: Hydra's own first line, and the fix for that kind
+    (``strategies``: the launch's own, :func:`launch_strategies`)."""
     msg = str(err.get("message") or "").strip()
     first = msg.splitlines()[0] if msg else err.get("kind", "error")
     name = spec.config_name or "ppo_trainer"
@@ -191,7 +193,7 @@ def _hint(err: Dict[str, Any], spec: LaunchSpec, release: Optional[str], tree: D
     if m:
         key = m.group(1)
         text = next((o.text for o in spec.overrides if o.key == key), key)
-        why, fix = key_fix(key, release, name, tree, fields, text)
+        why, fix = key_fix(key, release, name, tree, fields, text, strategies)
         first = "%s (%s)" % (first, why)
         kind = "key_not_in_release" if "(it came in verl " in why else "override_missing"
     elif "Could not append to config. An item is already at" in msg:
