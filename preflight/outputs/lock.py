@@ -39,7 +39,8 @@ UV_PLATFORM = "x86_64-manylinux_2_39"
 
 @dataclass
 class Locked:
-    """One pinned distribution: ``name``, ``version``, ``hashes`` (``sha256:HEX`` strings),
+    """One pinned distribution: ``name``, ``version``, ``hashes`` (``sha256:HEX`` strings; the first
+    is the one of the file at ``url``),
     ``url`` it would be downloaded from (evidence; not written to the lock), ``size`` of that
     artifact in bytes when the resolver reports it (uv does; pip's report does not)."""
 
@@ -188,7 +189,12 @@ def _uv_lock(uv: str, requirements: Sequence[str], python: str, index_url: Optio
     pkgs = []
     for row in data.get("packages", []):
         arts = list(row.get("wheels") or []) + ([row["sdist"]] if row.get("sdist") else [])
-        hashes = sorted({"sha256:%s" % a["hashes"]["sha256"] for a in arts if (a.get("hashes") or {}).get("sha256")})
+        every = ["sha256:%s" % a["hashes"]["sha256"] for a in arts if (a.get("hashes") or {}).get("sha256")]
+        # the kept artifact's own hash first (pylock.toml pairs it with that URL), then the other files'
+        # of the same version: uv lists one per wheel, and a sorted list paired a URL with another
+        # file's hash, which every installer refuses
+        own = ["sha256:%s" % arts[0]["hashes"]["sha256"]] if arts and (arts[0].get("hashes") or {}).get("sha256") else []
+        hashes = own + sorted(set(every) - set(own))
         pkgs.append(Locked(row["name"], str(row["version"]), hashes, arts[0].get("url") if arts else None,
                            arts[0].get("size") if arts else None))
     pkgs.sort(key=lambda p: p.name.lower())

@@ -2,8 +2,14 @@
 (Dockerfile, hadolint), bootstrap.sh (shellcheck, exit codes, a real provisioning run).
 
 The real stack here is verl 0.9.1 with torch 2.13.0 CPU and no rollout engine (a GPU stack cannot
-install on this machine kind); the GPU stack for an H200 is locked for real (pip reads metadata
-only) and rendered into a Dockerfile, but not installed."""
+install on this machine kind); the GPU stack for an H200 is locked for real (metadata only) and
+rendered into a Dockerfile, but not installed.
+
+The spec -> install -> check -> bootstrap chain and the H200 lock run as on a machine with uv
+(``UV`` names the cached lock-tools env's uv 0.13.9): uv's lock and install cost a tenth of pip's
+CPU. pip's own lock is tested against a real resolver in tests/outputs/test_pylock.py and the
+metadata-index test, its lock with index credentials in tests/faults/test_faults_leak.py, and an
+install by pip is interrupted here (test_interrupted_install_is_reported_incomplete)."""
 
 import json
 import os
@@ -14,6 +20,7 @@ import time
 
 import pytest
 
+from envs import real_env
 from preflight.outputs.lock import parse_lock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,6 +34,13 @@ def pf(pyz, *args, timeout=900, env=None):
                           stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout, env=env)
 
 
+@pytest.fixture(scope="module")
+def uv_env():
+    """The environment of a machine with uv: ``UV`` names lock-tools' uv (see the module doc)."""
+    py = real_env("lock-tools", ["pip==26.1.2", "uv==0.13.9"])
+    return dict(os.environ, UV=os.path.join(os.path.dirname(py), "uv"))
+
+
 def tool(name):
     path = os.path.join(BIN, name)
     if not os.path.exists(path):
@@ -35,24 +49,26 @@ def tool(name):
 
 
 @pytest.fixture(scope="module")
-def cpu_spec(pyz, tmp_path_factory):
+def cpu_spec(pyz, tmp_path_factory, uv_env):
     out = str(tmp_path_factory.mktemp("spec"))
-    p = pf(pyz, "spec", *CPU_STACK, "-o", out)
+    p = pf(pyz, "spec", *CPU_STACK, "-o", out, env=uv_env)
     assert p.returncode == 0, p.stderr
     return out
 
 
 @pytest.mark.realenv
-def test_spec_lock_is_complete_hashed_and_reproducible(pyz, cpu_spec, tmp_path):
+def test_spec_lock_is_complete_hashed_and_reproducible(pyz, cpu_spec, tmp_path, uv_env):
     text = open(os.path.join(cpu_spec, "requirements.lock")).read()
     pins = parse_lock(text)
     assert pins["verl"] == "0.9.1" and pins["torch"] == "2.13.0+cpu"
     assert "cachetools" in pins and "uvicorn" in pins          # the verl-core extra is in
     assert "vllm" not in pins and "torchvision" not in pins
-    # every pinned package carries a sha256
     entries = [l for l in text.splitlines() if l and not l.startswith(("#", " ", "-"))]
     assert len(entries) == len(pins) > 100
-    assert text.count("--hash=sha256:") == len(pins)
+    # each pin is followed by its sha256 (uv lists one per file of that version, pip one)
+    import re
+
+    assert len(re.findall(r"^\S+==\S+ \\\n    --hash=sha256:[0-9a-f]{64}", text, re.M)) == len(pins)
     env = json.load(open(os.path.join(cpu_spec, "environment.json")))
     import hashlib
 
@@ -62,7 +78,7 @@ def test_spec_lock_is_complete_hashed_and_reproducible(pyz, cpu_spec, tmp_path):
     assert any(r["choice"] == "verl" for r in env["matrix_rows"])
     # same inputs, same bytes
     again = str(tmp_path / "again")
-    assert pf(pyz, "spec", *CPU_STACK, "-o", again).returncode == 0
+    assert pf(pyz, "spec", *CPU_STACK, "-o", again, env=uv_env).returncode == 0
     for f in ("requirements.lock", "pylock.toml", "environment.json"):
         assert open(os.path.join(again, f)).read() == open(os.path.join(cpu_spec, f)).read(), f
     # pylock.toml (PEP 751) pins the same set, valid by packaging's reader
@@ -79,19 +95,19 @@ def test_spec_lock_is_complete_hashed_and_reproducible(pyz, cpu_spec, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def installed(pyz, cpu_spec, tmp_path_factory):
+def installed(pyz, cpu_spec, tmp_path_factory, uv_env):
     """The spec's lock installed once, from nothing, then checked: (prefix, the run, its report's rows).
     The suite's one full install: install's and bootstrap.sh's tests both judge it."""
     base = tmp_path_factory.mktemp("installed")
     prefix = str(base / "env")
     p = pf(pyz, "install", "--lock", os.path.join(cpu_spec, "requirements.lock"), "--python", "3.11", "--prefix",
-           prefix, "--no-backend", "--", "--stage", "python,packages,imports", "--json", str(base / "r.json"))
+           prefix, "--no-backend", "--", "--stage", "python,packages,imports", "--json", str(base / "r.json"), env=uv_env)
     rows = {r["id"]: r for r in json.load(open(str(base / "r.json")))["results"]} if p.returncode == 0 else {}
     return prefix, p, rows
 
 
 @pytest.mark.realenv
-def test_install_then_check_then_noop(pyz, cpu_spec, installed):
+def test_install_then_check_then_noop(pyz, cpu_spec, installed, uv_env):
     prefix, p, rows = installed
     lock = os.path.join(cpu_spec, "requirements.lock")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
@@ -105,7 +121,7 @@ def test_install_then_check_then_noop(pyz, cpu_spec, installed):
     site = os.path.join(prefix, "lib", "python3.11", "site-packages")
     before = sorted(os.listdir(site))
     stamp = os.stat(site).st_mtime
-    p2 = pf(pyz, "install", "--lock", lock, "--python", "3.11", "--prefix", prefix, "--no-check")
+    p2 = pf(pyz, "install", "--lock", lock, "--python", "3.11", "--prefix", prefix, "--no-check", env=uv_env)
     assert p2.returncode == 0 and "nothing changed" in p2.stderr
     assert sorted(os.listdir(site)) == before and os.stat(site).st_mtime == stamp
 
@@ -147,10 +163,10 @@ def test_install_missing_lock_is_one_line(pyz, tmp_path):
 
 
 @pytest.mark.realenv
-def test_h200_image_for_verl_091(pyz_file, tmp_path):
+def test_h200_image_for_verl_091(pyz_file, tmp_path, uv_env):
     out = str(tmp_path / "img")
     p = pf(pyz_file, "image", "--verl", "0.9.1", "--gpu", "H200", "--driver", "580.95.05", "--python", "3.12", "-o", out,
-           "--build")
+           "--build", env=uv_env)
     assert p.returncode == 0, p.stderr[-2000:]
     df = open(os.path.join(out, "Dockerfile")).read()
     # the base image comes from the matrix row of torch 2.11's cu130 variant
@@ -214,7 +230,7 @@ def test_bootstrap_exit_codes(pyz_file, tmp_path):
 
 
 @pytest.mark.realenv
-def test_bootstrap_provisions_and_is_idempotent(pyz_file, installed, tmp_path):
+def test_bootstrap_provisions_and_is_idempotent(pyz_file, installed, tmp_path, uv_env):
     """bootstrap.sh resolves the same stack itself (no lock given) and finds it already in the prefix
     that ``install --lock`` of the spec made: spec, install and bootstrap name one stack. Both runs
     change nothing (the first installs nothing; the second only checks), the first reports ready, and the
@@ -226,13 +242,13 @@ def test_bootstrap_provisions_and_is_idempotent(pyz_file, installed, tmp_path):
     before = sorted(os.listdir(site))
     args = ["--pyz", pyz_file, "--verl", "0.9.1", "--prefix", prefix, "--install-args", " ".join(CPU_STACK[2:]),
             "--json", str(tmp_path / "r.json"), "--log", str(tmp_path / "log"), "--", "--stage", "python,packages,imports"]
-    first = bootstrap(*args)
+    first = bootstrap(*args, env=uv_env)
     assert first.returncode == 0, first.stderr[-3000:]
     assert json.load(open(str(tmp_path / "r.json")))["ready"] is True
     assert "nothing changed" in first.stdout
     log1 = open(str(tmp_path / "log")).read()
     second = bootstrap("--pyz", pyz_file, "--prefix", prefix, "--check-only", "--log", str(tmp_path / "log"), "--",
-                       "--stage", "python")
+                       "--stage", "python", env=uv_env)
     assert second.returncode == 0, second.stderr[-2000:]
     log2 = open(str(tmp_path / "log")).read()
     assert log2.startswith(log1) and len(log2) > len(log1) and log2.count("nothing changed") == 1  # both runs kept
