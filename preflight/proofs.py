@@ -235,8 +235,10 @@ def pip_version_of(pip_python: str, timeout: float = 30.0) -> Optional[Tuple[int
 def _pip_version(pip_python: str, timeout: float) -> Optional[str]:
     import subprocess
 
+    from .probes import child
+
     try:
-        out = subprocess.run([pip_python, "-m", "pip", "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        out = child.run([pip_python, "-m", "pip", "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              universal_newlines=True, timeout=timeout).stdout
     except subprocess.TimeoutExpired:
         return ""  # no answer in time: the proof's deadline, not a missing pip
@@ -463,10 +465,12 @@ def _markers_of(py: str, timeout: float) -> List[str]:
     [] when it does not answer."""
     import subprocess
 
+    from .probes import child
+
     probe = "import platform, sys; print(sys.implementation.name, platform.python_version(), platform.machine())"
     try:
-        got = subprocess.run([py, "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             universal_newlines=True, timeout=timeout, stdin=subprocess.DEVNULL).stdout.split()
+        got = child.run([py, "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True, timeout=timeout).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return []
     return got if len(got) == 3 else []
@@ -499,13 +503,15 @@ def native_interpreter(py: str, python: str, arch: str, timeout: float = 30.0) -
     import platform
     import subprocess
 
+    from .probes import child
+
     if platform.system() != "Linux" or platform.machine() != arch:
         return None, "this machine is %s %s, not Linux %s" % (platform.system(), platform.machine(), arch)
     probe = ("import platform, sys; print(sys.implementation.name, '%d.%d' % sys.version_info[:2], "
              "platform.python_version(), platform.machine())")
     try:
-        got = subprocess.run([py, "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             universal_newlines=True, timeout=timeout, stdin=subprocess.DEVNULL).stdout.split()
+        got = child.run([py, "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True, timeout=timeout).stdout.split()
     except (OSError, subprocess.SubprocessError) as exc:
         return None, "%s did not run (%s)" % (py, exc)
     if len(got) != 4 or got[0] != "cpython" or got[1] != python or got[3] != arch:
@@ -597,6 +603,8 @@ def _run_pip(base: Dict[str, Any], pip_python: str, ver: str, inside: List[str],
     """pip's resolver on ``inside`` against ``index_url`` or, with ``ix``, the loopback index in
     front of it; natively with ``no_binary`` (:func:`pip_command`); the row of :func:`prove_live`."""
     import subprocess
+
+    from .probes import child
     import tempfile
     import time
 
@@ -618,8 +626,8 @@ def _run_pip(base: Dict[str, Any], pip_python: str, ver: str, inside: List[str],
         os.mkdir(env["TMPDIR"])
         t1 = time.monotonic()
         try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                                  timeout=max(1.0, left), env=env, stdin=subprocess.DEVNULL, cwd=tmp)
+            proc = child.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                                  timeout=max(1.0, left), env=env, cwd=tmp, workdir=tmp)
         except subprocess.TimeoutExpired as exc:
             lines = (_text(exc.stdout) + "\n" + _text(exc.stderr)).splitlines()
             on = _looking_at(lines)

@@ -121,8 +121,10 @@ def _pyz(path: Optional[str], tmp: str) -> str:
         raise UsageError("cannot find the zipapp to send to the nodes; run this from preflight.pyz or pass --pyz")
     import subprocess
 
+    from ..probes import child
+
     out = os.path.join(tmp, "preflight.pyz")
-    proc = subprocess.run([sys.executable, tool, "-o", out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = child.run([sys.executable, tool, "-o", out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True)
     if proc.returncode != 0:
         raise UsageError("building the zipapp for the nodes failed (%s); pass --pyz" % proc.stdout.strip()[-200:])

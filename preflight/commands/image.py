@@ -12,6 +12,7 @@ import sys
 from ..errors import UsageError
 from ..shell import command, quote
 from ..paths import check_output_dir
+from ..probes import child
 from ..redact import redact_text
 from ..report.render import print_safe
 from .output import teller
@@ -51,7 +52,7 @@ def find_builder():
         if not shutil.which(name):
             continue
         try:
-            ok = subprocess.run(probe, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=20).returncode == 0
+            ok = child.run(probe, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=20).returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             ok = False
         if ok:

@@ -161,16 +161,17 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
         for fh in opened:
             fh.close()
         opened = []
-        if timed_out and status in ("killed", ""):
-            raise subprocess.TimeoutExpired(argv, timeout or 0)
-        code = int(status) if status.lstrip("-").isdigit() else popen.returncode
-
         def _read(path: str, wanted: bool) -> Any:
             if not wanted:
                 return None
             with open(path, "rb") as fh:
                 data = fh.read()
             return data.decode("utf-8", "replace").replace("\r\n", "\n") if as_text else data
+
+        if timed_out and status in ("killed", ""):  # what it printed until then, as subprocess.run gives it
+            raise subprocess.TimeoutExpired(argv, timeout or 0, output=_read(out_path, stdout is subprocess.PIPE),
+                                            stderr=_read(err_path, stderr is subprocess.PIPE))
+        code = int(status) if status.lstrip("-").isdigit() else popen.returncode
 
         return subprocess.CompletedProcess(argv, code, _read(out_path, stdout is subprocess.PIPE),
                                            _read(err_path, stderr is subprocess.PIPE))

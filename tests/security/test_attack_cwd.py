@@ -147,3 +147,29 @@ def test_an_install_step_that_cannot_start_is_one_line(tmp_path):
     with pytest.raises(UsageError) as err:
         install._run([str(tmp_path / "pfx" / "bin" / "python"), "-m", "pip", "--version"], [], lambda s: None, 30)
     assert "could not start" in str(err.value) and "\n" not in str(err.value)
+
+
+@EXEC
+def test_proofs_probes_never_import_from_a_planted_cwd(tmp_path):
+    """rev-attack finding: ``resolve --prove`` from a sticky shared directory ran uid 65534's
+    ``platform.py`` and ``pip/__init__.py`` as root through the proofs' own interpreter probes
+    (``-c`` markers, ``-m pip --version``), which started children without the supervised
+    primitive. Each probe is run here from such a directory (no network: the index is not asked)."""
+    need_root()
+    d, _ = _cwd(tmp_path, "sticky")
+    seckit.shared_dir(str(tmp_path / "r"))
+    ran = os.path.join(str(tmp_path / "r"), "RAN_AS")
+    _plant(d, ran)
+    code = "import os\nopen(%r, 'a').write('%%d\\n' %% os.getuid())\n" % ran
+    as_nobody("sh", "-c", 'printf "%s" "$2" > "$1"', "sh", os.path.join(d, "platform.py"), code)
+    as_nobody("mkdir", os.path.join(d, "pip"))
+    for name in ("__init__.py", "__main__.py"):
+        as_nobody("sh", "-c", 'printf "%s" "$2" > "$1"', "sh", os.path.join(d, "pip", name), code)
+    probe = ("import sys; sys.path.insert(0, %r)\nfrom preflight import proofs\n"
+             "print(proofs._markers_of(sys.executable, 30))\nprint(proofs._pip_version(sys.executable, 60))\n"
+             "print(proofs.native_interpreter(sys.executable, %r, 'x86_64'))\n" % (seckit.ROOT, PY))
+    p = subprocess.run([sys.executable, "-I", "-c", probe], cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert not os.path.exists(ran), open(ran).read()
+    assert "pip " in p.stdout and "cpython" in p.stdout  # the real pip and the real interpreter answered
