@@ -236,6 +236,8 @@ def _check_place(label: str, dfd: int, where: str, name: str, st: Optional[os.st
     allow = shared_allowed()
     if st is not None:
         why = owner_problem(st, is_dir=False)
+        if why and not stat.S_ISREG(st.st_mode):  # another user's FIFO or device: never, whatever is allowed
+            raise _fail(label, "%s is %s, not a regular file" % (full, why), "choose another path")
         if why and not allow:
             raise _fail(label, "%s is %s" % (full, why), "remove it, choose another path, or pass "
                         "--allow-shared-output to replace it")

@@ -730,12 +730,25 @@ def reprove(directory: str, write: bool = True, timeout: float = 600.0, log: Any
     at a time) and return :func:`changes` between the recorded and the new answers; ``write``
     replaces the index (proofs the index could not answer now are kept as they were). ``log``: a
     callable given one line per proof."""
+    from .errors import UsageError
+    from .paths import loads_json, read_regular
+
     path = os.path.join(directory, "proofs.json")
-    with open(path, encoding="utf-8") as fh:
-        idx = json.load(fh)
+    try:  # a regular file, no stranger's link to what they could not read, no FIFO (never blocks)
+        idx = loads_json(read_regular(path, 64 << 20), path)
+    except (OSError, ValueError) as exc:
+        raise UsageError("%s: %s; pass a directory holding the proofs.json that tools/record_proofs.py wrote" % (
+            path, getattr(exc, "strerror", None) or exc))
+    if not isinstance(idx, dict) or not isinstance(idx.get("proofs") or {}, dict):
+        raise UsageError("%s: not a proofs index (a JSON object with a \"proofs\" object); pass the proofs.json "
+                         "that tools/record_proofs.py wrote" % path)
     old = idx.get("proofs") or {}
     new = dict(old)
     for pid, row in sorted(old.items()):
+        if not isinstance(row, dict) or not isinstance(row.get("requirements"), list) or \
+                not isinstance(row.get("python"), str):
+            raise UsageError("%s: proof %s has no requirements list and python; pass the proofs.json that "
+                             "tools/record_proofs.py wrote" % (path, pid))
         p = prove_live(row["requirements"], row["python"], row.get("arch", "x86_64"), timeout=timeout)
         if log:
             log("%s %s" % (pid, p["status"] if p["status"] != "unproven" else "unproven: %s" % p.get("reason")))

@@ -273,3 +273,20 @@ def test_a_sticky_shared_dir_still_takes_a_new_report(pyz, tmp_path):
     p = pf(pyz, "check", "--stage", "host", "-q", "--json", os.path.join(shared, "report.json"))
     assert p.returncode in (0, 1), p.stderr
     assert os.lstat(os.path.join(shared, "report.json")).st_uid == 0
+
+
+@pytest.mark.fault("HANG")
+def test_another_users_fifo_is_refused_even_when_shared_output_is_allowed(pyz, tmp_path):
+    """rev-attack finding 2: root writing a report into a user's directory on purpose
+    (--allow-shared-output) blocked forever on the user's FIFO at that name."""
+    from seckit import as_nobody, need_root, one_line_error, pf, reachable
+
+    need_root()
+    reachable(str(tmp_path))
+    d = str(tmp_path / "theirs")
+    os.makedirs(d)
+    os.chmod(d, 0o777)
+    as_nobody("mkfifo", os.path.join(d, "r.json"))
+    p = pf(pyz, "check", "--stage", "host", "-q", "--json", os.path.join(d, "r.json"), "--allow-shared-output",
+           timeout=60)
+    assert one_line_error(p) and "not a regular file" in p.stderr, p.stderr
