@@ -92,6 +92,32 @@ def backend_fix(ctx: Context, version: str, backend: str, then: str = "") -> str
     return "%s%s" % (command(["pip", "install", "verl[%s]==%s" % (extra, version)]), then)
 
 
+def verl_install(ctx: Context, version: str, spec: Optional[str] = None) -> str:
+    """The command that installs verl ``version`` for this run (``spec``, default
+    :func:`verl_pip_spec`: ``pip install 'verl[vllm]==V'``), or, when this run's backend has no
+    stack that installs (:func:`backend_problem`), :func:`backend_fix`'s why and where to look."""
+    b = None if ctx.options.backend == "none" else ctx.backend()[0]
+    if b and backend_problem(ctx, version, b):
+        return backend_fix(ctx, version, b)
+    return command(["pip", "install", spec or verl_pip_spec(ctx, version)])
+
+
+def resolved_torch(ctx: Context, version: str) -> Optional[str]:
+    """The torch release the resolver behind ``preflight resolve`` picks for verl ``version`` and
+    this run's backend on the target's Python ("2.9.0"), or None when it finds no stack: a fix
+    names the torch that ``resolve``, ``spec`` and ``install`` would."""
+    try:
+        from ..resolve import resolve
+
+        info = ctx.target() or {}
+        py = ".".join(str(x) for x in (info.get("version") or [])[:2]) or None
+        b = "none" if ctx.options.backend == "none" else ctx.backend()[0]
+        res = resolve(ctx.matrix, version, backend=b, python=py, _options=False)
+    except Exception:  # a hint only: the pins below give the fix
+        return None
+    return res.torch if res.ok and res.torch else None
+
+
 def sglang_alternative(ctx: Context, version: str) -> str:
     """``" (for an SGLang rollout: 'verl[sglang]==V')"`` when :func:`verl_pip_spec` chose vLLM only
     because no backend is known and the resolver finds an SGLang stack for ``version``, else ""."""
@@ -190,8 +216,8 @@ def verl(ctx: Context) -> CheckResult:
             return failed("verl %s is not a release the matrix knows" % ctx.options.verl,
                           "pass one of: %s" % ", ".join(ctx.matrix.verl_versions()), ev)
         return failed("verl is not installed in %s; checking against verl %s" % (ctx.options.python, v),
-                      "pip install '%s'%s, or let verl-preflight build a checked environment for this machine: %s" % (
-                          verl_pip_spec(ctx, v), sglang_alternative(ctx, v), install_hint(ctx, v)), ev)
+                      "%s%s, or let verl-preflight build a checked environment for this machine: %s" % (
+                          verl_install(ctx, v), sglang_alternative(ctx, v), install_hint(ctx, v)), ev)
     ev["location"] = d.location
     if row is None:
         near = ctx.matrix.nearest_verl(v)
@@ -220,9 +246,11 @@ def torch(ctx: Context) -> CheckResult:
     if verl_v is None and d is not None:
         return skipped("torch %s not checked: the verl release is unknown" % d.version, ["packages.verl"], ev)
     if d is None:
-        want = "torch%s" % pinned[0] if len(pinned) == 1 else "torch"
-        return failed("torch is not installed", "pip install '%s' (or let pip resolve it with verl: pip install "
-                      "'%s')" % (want, verl_pip_spec(ctx, verl_v)), ev)
+        chosen = resolved_torch(ctx, verl_v or "")
+        want = "torch==%s" % chosen if chosen else "torch%s" % pinned[0] if len(pinned) == 1 else "torch"
+        also = "" if ctx.options.backend == "none" or not pins else \
+            " (or let pip resolve it with verl: %s)" % verl_install(ctx, verl_v or "")
+        return failed("torch is not installed", "%s%s" % (command(["pip", "install", want]), also), ev)
     ev["torch"] = d.version
     variant, why = ctx.matrix.torch_build(d.version)
     ev.update(build=variant, build_from=why)
@@ -238,8 +266,10 @@ def torch(ctx: Context) -> CheckResult:
     if mismatch and len(mismatch) == len(pins):
         want = pinned[0] if len(pinned) == 1 else " or ".join(pinned)
         msg = "torch %s, but verl %s's backend extras pin torch%s" % (d.version, verl_v, want)
-        fix = "pip install 'torch%s' with the torchvision/torchaudio that match it (or let pip resolve " \
-              "'%s')" % (want, verl_pip_spec(ctx, verl_v))
+        chosen = resolved_torch(ctx, verl_v or "")
+        fix = "%s with the torchvision/torchaudio that match it (or let pip resolve it with verl: %s)" % (
+            command(["pip", "install", "torch==%s" % chosen if chosen else "torch%s" % want]),
+            verl_install(ctx, verl_v or ""))
         if bextra and bextra in mismatch:
             return failed(msg + " (the %s extra you use)" % bextra, fix, ev)
         return warned(msg + "; verl is tested with that torch", fix, ev)
@@ -461,7 +491,7 @@ def verl_reqs(ctx: Context) -> CheckResult:
         if wrong:
             parts.append("wrong versions: %s" % "; ".join(wrong[:6]))
         hint = "[%s]" % ",".join(applied) if applied else ""
-        fix = "pip install 'verl%s==%s'" % (hint, verl_v)
+        fix = verl_install(ctx, verl_v, "verl%s==%s" % (hint, verl_v))
         if core and missing and core in applied and ctx.installed("verl") is not None:
             fix += " (verl installed without extras lacks the %s extra, which the trainer imports need)" % core
         return failed("verl %s requirements%s not met: %s" % (verl_v, " with extras " + ",".join(applied) if applied

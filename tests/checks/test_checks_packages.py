@@ -245,3 +245,17 @@ def test_missing_torchvision_fix_does_not_pair_with_a_torch_that_must_go(ctx_fac
     ok = ctx_factory(dists=[("verl", v), ("torch", "2.11.0"), vllm_dist(matrix, "0.24.0")])
     fix = rows(ok, ["packages"])["packages.torch-family.torchvision"].fix
     assert "from the same index and build as torch 2.11.0" in fix
+
+
+def test_the_torch_fix_names_the_torch_resolve_spec_and_install_would(ctx_factory, matrix):
+    """One stack everywhere (new-user review): check's torch fix for verl 0.7.0 named torch 2.9.1 (one
+    extra's pin) while resolve/spec/install give 2.9.0 (vLLM 0.11.2's own pin)."""
+    from preflight.resolve import resolve
+
+    for backend in (None, "none"):
+        want = resolve(matrix, "0.7.0", backend=backend, python="3.11").torch
+        ctx = ctx_factory(dists=[("verl", "0.7.0")], backend=backend)
+        r = rows(ctx, ["packages"])["packages.torch"]
+        assert r.status == Status.FAIL and ("torch==%s" % want) in r.fix, (backend, want, r.fix)
+        if backend == "none":  # verl 0.7.0's core pins no torch: no "let pip resolve it with verl"
+            assert "resolve it with verl" not in r.fix
