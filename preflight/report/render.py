@@ -76,10 +76,13 @@ def redact_report(report: Report) -> Report:
 
 def print_safe(text: str, file: Optional[TextIO] = None) -> None:
     """Print one line of a command's own output for people (a summary, a progress note) the way
-    every report is printed: redacted (:func:`preflight.redact.redact_text`) and with control
-    characters escaped (:func:`escape_controls`). ``file``: default stdout."""
+    every report is printed: redacted (:func:`preflight.redact.redact_text`), every ``preflight
+    <command>`` in it spelled as this tool was run (:func:`preflight.report.invocation.localise_commands`)
+    and with control characters escaped (:func:`escape_controls`). ``file``: default stdout."""
+    from .invocation import localise_commands
 
-    print(escape_controls(redact_text(text)), file=file if file is not None else sys.stdout, flush=True)
+    print(escape_controls(localise_commands(redact_text(text)) or ""), file=file if file is not None else sys.stdout,
+          flush=True)
 
 
 def _plain_width() -> int:

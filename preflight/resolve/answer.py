@@ -53,12 +53,12 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
         if gpu_row is None:
             raise ResolveError("--gpu %s: unknown GPU name; pass its compute capability instead, e.g. --cc 9.0 "
                                "(nvidia-smi --query-gpu=compute_cap --format=csv)" % gpu)
-    cc = parse_cc(cc) if cc else None
+    typed, cc = cc, parse_cc(cc) if cc else None
     known = mx.compute_capabilities()
     if cc and known and cc not in known:  # a typo (99.9, 8.5) resolves nothing real
         raise ResolveError("--cc %s: no NVIDIA GPU has compute capability %s (those shipped: %s); pass the GPU's "
                            "own, e.g. 9.0 for H100/H200 (nvidia-smi --query-gpu=compute_cap --format=csv), or "
-                           "--gpu NAME" % (cc, cc, ", ".join(known)))
+                           "--gpu NAME" % (typed, cc, ", ".join(known)))
     if gpu_row is not None:
         if cc and cc != str(gpu_row["cc"]):
             raise ResolveError("--gpu %s has compute capability %s but --cc %s was given; pass one of them"

@@ -239,7 +239,7 @@ def test_prefer_python_is_a_preference(matrix):
     ({"verl": "0.9.1", "gpu": "Mystery GPU"}, "--gpu Mystery GPU: unknown GPU name"),
     ({"verl": "0.9.1", "cc": "nine"}, "--cc nine: not a compute capability"),
     ({"verl": "0.9.1", "cc": "99.9"}, "--cc 99.9: no NVIDIA GPU has compute capability 99.9"),
-    ({"verl": "0.9.1", "cc": "sm_85"}, "--cc 8.5: no NVIDIA GPU has compute capability 8.5"),
+    ({"verl": "0.9.1", "cc": "sm_85"}, "--cc sm_85: no NVIDIA GPU has compute capability 8.5"),
     ({"verl": "0.9.1", "python": "2.7"}, "--python 2.7: Python 2 runs no verl release"),
     ({"verl": "0.9.1", "python": "three"}, "--python three: not a CPython version"),
     ({"verl": "0.9.1", "gpu": "H100", "cc": "8.0"}, "--gpu H100 has compute capability 9.0 but --cc 8.0"),
