@@ -12,15 +12,57 @@ is given (``workdir``), and the command's ``TMPDIR`` (pip's own build directorie
 inside it.
 """
 
+import contextlib
 import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import time
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
-__all__ = ["run", "run_live"]
+__all__ = ["run", "run_live", "scratch"]
+
+#: The scratch directory's watcher (stdlib only): it waits for the end of its pipe, which comes
+#: when the checker closes it or dies (SIGKILL included), then removes the directory it was given.
+_WATCH = ("import os, shutil, sys\n"
+          "fd, d = int(sys.argv[1]), sys.argv[2]\n"
+          "try:\n    while os.read(fd, 1):\n        pass\nexcept OSError:\n    pass\n"
+          "shutil.rmtree(d, ignore_errors=True)\n")
+
+
+@contextlib.contextmanager
+def scratch(prefix: str = "preflight-") -> Iterator[str]:
+    """A private directory (``tempfile.mkdtemp``, mode 0700) for a command's files between its
+    children (pip's requirement files, reports), removed at the end of the ``with`` block, and also
+    when the checker is killed between two children, where no supervisor is running: a watcher
+    process in a session of its own holds the reading end of a pipe and removes the directory when
+    the pipe ends. Its argv holds only the descriptor number and the directory this made."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    r, w = os.pipe()
+    watcher = None
+    try:
+        try:
+            watcher = subprocess.Popen([sys.executable or "python3", "-I", "-S", "-c", _WATCH, str(r), d],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, pass_fds=(r,), cwd=d, start_new_session=True)
+        except OSError:
+            watcher = None  # no watcher: the directory is still removed below on every orderly end
+        os.close(r)
+        r = -1
+        yield d
+    finally:
+        if r >= 0:
+            os.close(r)
+        shutil.rmtree(d, ignore_errors=True)
+        os.close(w)  # the watcher wakes, finds nothing left, exits
+        if watcher is not None:
+            try:
+                watcher.wait(10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - it only removes a directory
+                watcher.kill()
+                watcher.wait()
 
 
 def _fd_of(target: Any, name: str, opened: list) -> Any:

@@ -6,6 +6,7 @@ never answers."""
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -15,6 +16,8 @@ import pytest
 from faultkit import survivors, wait_gone, wait_running
 
 from preflight.probes import child
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 HANG = pytest.mark.fault("HANG")
 
@@ -142,3 +145,32 @@ def test_run_is_a_drop_in_for_subprocess_run(tmp_path):
                     text=True, workdir=str(tmp_path))
     assert got.stdout.strip().startswith(str(tmp_path))  # pip's own temporary files go where they are removed
     assert os.listdir(str(tmp_path)) == []
+
+
+@HANG
+@pytest.mark.parametrize("how", ["SIGKILL", "exit"])
+def test_a_scratch_directory_goes_when_the_checker_dies_between_children(tmp_path, how):
+    """probes/child.scratch: the checker killed (or exiting without cleaning up) while it holds a
+    scratch directory and no child runs: the watcher removes it; an orderly end leaves nothing
+    either (the [wheelhouse] case above, where a kill between two pip runs left it)."""
+    code = ("import os, sys, time\nsys.path.insert(0, %r)\nfrom preflight.probes import child\n"
+            "cm = child.scratch('preflight-t-')\nd = cm.__enter__()\nopen(os.path.join(d, 'req.txt'), 'w').write('x')\n"
+            "print(d, flush=True)\n" % ROOT) + ("time.sleep(60)\n" if how == "SIGKILL" else "os._exit(0)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, universal_newlines=True,
+                            start_new_session=True)
+    d = proc.stdout.readline().strip()
+    assert d and os.path.isdir(d)
+    if how == "SIGKILL":
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole group: the watcher is in a session of its own
+    proc.wait(30)
+    deadline = time.monotonic() + 10
+    while os.path.exists(d) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(d)
+
+
+def test_a_scratch_directory_is_removed_at_the_end_of_its_block():
+    with child.scratch("preflight-t-") as d:
+        open(os.path.join(d, "f"), "w").write("x")
+        assert os.path.isdir(d) and stat.S_IMODE(os.stat(d).st_mode) == 0o700
+    assert not os.path.exists(d)

@@ -4,7 +4,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ... import __version__
@@ -14,6 +13,7 @@ from ...paths import file_problem
 from .files import MANIFEST, SERVED_LOCK, Say, copy_file, place_file, sha256_of, write_text
 from .ownership import is_ours, owned_files, refuse_theirs
 from .pins import LockEntry, installed_versions, plan, read_lock
+from ...probes import child
 from .pip import choose_files, pip_error, req_lines, run_pip, target_args, this_machine_matches
 
 #: Platform tags a Linux x86_64 target accepts by default: manylinux glibc 2.17 .. 2.39 (a pip
@@ -79,7 +79,7 @@ def _fetch(keep: Sequence[LockEntry], python: str, platforms: Sequence[str], cac
     """(the file pip picks for each pin on the target, {pin: wheel built here from its source
     distribution}), with the wheels downloaded into ``files_dir``. Raises UsageError (nothing
     downloaded) for a pin with no file, or sdist-only pins this machine cannot build for the target."""
-    with tempfile.TemporaryDirectory(prefix="preflight-wheelhouse-") as tmp:
+    with child.scratch("preflight-wheelhouse-") as tmp:
         say("asking pip which file each pin takes on CPython %s (%s ...), metadata only" % (python, platforms[0]))
         chosen = choose_files(keep, python, platforms, tmp, timeout)
         missing = [e for e in keep if e.key not in chosen]
