@@ -200,7 +200,9 @@ def main():
     ap.add_argument("--python", required=True)
     ap.add_argument("--ref", required=True, help="the tag of verl_example_launches.json (v0.6.1, HEAD...)")
     ap.add_argument("--release", help="the installed release (default: from the ref)")
-    ap.add_argument("--inputs", required=True, help="JSON {model, train, test} (tests/verl_fixtures.py)")
+    ap.add_argument("--inputs", required=True, help="JSON {model, train, test} (tests/verl_fixtures.py tiny_inputs); "
+                    "the train file needs at least as many rows as the examples' largest data.train_batch_size "
+                    "(e.g. 4096), or verl refuses them with an empty train dataloader")
     ap.add_argument("--limit", type=int)
     ap.add_argument("--json")
     ap.add_argument("--repo", help="verl's git directory (the fetch mirror): files the scripts name from the "
