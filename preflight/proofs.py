@@ -43,10 +43,12 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .pip_output import RESOLVER_REFUSALS, failure_facts, refused_by_resolver, short_error  # noqa: F401
 from .proof_sdists import PYPI, build_needs, judge_file, judge_sdists, sdist_only, split_requirement  # noqa: F401
 
 __all__ = ["proof_id", "proof_requirements", "platform_tags", "load_index", "lookup", "NOT_PROVABLE", "pip_command",
-           "prove_live", "build_needs", "PYPI", "torch_index_reason", "reprove", "changes", "short_error"]
+           "prove_live", "build_needs", "PYPI", "torch_index_reason", "short_error", "failure_facts",
+           "refused_by_resolver"]
 
 #: The index every proof is made against (pip's default; download.pytorch.org is not reachable here).
 
@@ -267,66 +269,6 @@ def _clean_env() -> Dict[str, str]:
         if k.startswith("PIP_") and k != "PIP_CONFIG_FILE":
             env.pop(k)
     return env
-
-
-def failure_facts(lines: Sequence[str]) -> Tuple[str, List[str]]:
-    """(pip's explanation, one line; the packages it found no matching distribution for) from
-    pip's output ``lines``."""
-    why: List[str] = []
-    for i, line in enumerate(lines):
-        if "The conflict is caused by" in line:
-            why = [x.strip() for x in lines[i:i + 12] if x.strip() and not x.startswith("To fix")]
-            break
-    errs = [x.strip() for x in lines if x.startswith(("ERROR", "error:")) or x.lstrip().startswith("\u00d7")]
-    text = short_error(" ".join(why + errs))[-1500:]
-    names = set(re.findall(r"No matching distribution found for ([A-Za-z0-9_.\-]+(?:[<>=!~]=?[^\s;]+)?)", text))
-    # a conflict whose every candidate "depends on X" with no version: X has no usable distribution
-    deps = re.findall(r"depends on ([A-Za-z0-9_.\-]+)(?=\s|$)", " ".join(why))
-    names |= {d for d in deps if deps.count(d) >= 1 and not re.search(r"depends on %s\s*[<>=!~]" % re.escape(d),
-                                                                        " ".join(why))}
-    return text, sorted(names)
-
-
-_IGNORED = re.compile(r"(?:ERROR: Ignored the following versions that require a different python version: )?"
-                      r"((?:[\w.+!-]+ Requires-Python [^;]*?; )*[\w.+!-]+ Requires-Python [^;]*?)(?= ERROR:|\s*$)")
-
-
-def short_error(text: str) -> str:
-    """pip's refusal ``text`` with its list of every version "that require[s] a different python
-    version" (hundreds of ``X Requires-Python >=3.10``; recorded rows hold its tail) cut to how
-    many there were and the last one: "pip ignored 212 versions that require a different Python
-    (the last: 9.1.0 Requires-Python >=3.11)"."""
-    def one(m: Any) -> str:
-        items = m.group(1).split("; ")
-        return "pip ignored %d%s versions that require a different Python (the last: %s)" % (
-            len(items), "" if m.group(0).startswith("ERROR") else "+", items[-1].strip())
-    return _IGNORED.sub(one, text or "")
-
-
-#: What pip prints when its resolver refuses a set, and the refusal's name: no candidate for a
-#: requirement, a conflict (ResolutionImpossible), Requires-Python, or the resolver giving up
-#: after its round limit (ResolutionTooDeep: pip's "resolution-too-deep" error, so ``pip install``
-#: of the line fails the same way).
-RESOLVER_REFUSALS = (("resolution-too-deep", "ResolutionTooDeep"),
-                     ("Dependency resolution exceeded maximum depth", "ResolutionTooDeep"),
-                     ("ResolutionImpossible", "ResolutionImpossible"),
-                     ("The conflict is caused by", "ResolutionImpossible"),
-                     ("No matching distribution found", "no matching distribution"),
-                     ("Could not find a version that satisfies", "no matching distribution"),
-                     ("requires a different Python", "requires a different Python"))
-
-
-def refused_by_resolver(lines: Sequence[str], names: Sequence[str] = ()) -> str:
-    """How pip's resolver refused the set in pip's output ``lines`` ("ResolutionTooDeep",
-    "ResolutionImpossible", "no matching distribution", "requires a different Python"; the set
-    "does not install"), or "" when pip stopped for another reason (its own crash, "No space left
-    on device", a killed process), which proves nothing about the set. ``names``: packages pip
-    found no distribution for (a refusal even without pip's wording)."""
-    text = "\n".join(lines)
-    for words, name in RESOLVER_REFUSALS:
-        if words in text:
-            return name
-    return "no matching distribution" if names else ""
 
 
 def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", extra_index_urls: Sequence[str] = (),
@@ -708,62 +650,3 @@ def _failed(base: Dict[str, Any], lines: List[str], code: int, index_url: str, i
     return dict(base, status="failed", error=text or "pip exited %d" % code, no_wheel=names,
                 refusal=refusal, source_builds=sdist, build_needs={n: build_needs(n) for n in sdist},
                 installed={}, output_tail="\n".join(lines[-40:]))
-
-
-def changes(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
-    """One line per proof id whose status or resolved set differs between two proof indexes
-    (``{"id": row}``): ``ID py3.12 x86_64: proven -> failed`` or ``ID: -old==1 +new==2``."""
-    out = []
-    for pid in sorted(set(old) | set(new)):
-        a, b = old.get(pid) or {}, new.get(pid) or {}
-        if a.get("status") != b.get("status"):
-            out.append("%s py%s %s: %s -> %s" % (pid, b.get("python") or a.get("python"), b.get("arch") or a.get(
-                "arch") or "x86_64", a.get("status", "absent"), b.get("status", "absent")))
-        elif a.get("installed") != b.get("installed"):
-            sa, sb = set(a.get("installed") or []), set(b.get("installed") or [])
-            out.append("%s: -%s +%s" % (pid, " ".join(sorted(sa - sb)[:6]), " ".join(sorted(sb - sa)[:6])))
-    return out
-
-
-def reprove(directory: str, write: bool = True, timeout: float = 600.0, log: Any = None) -> List[str]:
-    """Re-prove every proof recorded in ``directory``/proofs.json live (:func:`prove_live`, one
-    at a time) and return :func:`changes` between the recorded and the new answers; ``write``
-    replaces the index (proofs the index could not answer now are kept as they were). ``log``: a
-    callable given one line per proof."""
-    from .errors import UsageError
-    from .paths import loads_json, read_regular
-
-    path = os.path.join(directory, "proofs.json")
-    try:  # a regular file, no stranger's link to what they could not read, no FIFO (never blocks)
-        idx = loads_json(read_regular(path, 64 << 20), path)
-    except (OSError, ValueError) as exc:
-        raise UsageError("%s: %s; pass a directory holding the proofs.json that tools/record_proofs.py wrote" % (
-            path, getattr(exc, "strerror", None) or exc))
-    if not isinstance(idx, dict) or not isinstance(idx.get("proofs") or {}, dict):
-        raise UsageError("%s: not a proofs index (a JSON object with a \"proofs\" object); pass the proofs.json "
-                         "that tools/record_proofs.py wrote" % path)
-    old = idx.get("proofs") or {}
-    new = dict(old)
-    for pid, row in sorted(old.items()):
-        if not isinstance(row, dict) or not isinstance(row.get("requirements"), list) or \
-                not isinstance(row.get("python"), str):
-            raise UsageError("%s: proof %s has no requirements list and python; pass the proofs.json that "
-                             "tools/record_proofs.py wrote" % (path, pid))
-        p = prove_live(row["requirements"], row["python"], row.get("arch", "x86_64"), timeout=timeout)
-        if log:
-            log("%s %s" % (pid, p["status"] if p["status"] != "unproven" else "unproven: %s" % p.get("reason")))
-        if p["status"] == "unproven":
-            continue
-        keep = {k: p.get(k) for k in ("requirements", "python", "arch", "status", "pip", "index", "resolver", "glibc",
-                                      "platform_tags", "date", "error", "no_wheel", "source_builds", "build_needs", "refusal",
-                                      "metadata", "markers", "native", "sdist_purity") if p.get(k) is not None}
-        keep["installed"] = sorted("%s==%s" % kv for kv in (p.get("installed") or {}).items())
-        keep["file"] = row.get("file")
-        new[pid] = keep
-    out = changes(old, new)
-    if write and out:
-        from .atomic import write_atomic
-
-        idx["proofs"] = new
-        write_atomic(path, json.dumps(idx, indent=1, sort_keys=True) + "\n")
-    return out

@@ -55,7 +55,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from preflight import proofs  # noqa: E402
+from preflight import proof_refresh, proofs  # noqa: E402
 from preflight.matrix import load  # noqa: E402
 from preflight.resolve import ResolveError, resolve  # noqa: E402
 
@@ -308,7 +308,7 @@ def main(argv=None) -> int:
 
     with ThreadPoolExecutor(max_workers=max(1, min(a.jobs, 2))) as ex:
         list(ex.map(one, pending))
-    for line in proofs.changes(before, idx["proofs"]):
+    for line in proof_refresh.changes(before, idx["proofs"]):
         print("changed:", line)
     return 0
 

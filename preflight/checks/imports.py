@@ -196,7 +196,7 @@ def _not_installed(ctx: Context, dist: str, cause: str):
     its own: a stage selection must not turn a missing torch or verl into a READY verdict."""
     if cause in ctx.results:
         return skipped("%s is not installed (%s)" % (dist, cause), [cause])
-    from .packages import install_hint, sglang_alternative, verl_install
+    from .install_fix import install_hint, sglang_alternative, verl_install
 
     v = ctx.verl_release()[0]
     how = ("%s%s, or %s" % (verl_install(ctx, v), sglang_alternative(ctx, v), install_hint(ctx, v)) if v

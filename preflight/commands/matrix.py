@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError("--dir %s: %s; pass a directory you can write, or --dry-run to see the diff only" % (
                     args.dir, why or "cannot write %s" % ", ".join(ro)))
         if getattr(args, "proofs", False):
-            from ..proofs import reprove
+            from ..proof_refresh import reprove
 
             changed = reprove(args.dir, write=not args.dry_run, log=lambda s: print_safe(s, file=sys.stderr))
             for line in changed:

@@ -23,7 +23,7 @@ from packaging.requirements import Requirement
 
 from envs import real_env
 from loopback_http import serve
-from preflight import marker_env, proofs
+from preflight import marker_env, proof_refresh, proofs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "data", "marker_env", "0.4.0-vllm-py3.9.json")
@@ -201,13 +201,13 @@ def test_the_launcher_argv_is_the_fixed_loader_and_a_silent_launcher_proves_noth
 
 
 def test_a_reproven_row_keeps_the_environment_its_markers_were_evaluated_in(tmp_path, monkeypatch):
-    # matrix refresh (proofs.reprove) rewrites rows from live proofs: a row proven with the target's
+    # matrix refresh (proof_refresh.reprove) rewrites rows from live proofs: a row proven with the target's
     # environment given to pip must stay valid for that target (markers_problem reads "markers")
     row = {"requirements": ["six"], "python": "3.14", "arch": "aarch64", "status": "failed", "installed": []}
     (tmp_path / "proofs.json").write_text(json.dumps({"proofs": {"x": row}}))
     live = dict(row, status="proven", installed={"six": "1.17.0"}, pip="26.1.2",
                 markers=marker_env.describe(marker_env.target_environment("3.14", "aarch64"), "26.1.2"))
     monkeypatch.setattr(proofs, "prove_live", lambda *a, **k: live)
-    assert proofs.reprove(str(tmp_path)) == ["x py3.14 aarch64: failed -> proven"]
+    assert proof_refresh.reprove(str(tmp_path)) == ["x py3.14 aarch64: failed -> proven"]
     new = json.loads((tmp_path / "proofs.json").read_text())["proofs"]["x"]
     assert new["markers"] == live["markers"] and proofs.markers_problem(new, "3.14", "aarch64") is None
