@@ -86,9 +86,16 @@ class Report:
     def headline(self) -> str:
         """The verdict as every format words it for people: ``READY``/``NOT READY`` for a machine
         or a cluster; ``OK``/``WOULD FAIL`` for a launch, its data or its rehearsal
-        (:data:`LAUNCH_COMMANDS`); ``NO ERROR FOUND``/``ERRORS FOUND`` for a log ``explain`` read."""
+        (:data:`LAUNCH_COMMANDS`); ``NO ERROR FOUND``/``ERRORS FOUND`` for a log ``explain`` read;
+        for ``resolve``, ``READY`` only when pip's resolver proved the install line (its
+        ``resolve.proof`` row passed), else ``READY, INSTALL LINE UNPROVEN``: no format says a stack
+        works without a proof."""
         if self.command == "explain":  # a log of a run that has already ended
             return "NO ERROR FOUND" if self.ready else "ERRORS FOUND"
+        if self.command == "resolve" and self.ready:
+            proof = [r for r in self.results if r.id == "resolve.proof"]
+            if not proof or proof[0].status.value != "pass":
+                return "READY, INSTALL LINE UNPROVEN"
         if self.command in LAUNCH_COMMANDS:
             return "OK" if self.ready else "WOULD FAIL"
         return "READY" if self.ready else "NOT READY"
