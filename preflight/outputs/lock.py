@@ -160,7 +160,10 @@ def _uv_lock(uv: str, requirements: Sequence[str], python: str, index_url: Optio
         req_in, out = os.path.join(tmp, "requirements.in"), os.path.join(tmp, "pylock.toml")
         write_new(req_in, "\n".join(requirements) + "\n")
         cmd = [uv, "pip", "compile", "--quiet", "--generate-hashes", "--format", "pylock.toml",
-               "--python-version", python, "--python-platform", UV_PLATFORM, "--only-binary", ":all:",
+               # sdists allowed where no wheel exists, as pip's own lock: binary-only, uv backtracked from
+               # omegaconf 2.3 (its antlr4 runtime is an sdist) to omegaconf 1.4.1 and hydra-core 0.11,
+               # which verl's trainer cannot import
+               "--python-version", python, "--python-platform", UV_PLATFORM,
                "--index-strategy", "unsafe-best-match", "--no-header", "-o", out]
         conf = pip_settings()
         if index_url:
@@ -199,7 +202,7 @@ def _uv_lock(uv: str, requirements: Sequence[str], python: str, index_url: Optio
                            arts[0].get("size") if arts else None))
     pkgs.sort(key=lambda p: p.name.lower())
     return LockResult(pkgs, index_url, list(extra_index_urls), python,
-                      "uv pip compile for Python %s, %s (wheels only)" % (python, UV_PLATFORM))
+                      "uv pip compile for Python %s, %s (an sdist only where no wheel exists)" % (python, UV_PLATFORM))
 
 
 def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[str] = None,
