@@ -123,7 +123,7 @@ def test_interrupting_the_checker_kills_its_probes(pyz, envs, sig):
                              "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             universal_newlines=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # not inherited ignored
-    deadline = time.time() + 30
+    deadline = time.time() + 90  # on a loaded machine the checker may take long to reach its probes
     # the checker's own command line names the venv too: wait for a probe, not for the checker
     while time.time() < deadline and not _procs_running(venv, exclude=(proc.pid,)):
         time.sleep(0.2)
