@@ -272,11 +272,9 @@ def _clean_env() -> Dict[str, str]:
 
 
 def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", extra_index_urls: Sequence[str] = (),
-               timeout: float = 120.0, pip_python: Optional[str] = None, index_url: str = PYPI,
-               metadata_index: bool = True, cache_dir: Optional[str] = None, page_ttl: float = 600.0,
-               native_python: Optional[str] = None, give_markers: bool = True,
-               full_version: Optional[str] = None) -> Dict[str, Any]:
-    """:func:`_prove_live` (which documents every argument and the row), with pip run by default
+               timeout: float = 120.0, pip_python: Optional[str] = None, give_markers: bool = True,
+               **more: Any) -> Dict[str, Any]:
+    """:func:`_prove_live` (which documents every argument, ``more`` included, and the row), with pip run by default
     under a CPython ``python`` of this machine when there is one on PATH (``pythonX.Y``, with
     pip >= 22.2) and this machine is ``arch``, else this interpreter.
 
@@ -292,8 +290,8 @@ def prove_live(requirements: Sequence[str], python: str, arch: str = "x86_64", e
         ver = _pip_version(pip_python, min(30.0, timeout)) if pip_python else None
         if pip_python and give_markers and (not ver or _vtuple(ver) < (22, 2)):
             pip_python = None  # its pip cannot prove: this interpreter's pip, given the target's markers
-    out = _prove_live(requirements, python, arch, extra_index_urls, timeout, pip_python, index_url, metadata_index,
-                      cache_dir, page_ttl, native_python, give_markers, full_version)
+    out = _prove_live(requirements, python, arch, extra_index_urls, timeout, pip_python, give_markers=give_markers,
+                      **more)
     why = markers_problem(out, python, arch) if out.get("markers") else None
     if why and out.get("status") in ("proven", "failed"):
         out.update(status="unproven", recorded_status=out["status"], reason=why)
