@@ -127,7 +127,6 @@ def nvml_env(spec):
                  "_f = fake_nvml.FakeNvml(**_s)\n"
                  "NVMLError = fake_nvml.NVMLError\n"
                  "def __getattr__(name):\n    return getattr(_f, name)\n" % os.path.join(ROOT, "tests"))
-    path = os.path.join(TMP, "nvml-%d.json" % len(os.listdir(TMP)))
     return {"PYTHONPATH": ROOT + os.pathsep + shim, "HANDED_FAKE_NVML": json.dumps(spec)}
 
 
@@ -351,16 +350,6 @@ def ray_py():
     return real_env("ray-cluster", ["ray==2.60.0", "torch==2.13.0"])
 
 
-def closed_port():
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def cluster_run(py, env, args, prefix=()):
     out = os.path.join(TMP, "cluster-%d.json" % time.monotonic_ns())
     p = subprocess.run(list(prefix) + [sys.executable, "-m", "preflight", "cluster", "--python", py, "--json", out]
@@ -374,7 +363,7 @@ def cluster_run(py, env, args, prefix=()):
 
 @case(16, "cluster", "real Ray env (ray-cluster test env); RAY_ADDRESS=127.0.0.1:<closed port>; cluster")
 def c16():
-    from raycluster import ray_env
+    from raycluster import closed_port, ray_env
 
     d = tempfile.mkdtemp(prefix="pfr-", dir="/tmp")
     env = dict(ray_env(d), RAY_ADDRESS="127.0.0.1:%d" % closed_port())
@@ -604,7 +593,6 @@ def c44():
     except ValueError:
         return None, False, "resolve crashed: " + (p.stdout + p.stderr)[-200:]
     rows = doc.get("results", [])
-    vllm = json.dumps(doc.get("stack") or doc.get("resolve") or {})
     r = judge(rows, ["async", "vllm.v1.engine.utils|CoreEngineProcManager|0.10|0.6.1"], ["0.10|0.6.1"],
               ("fail", "warn"), fix_in_message=True)
     return r

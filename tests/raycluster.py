@@ -12,11 +12,21 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def closed_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (bound, then released): a dead Ray address."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def ray_env(tmpdir: str) -> dict:

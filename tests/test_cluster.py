@@ -13,7 +13,7 @@ import time
 
 import pytest
 from envs import real_env
-from raycluster import RayCluster, ray_env
+from raycluster import RayCluster, closed_port, ray_env
 
 RAY = ["ray==2.60.0", "torch==2.13.0"]
 pytestmark = pytest.mark.realenv
@@ -289,16 +289,8 @@ def test_node_killed_mid_check(pyz, ray_py, cluster):
     assert all("%s.host.os" % n["label"] in rows(doc) for n in others)
 
 
-def _closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_dead_ray_address(pyz, ray_py, tmp_path):
-    env = dict(ray_env(str(tmp_path)), RAY_ADDRESS="127.0.0.1:%d" % _closed_port())
+    env = dict(ray_env(str(tmp_path)), RAY_ADDRESS="127.0.0.1:%d" % closed_port())
     rc, doc, dt, _text = cluster_cmd(pyz, ray_py, env)
     row = rows(doc)["cluster.attach"]
     assert rc == 1 and row["status"] == "fail"
@@ -310,7 +302,7 @@ def test_dead_ray_address(pyz, ray_py, tmp_path):
 def test_stale_state_file(pyz, ray_py, tmp_path):
     env = ray_env(str(tmp_path))
     os.makedirs(str(tmp_path / "ray"))
-    dead = "127.0.0.1:%d" % _closed_port()
+    dead = "127.0.0.1:%d" % closed_port()
     (tmp_path / "ray" / "ray_current_cluster").write_text(dead)
     rc, doc, _dt, _text = cluster_cmd(pyz, ray_py, env)
     row = rows(doc)["cluster.attach"]
