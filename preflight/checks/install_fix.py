@@ -3,7 +3,7 @@ names the stack the resolver behind ``preflight resolve`` picks for this run's r
 Python, and a backend the resolver refuses is never offered as a ``pip install`` line. Every
 command is built by :func:`preflight.shell.command`."""
 
-from typing import Optional
+from typing import Any, Optional
 
 from ..shell import command, quote
 from .base import Context
@@ -29,21 +29,30 @@ def verl_pip_spec(ctx: Context, version: str) -> str:
     return "verl[vllm]==%s" % version
 
 
+def _resolution(ctx: Context, version: str, backend: Optional[str]) -> Any:
+    """The resolver's answer behind ``preflight resolve`` (:func:`preflight.resolve.resolve`, no
+    options searched) for verl ``version``, ``backend`` and the target's Python when known, once
+    per run (:meth:`Context.memo`: every install fix of every check asks it); None when the resolver
+    cannot say (a hint only: the fixes then fall back to the pins)."""
+    def run() -> Any:
+        try:
+            from ..resolve import resolve
+
+            info = ctx.target() or {}
+            py = ".".join(str(x) for x in (info.get("version") or [])[:2]) or None
+            return resolve(ctx.matrix, version, backend=backend, python=py, _options=False)
+        except Exception:
+            return None
+    return ctx.memo("install_fix.resolve:%s:%s" % (version, backend), run)
+
+
 def backend_problem(ctx: Context, version: str, backend: str) -> Optional[str]:
     """Why verl ``version`` with the rollout ``backend`` ("vllm", "sglang") has no stack that
-    installs, by the resolver behind ``preflight resolve`` (:func:`preflight.resolve.resolve`, for the
-    target's Python when known): its first problem ("verl 0.9.1 requires transformers==5.9.0 but
-    SGLang 0.5.12 requires transformers==5.6.0"); None when a stack resolves or the resolver cannot
-    say. A fix never names an install the resolver refuses."""
-    try:
-        from ..resolve import resolve
-
-        info = ctx.target() or {}
-        py = ".".join(str(x) for x in (info.get("version") or [])[:2]) or None
-        res = resolve(ctx.matrix, version, backend=backend, python=py, _options=False)
-    except Exception:  # a hint only: the fix stays as it was
-        return None
-    if res.ok:
+    installs, by the resolver (:func:`_resolution`): its first problem ("verl 0.9.1 requires
+    transformers==5.9.0 but SGLang 0.5.12 requires transformers==5.6.0"); None when a stack resolves
+    or the resolver cannot say. A fix never names an install the resolver refuses."""
+    res = _resolution(ctx, version, backend)
+    if res is None or res.ok:
         return None
     return (res.problems or ["no stack resolves"])[0]
 
@@ -72,19 +81,11 @@ def verl_install(ctx: Context, version: str, spec: Optional[str] = None) -> str:
 
 
 def resolved_torch(ctx: Context, version: str) -> Optional[str]:
-    """The torch release the resolver behind ``preflight resolve`` picks for verl ``version`` and
-    this run's backend on the target's Python ("2.9.0"), or None when it finds no stack: a fix
-    names the torch that ``resolve``, ``spec`` and ``install`` would."""
-    try:
-        from ..resolve import resolve
-
-        info = ctx.target() or {}
-        py = ".".join(str(x) for x in (info.get("version") or [])[:2]) or None
-        b = "none" if ctx.options.backend == "none" else ctx.backend()[0]
-        res = resolve(ctx.matrix, version, backend=b, python=py, _options=False)
-    except Exception:  # a hint only: the pins below give the fix
-        return None
-    return res.torch if res.ok and res.torch else None
+    """The torch release the resolver (:func:`_resolution`) picks for verl ``version`` and this
+    run's backend on the target's Python ("2.9.0"), or None when it finds no stack: a fix names the
+    torch that ``resolve``, ``spec`` and ``install`` would."""
+    res = _resolution(ctx, version, "none" if ctx.options.backend == "none" else ctx.backend()[0])
+    return res.torch if res is not None and res.ok and res.torch else None
 
 
 def sglang_alternative(ctx: Context, version: str) -> str:
