@@ -544,12 +544,12 @@ def _run_pip(base: Dict[str, Any], pip_python: str, ver: str, inside: List[str],
     front of it; natively with ``no_binary`` (:func:`pip_command`); the row of :func:`prove_live`."""
     import subprocess
 
-    from .probes import child
-    import tempfile
     import time
 
+    from .probes import child
+
     index_errors: List[str] = ix.errors if ix is not None else []
-    with tempfile.TemporaryDirectory(prefix="preflight-proof-") as tmp:
+    with child.scratch("preflight-proof-") as tmp:
         report = os.path.join(tmp, "report.json")
         cmd = pip_command(pip_python, inside, python, arch, report, int(ver.split(".")[0]),
                           None if ix is not None else index_url, no_binary=no_binary)

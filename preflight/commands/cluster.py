@@ -11,12 +11,12 @@ import dataclasses
 import os
 import re
 import sys
-import tempfile
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import __version__
 from ..errors import UsageError
+from ..probes import child
 from ..result import Status
 from ..stages import STAGE_NAMES
 from .argtypes import positive_int, positive_seconds
@@ -121,8 +121,6 @@ def _pyz(path: Optional[str], tmp: str) -> str:
         raise UsageError("cannot find the zipapp to send to the nodes; run this from preflight.pyz or pass --pyz")
     import subprocess
 
-    from ..probes import child
-
     out = os.path.join(tmp, "preflight.pyz")
     proc = child.run([sys.executable, tool, "-o", out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True)
@@ -224,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
     stream = console_stream(args)
     console = Console(file=stream, highlight=False) if stream is not None else None
     launch, launch_rows = _launch(args, python, mx)
-    with tempfile.TemporaryDirectory(prefix="preflight-cluster-") as tmp:
+    with child.scratch("preflight-cluster-") as tmp:
         pyz = _pyz(args.pyz, tmp)
         node_argv = ["check", "--stage", ",".join(stages), "--timeout", "%g" % args.timeout]
         if args.backend:

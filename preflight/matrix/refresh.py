@@ -131,7 +131,7 @@ def fetch_metadata(name: str, version: str, python: Optional[str] = None,
     Returns ``{"requires_python": str|None, "requires_dist": [str...], "source": str}``.
     Raises RefreshError when pip cannot read it.
     """
-    with tempfile.TemporaryDirectory() as tmp:
+    with child.scratch("preflight-refresh-") as tmp:
         report = os.path.join(tmp, "report.json")
         cmd = _pip(python or sys.executable) + [
             "install", "--dry-run", "--no-deps", "--ignore-installed", "--ignore-requires-python", "--quiet",

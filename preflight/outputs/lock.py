@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, cast
 
@@ -156,7 +155,7 @@ def _uv_lock(uv: str, requirements: Sequence[str], python: str, index_url: Optio
         import tomllib as toml  # Python >= 3.11
     except ImportError:  # pragma: no cover - 3.8-3.10
         import tomli as toml  # type: ignore[no-redef]
-    with tempfile.TemporaryDirectory() as tmp:
+    with child.scratch("preflight-lock-") as tmp:
         req_in, out = os.path.join(tmp, "requirements.in"), os.path.join(tmp, "pylock.toml")
         write_new(req_in, "\n".join(requirements) + "\n")
         cmd = [uv, "pip", "compile", "--quiet", "--generate-hashes", "--format", "pylock.toml",
@@ -237,7 +236,7 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
         interp = sys.executable
     plats = _PLATFORMS if cross else _host_platforms()
     settings = pip_settings(interp) if index_url is None or extra_index_urls else {}  # read once, used twice
-    with tempfile.TemporaryDirectory() as tmp, _metadata_index(index_url, settings, interp, python, plats) as ix:
+    with child.scratch("preflight-lock-") as tmp, _metadata_index(index_url, settings, interp, python, plats) as ix:
         report = os.path.join(tmp, "report.json")
         cmd = [interp, "-m", "pip", "--disable-pip-version-check", "install", "--dry-run", "--ignore-installed",
                "--quiet", "--report", report]

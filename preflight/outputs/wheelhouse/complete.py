@@ -3,7 +3,6 @@ requirement with its requirers from the wheels' metadata."""
 
 import json
 import os
-import tempfile
 import zipfile
 from typing import Any, Dict, Iterator, List, Set, Tuple
 
@@ -12,6 +11,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ...errors import UsageError
+from ...probes import child
 from .files import Say
 from .manifest import find_links, open_wheelhouse
 from .pip import outer_pip, pip_error, run_pip
@@ -122,7 +122,7 @@ def check_complete(path: str, python: str, say: Say = lambda s: None, timeout: f
     for row in missing:
         if row["name"] in omitted:
             row["omitted"] = omitted[row["name"]]["reason"]
-    with tempfile.TemporaryDirectory(prefix="preflight-whcheck-") as tmp:
+    with child.scratch("preflight-whcheck-") as tmp:
         req = os.path.join(tmp, "req.txt")
         from ...atomic import write_new
 
