@@ -142,6 +142,61 @@ def _hook_method(ref):
     setattr(owner, attr, w)
 
 
+class _OnImport(object):
+    """A meta-path finder that runs callbacks on a module right after it first executes, so a hook
+    on a module verl may never import (0.9's main_ppo_v0 for a V1 launch) costs nothing and is
+    still in place before verl's own code reads the module's names. The module keeps its own
+    loader once executed."""
+
+    def __init__(self):
+        self.waiting = {}
+
+    def when(self, name, fn):
+        """``fn(module)`` now when ``name`` is imported, else right after its first execution."""
+        mod = sys.modules.get(name)
+        if mod is not None:
+            fn(mod)
+            return
+        self.waiting.setdefault(name, []).append(fn)
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.waiting:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None) if finder is not self else None
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+        inner = spec.loader
+        if inner is None or not hasattr(inner, "exec_module"):
+            return spec
+        fns = self.waiting.pop(name)
+
+        class _After(object):
+            def create_module(self, spec_):
+                return inner.create_module(spec_)
+
+            def exec_module(self, module):
+                inner.exec_module(module)
+                module.__loader__ = inner
+                if getattr(module, "__spec__", None) is not None:
+                    module.__spec__.loader = inner
+                for fn in fns:
+                    fn(module)
+
+            def __getattr__(self, attr):
+                return getattr(inner, attr)
+        spec.loader = _After()
+        return spec
+
+
+_ON_IMPORT = _OnImport()
+
+
 def _version_key(v):
     out = []
     for part in str(v).split("."):
@@ -198,6 +253,18 @@ def _ray_stubs(ray):
     for n in ("init", "get", "wait", "put"):
         if hasattr(ray, n):
             setattr(ray, n, stop(n))
+
+
+def _stop_at(ref):
+    """Make ``module:Class.method`` (the release's first worker call) raise the stop marker."""
+    owner, attr = _resolve(ref)
+    if owner is None:
+        return
+    at = ref.partition(":")[2]
+
+    def _no_pool(self, *a, **k):
+        raise _Stop(at, "the first worker call: placement groups")
+    setattr(owner, attr, _no_pool)
 
 
 def _find_self(tb, attr):
@@ -487,26 +554,16 @@ def main():
         return
     while hasattr(fn, "__wrapped__"):  # 0.8: @deprecated around @hydra.main
         fn = fn.__wrapped__
+    # Hooks go on each module when verl imports it (at once for those the entry already imported):
+    # a module the launch never reaches is never imported for them
     names = list(spec.get("functions") or [])
     for name in [entry] + [m for m in spec.get("hook_modules") or [] if m != entry]:
-        m = sys.modules.get(name)
-        if m is None:
-            try:
-                m = importlib.import_module(name)
-            except Exception:
-                m = None
-        if m is not None:
-            _hook_module(m, names)
+        _ON_IMPORT.when(name, lambda m: _hook_module(m, names))
     for ref in spec.get("methods") or []:
-        _hook_method(ref)
+        _ON_IMPORT.when(ref.partition(":")[0], lambda _m, ref=ref: _hook_method(ref))
     stop_ref = spec.get("stop") or ""
-    owner, attr = _resolve(stop_ref)
-    if owner is not None:
-        at = stop_ref.partition(":")[2]
-
-        def _no_pool(self, *a, **k):
-            raise _Stop(at, "the first worker call: placement groups")
-        setattr(owner, attr, _no_pool)
+    if stop_ref:
+        _ON_IMPORT.when(stop_ref.partition(":")[0], lambda _m: _stop_at(stop_ref))
     state = {"runner": None}
 
     def dry_run_ppo(config, task_runner_class=None, *a, **k):
