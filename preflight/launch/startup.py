@@ -79,6 +79,12 @@ class Startup:
                 "import_seconds": self.import_seconds, "release_spec": self.release_spec, "ignored": self.ignored}
 
 
+#: Rows the dry start-up reads of the user's data: reward calls, ``__getitem__`` calls, prompts counted.
+FULL_ROWS = {"score_rows": 4, "item_rows": 2, "length_rows": 256}
+#: The same for a sweep of many launches (differential, examples): enough to exercise each path.
+SWEEP_ROWS = {"score_rows": 2, "item_rows": 1, "length_rows": 32}
+
+
 def run_startup(python: str, overrides: Sequence[str], config_name: str = "ppo_trainer",
                 config_dir: Optional[str] = None, entry: Optional[str] = None, timeout: float = 120.0,
                 env: Optional[Dict[str, str]] = None) -> Startup:
@@ -91,9 +97,8 @@ def run_startup(python: str, overrides: Sequence[str], config_name: str = "ppo_t
     """
     from ..probes.process import run_script
 
-    args = {"entry": entry, "config_name": config_name or "ppo_trainer", "releases": _releases(),
-            "config_dir": config_dir, "overrides": list(overrides), "score_rows": 4, "item_rows": 2,
-            "length_rows": 256}
+    args = dict(FULL_ROWS, entry=entry, config_name=config_name or "ppo_trainer", releases=_releases(),
+                config_dir=config_dir, overrides=list(overrides))
     out = run_script(python, "verl_startup", args, timeout=timeout, env=env)
     st = parse_events(out.events)
     st.seconds = out.duration_s
@@ -107,15 +112,19 @@ def _releases() -> List[List[Any]]:
 
 
 def run_startup_batch(python: str, cases: Sequence[Sequence[str]], config_name: str = "ppo_trainer",
-                      entry: Optional[str] = None, timeout: float = 600.0) -> List[Startup]:
+                      entry: Optional[str] = None, timeout: float = 600.0, config_dir: Optional[str] = None,
+                      env: Optional[Dict[str, str]] = None, rows: Optional[Dict[str, int]] = None) -> List[Startup]:
     """verl's dry start-up of several launches (override lists) in one target process (verl imported
     once); one :class:`Startup` per case, in order (a case the process never reached has ran=False,
-    unless verl's import failed: then every case carries that error)."""
+    unless verl's import failed: then every case carries that error). ``config_dir``, ``env``: as
+    for :func:`run_startup`, shared by every case; ``rows``: how much of the data each case reads
+    (:data:`SWEEP_ROWS` by default, :data:`FULL_ROWS` for a user's launch). Each case's
+    ``seconds`` is the whole process's wall time (s)."""
     from ..probes.process import run_script
 
-    args = {"entry": entry, "config_name": config_name, "config_dir": None, "releases": _releases(),
-            "overrides": [], "batch": [list(c) for c in cases], "score_rows": 2, "item_rows": 1, "length_rows": 32}
-    out = run_script(python, "verl_startup", args, timeout=timeout)
+    args = dict(rows or SWEEP_ROWS, entry=entry, config_name=config_name or "ppo_trainer", config_dir=config_dir,
+                releases=_releases(), overrides=[], batch=[list(c) for c in cases])
+    out = run_script(python, "verl_startup", args, timeout=timeout, env=env)
     head: List[Dict[str, Any]] = []
     per: List[List[Dict[str, Any]]] = []
     for e in out.events:
@@ -133,6 +142,9 @@ def run_startup_batch(python: str, cases: Sequence[Sequence[str]], config_name: 
         if i >= len(per) and st.error is None:
             st = Startup()
             st.probe = out.evidence()
+        elif out.returncode != 0 or out.timed_out:
+            st.probe = out.evidence()
+        st.seconds = out.duration_s
         res.append(st)
     return res
 

@@ -175,6 +175,28 @@ def test_config_command_rows(pyz, env091, inputs, tmp_path):
     assert {k for k in fast if k.startswith("config.rules")} == {k for k in rows if k.startswith("config.rules")}
 
 
+def test_fix_is_rechecked_in_the_same_verl_process(pyz, env091, inputs, tmp_path):
+    """A launch verl rejects (6 x 1 is not divisible by 4 GPUs; micro 2 > mini 1) with the rules' one-line
+    fix: verl's start-up judges the launch and re-runs the fix in one target process (verl imported once:
+    both rows carry that process's wall time), and the fix verl accepts is the one printed."""
+    out = str(tmp_path / "r.json")
+    bad = base(inputs, **{"data.train_batch_size": 6, "trainer.n_gpus_per_node": 4})
+    proc = subprocess.run([sys.executable, "-I", "-S", pyz, "config", "--python", env091, "--json", out, "--"] + bad,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    with open(out) as fh:
+        rows = {r["id"]: r for r in json.load(fh)["results"]}
+    start, fix = rows["config.verl.startup"], rows["config.verl.fix"]
+    assert start["status"] == "fail" and "must be divisible" in start["message"], start
+    assert fix["status"] == "pass", fix
+    assert fix["evidence"]["seconds"] == start["evidence"]["seconds"]
+    words = fix["evidence"]["fix"]
+    line = rows["config.rules.fix_line"]
+    assert line["fix"] == " ".join(words) and line["evidence"]["verl_accepts"] is True, line
+    again = run_startup(env091, bad + words, timeout=300)  # the printed fix, judged by verl alone
+    assert again.accepted, again.error
+
+
 @pytest.fixture(scope="module")
 def env061():
     # verl 0.6.1 pins numpy<2 (pyarrow 19 is the newest built for it) and imports
