@@ -72,21 +72,28 @@ def _cpu_now():
     return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
 
 
+def _phase_start(item):
+    import time
+
+    item._cpu_start = _cpu_now()
+    item._wall_start = time.time()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
-    item._cpu_start = _cpu_now()
+    _phase_start(item)
     yield
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    item._cpu_start = _cpu_now()
+    _phase_start(item)
     yield
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item):
-    item._cpu_start = _cpu_now()
+    _phase_start(item)
     yield
 
 
@@ -100,6 +107,9 @@ def pytest_runtest_makereport(item, call):
     start = getattr(item, "_cpu_start", None)
     if start is not None:  # the phase's CPU, beside the wall time --durations shows
         rep.user_properties.append(("cpu_s", round(_cpu_now() - start, 3)))
+        # when it started and on which worker, for the timeline (TEST_TIMELINE_JSON)
+        rep.user_properties.append(("wall_start", round(getattr(item, "_wall_start", 0.0), 3)))
+        rep.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "main")))
 
 
 class _CpuTally:
@@ -109,12 +119,15 @@ class _CpuTally:
 
     def __init__(self):
         self.cpu = {}
+        self.timeline = []
 
     def pytest_runtest_logreport(self, report):
-        cpu = dict(report.user_properties).get("cpu_s")
+        props = dict(report.user_properties)
+        cpu = props.get("cpu_s")
         if cpu is not None:
             key = "%s %s" % (report.when, report.nodeid)
             self.cpu[key] = self.cpu.get(key, 0.0) + cpu
+            self.timeline.append([props.get("worker"), key, props.get("wall_start"), round(report.duration, 3), cpu])
 
     def pytest_terminal_summary(self, terminalreporter):
         if not self.cpu:
@@ -128,6 +141,10 @@ class _CpuTally:
         if out:
             with open(out, "w") as f:
                 json.dump(self.cpu, f, indent=0, sort_keys=True)
+        out = os.environ.get("TEST_TIMELINE_JSON")  # [worker, phase, start (epoch s), wall s, CPU s] per phase
+        if out:
+            with open(out, "w") as f:
+                json.dump(sorted(self.timeline, key=lambda r: (str(r[0]), r[2] or 0)), f, indent=0)
 
 
 class _FaultTally:
