@@ -159,9 +159,9 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         return args._run(args)
     except (UsageError, MatrixError) as exc:
         from .report.invocation import localise_commands
-        from .report.text import escape_controls
+        from .report.text import one_line
 
-        print("error: %s" % escape_controls(localise_commands(redact_text(str(exc)))), file=sys.stderr)
+        print("error: %s" % one_line(localise_commands(redact_text(str(exc)))), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         n = kill_all()
@@ -174,7 +174,9 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         if msg is None:
             return _crash(exc)
         _AT_A_LIMIT.append(msg)
-        print("error: %s" % msg, file=sys.stderr)
+        from .report.text import one_line
+
+        print("error: %s" % one_line(redact_text(msg)), file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # the checker's own failure: one line plus where to look
         return _crash(exc)
@@ -188,11 +190,11 @@ def _crash(exc: BaseException) -> int:
     """The checker's own failure: one line naming the exception and where it was raised."""
     import traceback
 
-    from .report.text import escape_controls
+    from .report.text import one_line
 
     tb = traceback.extract_tb(exc.__traceback__)
     where = "%s:%d" % (os.path.basename(tb[-1].filename), tb[-1].lineno) if tb else "?"
     print("error: verl-preflight failed: %s: %s (at %s; please report it)" % (type(exc).__name__,
-                                                                              escape_controls(redact_text(str(exc))), where),
+                                                                              one_line(redact_text(str(exc))), where),
           file=sys.stderr)
     return EXIT_USAGE

@@ -7,7 +7,7 @@ from typing import Any
 
 from . import Report
 
-__all__ = ["escape_controls", "for_text"]
+__all__ = ["escape_controls", "one_line", "for_text"]
 
 
 #: C0 controls but newline and tab, DEL, and C1 controls (``\x9b`` is a one-byte CSI on some
@@ -36,6 +36,18 @@ def escape_controls(value: Any) -> Any:
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
         return tuple(escape_controls(v) for v in value)
     return value
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line of a terminal: :func:`escape_controls`, then each line break it leaves
+    (newline, U+2028, U+2029) written as a visible escape (``\\n``), so an input that holds one (a
+    path, a value, a child's message) cannot split an error into several lines."""
+    out = escape_controls(text)
+    return _BREAKS.sub(lambda m: _escape_one(m) if m.group() != "\n" else "\\n", out)
+
+
+#: What str.splitlines() breaks on that escape_controls leaves as it is.
+_BREAKS = re.compile("[\n\u2028\u2029]")
 
 
 def for_text(report: Report) -> Report:

@@ -132,6 +132,27 @@ def test_checks_an_old_target_interpreter(pyz, tmp_path):
     assert r["status"] == "fail" and "3.9" in r["message"] and ">=3.10" in r["message"]
 
 
+@pytest.mark.parametrize("args", [
+    ["check", "--python", "/no/such\npython"],
+    ["check", "--verl", "0.9\n.1"],
+    ["check", "--stage", "host", "--json", "/no/such\ndir/r.json"],
+    ["explain", "/no/such\u2028log"],
+    ["resolve", "--driver", "550.54\n535"],
+    ["spec", "--verl", "0.9.1", "-o", "{file}"],
+    ["config", "--config", "{file}"],
+])
+def test_an_input_holding_line_breaks_still_gives_one_line(pyz, tmp_path, args):
+    """Whatever the input holds (a newline or U+2028 in a path, a version, a GPU name), the error
+    is one line: the break is written as a visible escape, never a second line on stderr."""
+    f = tmp_path / "out\nput"
+    f.write_text("a: [\n")
+    p = pyz_run(pyz, *[a.replace("{file}", str(f)) for a in args])
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in p.stderr, p.stderr
+    assert "\\n" in lines[0] or "\\u2028" in lines[0], lines[0]
+
+
 @pytest.mark.parametrize("args,words", [
     (["spec", "--verl", "0.9.1", "-o", "/etc/hostname"], "-o /etc/hostname exists and is not a directory"),
     (["install", "--verl", "0.9.1", "--prefix", "/etc/hostname"], "--prefix /etc/hostname exists and is not a directory"),
