@@ -263,10 +263,44 @@ if [ -n "$LOG" ]; then
         say "bootstrap.sh: warning: --log $bad_log cannot be written (${why:-no permission}); logging to stderr only (name a file of yours in a directory only you can write)"
     fi
 fi
-# private (mode 0700, a fresh name): mktemp, else Python's tempfile
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/verl-preflight.XXXXXXXX" 2>/dev/null) ||
-    WORK=$("$PY" -c 'import tempfile; print(tempfile.mkdtemp(prefix="verl-preflight."))') ||
-    die 2 "cannot make a private temporary directory in ${TMPDIR:-/tmp}; set TMPDIR to a writable directory"
+# safe_dir DIR: no other user can rename or replace what is made in DIR: DIR and every directory
+# above it are owned by root or by this user, and none is writable by other users without the sticky
+# bit (group-writable is fine for root's group and this user's own). Without stat -c: not judged.
+safe_dir() {
+    command -v stat >/dev/null 2>&1 && stat -c %u / >/dev/null 2>&1 || return 0
+    _sd=$(cd "$1" 2>/dev/null && pwd -P) || return 1
+    _me=$(id -u); _mg=$(id -g)
+    while :; do
+        _st=$(stat -c '%u %g %a' "$_sd" 2>/dev/null) || return 1
+        # shellcheck disable=SC2086 # three numbers, split on purpose
+        set -- $_st
+        [ "$1" = 0 ] || [ "$1" = "$_me" ] || return 1
+        _mode=$((0$3))
+        if [ $((_mode & 512)) -eq 0 ]; then  # not sticky
+            [ $((_mode & 2)) -eq 0 ] || return 1
+            if [ $((_mode & 16)) -ne 0 ] && [ "$2" != 0 ] && [ "$2" != "$_mg" ]; then return 1; fi
+        fi
+        [ "$_sd" = / ] && return 0
+        _sd=$(dirname "$_sd")
+    done
+}
+# private (mode 0700, a fresh name), in a directory no other user can swap it out of: mktemp, else
+# Python's tempfile
+TMP_ROOT=${TMPDIR:-/tmp}
+if ! safe_dir "$TMP_ROOT"; then
+    for t in /tmp /var/tmp; do
+        if safe_dir "$t"; then
+            say "bootstrap.sh: warning: TMPDIR $TMP_ROOT can be changed by other users (owner or write bits); working under $t instead"
+            TMP_ROOT=$t
+            break
+        fi
+    done
+    safe_dir "$TMP_ROOT" || die 2 "TMPDIR $TMP_ROOT can be changed by other users and /tmp too; set TMPDIR to a directory only you (or root) can write"
+fi
+WORK=$(mktemp -d "$TMP_ROOT/verl-preflight.XXXXXXXX" 2>/dev/null) ||
+    WORK=$(TMPDIR=$TMP_ROOT "$PY" -c 'import tempfile; print(tempfile.mkdtemp(prefix="verl-preflight."))') ||
+    die 2 "cannot make a private temporary directory in $TMP_ROOT; set TMPDIR to a writable directory"
+export TMPDIR="$TMP_ROOT"  # the checker's children too
 say "bootstrap.sh: using $PY ($("$PY" -c 'import platform; print(platform.python_version())'))"
 
 CONNECT_S=${VERL_PREFLIGHT_CONNECT_TIMEOUT:-20}

@@ -44,8 +44,8 @@ from typing import IO, Iterator, List, Optional, Tuple, Union
 from .errors import UsageError
 
 __all__ = ["OutputError", "absolute", "allow_shared_output", "check_dir", "check_file", "copy_file", "make_dirs",
-           "open_atomic", "open_lock", "open_new", "owner_problem", "remove_file", "shared_allowed", "tree_problem",
-           "write_atomic", "write_new"]
+           "open_atomic", "open_lock", "open_new", "owner_problem", "remove_file", "run_problem", "shared_allowed",
+           "temp_root", "tree_problem", "use_safe_temp_root", "write_atomic", "write_new"]
 
 #: The environment variable that allows outputs in shared places (as ``--allow-shared-output``).
 ALLOW_ENV = "VERL_PREFLIGHT_ALLOW_SHARED_OUTPUT"
@@ -618,14 +618,15 @@ def tree_problem(root: str, names: Tuple[str, ...] = ()) -> Optional[str]:
     return None
 
 
-def run_problem(path: str) -> Optional[str]:
+def run_problem(path: str, is_dir: bool = False) -> Optional[str]:
     """Why running the program ``path`` runs code another user controls (a phrase), or None.
 
     Every directory on its way and every link followed (to the real file) must be owned by the
     invoking user or root and not writable by other users (a sticky directory such as /tmp is
     fine for directories: others cannot swap what is in it); the file itself must be owned by the
-    invoking user or root and not writable by others. A missing path is None (the caller reports
-    it)."""
+    invoking user or root and not writable by others. ``is_dir``: ``path`` is a directory whose
+    entries must be safe from other users (a temporary root): it is judged like the directories on
+    its way. A missing path is None (the caller reports it)."""
     todo = _split(_full(path))
     cur = "/"
     hops = 0
@@ -646,7 +647,7 @@ def run_problem(path: str) -> Optional[str]:
             cur = "/" if target.startswith("/") else cur
             todo[:0] = _split(target)
             continue
-        last = not todo
+        last = not todo and not is_dir
         why = owner_problem(st, is_dir=not last)
         if why is None and last and st.st_mode & (stat.S_IWOTH | stat.S_IWGRP) and not (
                 st.st_mode & stat.S_IWGRP and not st.st_mode & stat.S_IWOTH and st.st_gid in (0, os.getegid())):
@@ -655,3 +656,56 @@ def run_problem(path: str) -> Optional[str]:
             return "%s is %s" % (nxt, why)
         cur = nxt
     return None
+
+
+#: Where private temporary directories go when $TMPDIR is not safe from other users, in order.
+_TEMP_FALLBACKS = ("/tmp", "/var/tmp", "/usr/tmp")
+
+
+def temp_root() -> Tuple[str, Optional[str]]:
+    """(the directory this run makes its private temporary directories in, why the configured one
+    (``$TMPDIR``, as :func:`tempfile.gettempdir` reads it) was passed over, or None).
+
+    A private directory (mode 0700) is only private while no other user can rename it away and put
+    their own in its place: its parent, and every directory above, must be owned by the invoking
+    user or root and not writable by other users unless sticky (:func:`run_problem` with
+    ``is_dir``). A group-writable scratch directory without the sticky bit, or a job's ``TMPDIR``
+    owned by the job's user while root runs the checker, is passed over for the first safe one of
+    /tmp, /var/tmp, /usr/tmp. Raises UsageError naming ``TMPDIR`` and the fix when none is safe."""
+    configured = _configured_temp()
+    why = run_problem(configured, is_dir=True)
+    if why is None:
+        return configured, None
+    for cand in _TEMP_FALLBACKS:
+        if os.path.isdir(cand) and os.access(cand, os.W_OK | os.X_OK) and run_problem(cand, is_dir=True) is None:
+            return cand, why
+    raise UsageError("TMPDIR %s: %s, so another user could swap this run's private directories, and no safe "
+                     "one of %s exists; set TMPDIR to a directory only you (or root) can write" % (
+                         configured, why, ", ".join(_TEMP_FALLBACKS)))
+
+
+def _configured_temp() -> str:
+    """The temporary directory the user named (``$TMPDIR``, ``$TEMP``, ``$TMP``, as :mod:`tempfile`
+    reads them), else /tmp; read without :func:`tempfile.gettempdir`, which writes a test file there."""
+    import tempfile
+
+    if tempfile.tempdir:
+        return tempfile.tempdir
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        if os.environ.get(name):
+            return os.environ[name]
+    return "/tmp"
+
+
+def use_safe_temp_root() -> Optional[str]:
+    """Point :mod:`tempfile` (and, through ``TMPDIR``, every child) at :func:`temp_root`; returns the
+    one-line warning to show when ``$TMPDIR`` was passed over, else None. Raises UsageError."""
+    import tempfile
+
+    root, why = temp_root()
+    if why is None:
+        return None
+    configured = _configured_temp()
+    tempfile.tempdir = root
+    os.environ["TMPDIR"] = root
+    return "warning: TMPDIR %s: %s: this run's private directories go under %s instead" % (configured, why, root)

@@ -154,6 +154,13 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             from .atomic import allow_shared_output
 
             allow_shared_output()
+        from .atomic import use_safe_temp_root
+
+        warn = use_safe_temp_root()  # before any private directory: one another user cannot swap
+        if warn:
+            from .report.text import one_line
+
+            print(one_line(warn), file=sys.stderr)
         if not getattr(args, "status_dir", None):
             raise_pending()  # a signal before the handlers were in place (check --status-dir: in check)
         return args._run(args)
