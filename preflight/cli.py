@@ -98,9 +98,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     line on stderr (see :mod:`preflight.pipes`).
     """
     from .pipes import guard
+    from .probes.orphans import become_reaper, end_orphans
 
+    if argv is None:  # the process is the command line: what a probe orphans comes back here to be ended
+        become_reaper()
     with guard() as out:
-        code = _main(argv)
+        try:
+            code = _main(argv)
+        finally:
+            end_orphans()
     code = EXIT_USAGE if out is not None and out.error is not None else code
     if _AT_A_LIMIT and argv is None:  # worker threads may not even exit cleanly now (ulimit -n: no fd
         for stream in (sys.stdout, sys.stderr):  # for libgcc_s): end here, the message is out
