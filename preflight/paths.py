@@ -11,7 +11,8 @@ from typing import Any, List, Optional, Union
 
 from .errors import UsageError
 
-__all__ = ["check_output_file", "check_output_dir", "file_problem", "foreign_link", "loads_json", "read_regular"]
+__all__ = ["check_output_file", "check_output_dir", "file_problem", "foreign_link", "loads_json", "read_regular",
+           "read_text"]
 
 
 def _could_read(uid: int, real: str) -> bool:
@@ -112,6 +113,21 @@ def read_regular(path: str, max_bytes: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_text(path: str, max_bytes: int, option: str, fix: str) -> str:
+    """The UTF-8 text of the input file ``path`` (:func:`read_regular`'s rules: a regular file of at
+    most ``max_bytes``). Raises UsageError ``"OPTION PATH: WHY; FIX"`` for a missing, odd, too large
+    or non-UTF-8 file (the first bad byte and its offset named), so no caller decodes by itself."""
+    try:
+        data = read_regular(path, max_bytes)
+    except OSError as exc:
+        raise UsageError("%s %s: %s; %s" % (option, path, exc.strerror or exc, fix))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError("%s %s: not UTF-8 text (byte 0x%02x at offset %d); %s" % (
+            option, path, data[exc.start], exc.start, fix))
 
 
 class _NonFinite(str):

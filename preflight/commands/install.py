@@ -11,7 +11,7 @@ import os
 from typing import List, Optional, Sequence
 
 from ..errors import UsageError
-from ..paths import check_output_dir, file_problem
+from ..paths import check_output_dir, read_text
 from ..redact import strip_userinfo
 from .argtypes import Parser, refuse_empty
 from .output import teller
@@ -29,6 +29,10 @@ options after '--' go to the checks run at the end ('check' options).
 exit codes: 0 installed and ready, 1 installed but a check failed, 2 bad input or the install failed
 """
 
+
+
+#: The largest requirements.lock read (a whole verl stack with hashes is about 200 KB).
+LOCK_MAX_BYTES = 16 * 1024 * 1024
 
 def register(p: argparse.ArgumentParser) -> None:
     """Add ``install``'s options."""
@@ -104,9 +108,8 @@ def run(args: argparse.Namespace) -> int:
     check_prefix(prefix)  # ownership first: nothing is ever run from a prefix another user controls
     check_output_dir(prefix, "--prefix")
 
-    why = file_problem(args.lock) if args.lock else None
-    if why:
-        raise UsageError("--lock %s: %s; run 'preflight spec -o DIR' and pass DIR/requirements.lock" % (args.lock, why))
+    if args.lock:  # read before anything is made: a lock that is not text is a usage error, not a crash
+        read_text(args.lock, LOCK_MAX_BYTES, "--lock", "run 'preflight spec -o DIR' and pass DIR/requirements.lock")
     pip_args = []
     if args.wheelhouse:
         from ..outputs.wheelhouse import SERVED_LOCK, find_links, open_wheelhouse
@@ -138,8 +141,7 @@ def run(args: argparse.Namespace) -> int:
             from ..outputs.lock import parse_lock as _parse
             from ..report.render import print_safe
 
-            with open(lock_path, encoding="utf-8") as fh:
-                n = len(_parse(fh.read()))
+            n = len(_parse(read_text(lock_path, LOCK_MAX_BYTES, "--lock", "pass the requirements.lock 'spec' wrote")))
             print_safe("dry run: would create the venv %s with Python %s and install the %d pins of %s with hashes "
                 "required%s (nothing was changed)" % (prefix, python, n, lock_path,
                                                      ", then check it" if not args.no_check else ""))

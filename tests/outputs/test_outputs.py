@@ -162,6 +162,23 @@ def test_install_missing_lock_is_one_line(pyz, tmp_path):
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "nope.lock" in p.stderr
 
 
+@pytest.mark.parametrize("content,words", [
+    (b"six==1.17.0 --hash=sha256:\xff\xfe\n", "byte 0xff at offset 26"),  # a lock mangled on its way
+    (bytes(range(256)) * 64, "byte 0x80 at offset 128"),  # a binary file named by mistake
+    (b"\xef\xbb\xbfsix==1.17.0\n" + b"\xc3\x28\n", "byte 0xc3 at offset 15"),  # a BOM, then a broken sequence
+])
+@pytest.mark.parametrize("dry", [False, True])
+def test_install_lock_that_is_not_text_is_one_line_and_makes_nothing(pyz, tmp_path, content, words, dry):
+    lock = tmp_path / "bad.lock"
+    lock.write_bytes(content)
+    prefix = tmp_path / "venv"
+    p = pf(pyz, "install", "--lock", str(lock), "--python", "3.11", "--prefix", str(prefix), "--no-check",
+           *(["--dry-run"] if dry else []))
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0, p.stderr
+    assert "--lock %s: not UTF-8 text (%s)" % (lock, words) in p.stderr and "Traceback" not in p.stderr
+    assert not prefix.exists()
+
+
 @pytest.mark.realenv
 def test_h200_image_for_verl_091(pyz_file, tmp_path, uv_env):
     out = str(tmp_path / "img")
