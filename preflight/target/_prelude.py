@@ -49,3 +49,16 @@ def emit(event, **fields):
 def _tail(text, n=2000):
     text = text or ""
     return text[-n:]
+
+
+def parquet_file(path):
+    """pyarrow's ParquetFile of ``path``. A path that is not UTF-8 (its bad bytes held as surrogates,
+    as Python decodes file names) is opened by Python and handed over as a file, since pyarrow's own
+    opening refuses it while verl's reader (datasets) opens it fine."""
+    import pyarrow.parquet as pq
+
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return pq.ParquetFile(open(path, "rb"))
+    return pq.ParquetFile(path)

@@ -21,13 +21,11 @@ import traceback
 
 
 def _rows(files, keys, limit):
-    import pyarrow.parquet as pq
-
     out = []
     for path in files:
         if len(out) >= limit:
             break
-        pf = pq.ParquetFile(path)
+        pf = parquet_file(path)
         cols = [k for k in keys if k in pf.schema_arrow.names]
         for rb in pf.iter_batches(batch_size=max(1, limit), columns=cols):
             for row in rb.to_pylist():

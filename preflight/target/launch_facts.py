@@ -203,7 +203,7 @@ def reward_facts(sources, budget):
 
 def prompt_facts(p):
     try:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet  # noqa: F401 - a missing pyarrow is named here
         import transformers
     except Exception as exc:
         emit("prompts", error="%s: %s" % (type(exc).__name__, exc))
@@ -218,7 +218,7 @@ def prompt_facts(p):
     limit = int(p["limit"])
     for path in p["files"]:
         try:
-            f = pq.ParquetFile(path)
+            f = parquet_file(path)
             for batch in f.iter_batches(batch_size=256, columns=[p["prompt_key"]]):
                 for msgs in batch.column(0).to_pylist():
                     if rows >= int(p.get("max_rows", 2000)):
@@ -248,14 +248,14 @@ def prompt_facts(p):
 
 def data_sources(d):
     try:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet  # noqa: F401 - a missing pyarrow is named here
     except Exception as exc:
         emit("data", error="%s: %s" % (type(exc).__name__, exc))
         return None
     seen = {}
     for path in d["files"]:
         try:
-            f = pq.ParquetFile(path)
+            f = parquet_file(path)
             if d["source_key"] not in f.schema_arrow.names:
                 continue
             for batch in f.iter_batches(batch_size=65536, columns=[d["source_key"]]):

@@ -63,14 +63,12 @@ def _extra_kind(v):
 
 
 def _one(path, keys, n_examples, max_rows):
-    import pyarrow.parquet as pq
-
     out = {"path": path}
     if not os.path.isfile(path):
         out["error"] = "no such file"
         return out
     try:
-        pf = pq.ParquetFile(path)
+        pf = parquet_file(path)
     except Exception as exc:
         out["error"] = "%s: %s" % (type(exc).__name__, str(exc)[:500])
         return out

@@ -37,7 +37,7 @@ def _jsonl(item, key, sample):
 
 
 def _parquet(item, key, sample, pq):
-    f = pq.ParquetFile(item["src"])
+    f = parquet_file(item["src"])
     total = f.metadata.num_rows
     want = int(item["rows"])
     batches, got = [], 0

@@ -296,13 +296,13 @@ def _rows(ds):
 
 def _num_rows(files):
     try:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet  # noqa: F401 - without pyarrow no count
     except ImportError:
         return None
     total = 0
     for f in files:
         try:
-            total += pq.ParquetFile(os.path.expanduser(f)).metadata.num_rows
+            total += parquet_file(os.path.expanduser(f)).metadata.num_rows
         except Exception:
             return None
     return total

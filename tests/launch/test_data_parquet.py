@@ -109,6 +109,27 @@ def test_bad_rows_are_counted_with_the_first_examples(verl_py, tmp_path):
     assert info["files"][0]["sources"] == {"openai/gsm8k": 9, "my_dataset": 1}
 
 
+def test_a_path_that_is_not_utf8_is_read_as_verl_reads_it(verl_py, tmp_path):
+    """A directory name with a byte that is not UTF-8 (rev-attack A5): verl's reader (datasets) opens
+    the file; pyarrow's own opening refuses the name. The file is judged on its rows, like any other,
+    and the real datasets library is asked too."""
+    d = os.path.join(os.fsencode(str(tmp_path)), b"u\xff")
+    os.mkdir(d)
+    good = write_parquet(verl_py, tmp_path / "train.parquet", rows=GOOD_ROWS)
+    odd = os.fsdecode(os.path.join(d, b"train.parquet"))
+    os.rename(str(good), odd)
+    found, info = check_files(verl_py, [odd], release="0.9.1")
+    assert {k: f.status for k, f in by_item(found).items()} == {
+        "prompt": "pass", "data_source": "pass", "reward_model": "pass", "extra_info": "pass",
+        "reward_function": "pass"}, [(f.item, f.message) for f in found]
+    assert info["files"][0]["num_rows"] == len(GOOD_ROWS)
+    truth = subprocess.run([verl_py, "-c", "import os, sys, datasets\nprint(len(datasets.load_dataset('parquet', "
+                            "data_files=[os.fsdecode(os.fsencode(sys.argv[1]))], split='train')))", odd],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300,
+                           cwd=str(tmp_path))
+    assert truth.stdout.split()[-1] == str(len(GOOD_ROWS)), truth.stderr[-1500:]
+
+
 def test_interpreter_without_pyarrow(tmp_path, verl_py):
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
