@@ -38,11 +38,14 @@ def escape_controls(value: Any) -> Any:
     return value
 
 
-def one_line(text: str) -> str:
+def one_line(text: Any) -> Any:
     """``text`` as one line of a terminal: :func:`escape_controls`, then each line break it leaves
     (newline, U+2028, U+2029) written as a visible escape (``\\n``), so an input that holds one (a
-    path, a value, a child's message) cannot split an error into several lines."""
+    path, a value, a child's message) cannot split an error or a row into several lines. A value
+    that is not a str is returned as :func:`escape_controls` gives it (None stays None)."""
     out = escape_controls(text)
+    if not isinstance(out, str):
+        return out
     return _BREAKS.sub(lambda m: _escape_one(m) if m.group() != "\n" else "\\n", out)
 
 
@@ -53,9 +56,9 @@ _BREAKS = re.compile("[\n\u2028\u2029]")
 def for_text(report: Report) -> Report:
     """A copy of ``report`` fit for a terminal or markdown: every string (rows, target, machine
     facts, sections) passed through :func:`escape_controls`."""
-    rows = [dataclasses.replace(r, id=escape_controls(r.id), message=escape_controls(r.message),
-                                evidence=escape_controls(r.evidence), fix=escape_controls(r.fix),
-                                caused_by=escape_controls(list(r.caused_by)))
+    rows = [dataclasses.replace(r, id=one_line(r.id), message=one_line(r.message),  # a row is one line, whatever
+                                evidence=escape_controls(r.evidence), fix=one_line(r.fix),  # its inputs held
+                                caused_by=[one_line(c) for c in r.caused_by])
             for r in report.results]
     return dataclasses.replace(report, results=rows, target=escape_controls(report.target),
                                verl=escape_controls(report.verl), machine=escape_controls(report.machine),

@@ -251,6 +251,36 @@ def test_control_characters_are_escaped(fmt):
     assert not any(c in text for c in "\x1b\x07\x9b\r"), repr(text)
 
 
+FORGED = "data.parquet\nFAIL   host.gpu  forged\u2028PASS   host.ram  forged"
+
+
+@WRONG
+@pytest.mark.parametrize("view", ["generic", "launch"])
+def test_a_line_break_in_an_input_cannot_forge_rows(view):
+    """A file name with a newline or U+2028 (rev-attack W1) stays inside its row: the console shows
+    the break escaped, so the row count on screen is the report's."""
+    import io
+
+    from preflight.report import Report
+    from preflight.report.console import SafeConsole
+    from preflight.report.launch import results_table
+    from preflight.report.render import show_console
+    from preflight.result import Result, Status
+
+    rows = [Result("data.files.%s.file" % FORGED, "data", Status.FAIL, "%s: cannot be read" % FORGED,
+                   fix="check %s" % FORGED)]
+
+    def launch_view(rep, console, verbose):
+        console.print(results_table(rep.results, verbose))
+    rep = Report(results=rows, stages=["data"], target={"python": "p"}, tool_version="t", matrix_version="m",
+                 view=launch_view if view == "launch" else None)
+    buf = io.StringIO()
+    show_console(rep, SafeConsole(file=buf, width=400))
+    text = buf.getvalue()
+    assert "forged" in text and "\\n" in text and "\\u2028" in text
+    assert not any(line.lstrip().startswith(("FAIL   host", "PASS   host")) for line in text.splitlines()), text
+
+
 @WRONG
 def test_terminal_console_keeps_its_colours_but_escapes_the_text():
     import io
