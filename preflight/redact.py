@@ -66,7 +66,8 @@ MASK = "***"
 # path such as ``ray_kwargs.ray_init.num_cpus``), so a field that names a config key stays visible.
 _SECRET_LAST = {"token", "secret", "password", "passwd", "pwd", "pass", "passphrase", "passcode", "credential",
                 "credentials", "auth", "authorization", "cookie", "apikey", "accesskey", "secretkey", "privatekey",
-                "pat", "sessiontoken", "authtoken", "accesstoken", "refreshtoken", "clientsecret"}
+                "pat", "sessiontoken", "authtoken", "accesstoken", "refreshtoken", "clientsecret", "pw", "cred",
+                "creds", "signature", "sig"}
 _SECRET_ANY = {"password", "passwords", "passwd", "secret", "secrets", "credentials", "apikey", "apikeys",
                "passphrase", "auth"}
 _SWITCH = {"disable", "enable", "disabled", "enabled"}
@@ -496,7 +497,7 @@ def _glued(s: str) -> str:
 
 
 #: Every secret name holds one of these (lower case): a text without any has no KEY=v to mask.
-_NAME_HINTS = ("token", "secret", "pass", "pwd", "key", "auth", "cred", "cookie", "pat")
+_NAME_HINTS = ("token", "secret", "pass", "pw", "key", "auth", "cred", "cookie", "pat", "sig")
 
 
 def _may_assign(s: str) -> bool:

@@ -51,6 +51,10 @@ NAMES = [
     ("ppo_max_token_len_per_gpu", 0), ("log_prob_max_token_len_per_gpu", 0), ("NCCL_SOCKET_IFNAME", 0),
     ("keyboard", 0), ("tokenizer", 0), ("token_type_ids", 0), ("author", 0), ("public_key", 0),
     ("trust_remote_code", 0), ("pad_token_id", 0),
+    # rev-attack W3: short and query-string spellings (a presigned URL's X-Amz-Signature, X-Goog-Signature)
+    ("smtp_pw", 2), ("DB_PW", 2), ("db_creds", 2), ("aws_cred", 2), ("X-Amz-Signature", 2), ("X-Goog-Signature", 2),
+    ("X-Amz-Credential", 2), ("X-Amz-Security-Token", 2), ("webhook_sig", 2),
+    ("use_signal", 0), ("sigma", 0), ("pwr_limit", 0), ("power", 0),
 ]
 
 
@@ -61,6 +65,15 @@ def test_one_secret_name_predicate():
     wrong = [(n, secret_strength(n), want) for n, want in NAMES if secret_strength(n) != want]
     assert not wrong, wrong
     assert all(plainly_secret(n) == (want == 2) and is_secret_key(n) == (want > 0) for n, want in NAMES)
+
+
+def test_presigned_urls_lose_their_signatures():
+    url = ("https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIDEXAMPLE%2F20261205"
+           "&X-Amz-Signature=AMZsigSECRET99&X-Amz-Expires=3600")
+    out = redact({"trainer": {"x_amz": url, "gcs": "https://storage.googleapis.com/b/o?X-Goog-Signature=GOOGsig11"}})
+    text = str(out)
+    assert "AMZsigSECRET99" not in text and "AKIDEXAMPLE" not in text and "GOOGsig11" not in text, text
+    assert "b.s3.amazonaws.com/k" in text and "X-Goog-Signature=***" in text
 
 
 def test_verl_keys_that_look_secret_keep_their_values():
