@@ -338,3 +338,33 @@ def test_real_verl_and_transformers_errors(tmp_path, mx):
     ex = explain_text(p.stderr, mx)
     assert ex.id == "trust-remote-code", p.stderr[-1500:]
     assert "actor_rollout_ref.model.trust_remote_code=True" in ex.fix
+
+
+@pytest.mark.realenv
+def test_verl_mini_batch_assertions_from_the_installed_source(mx):
+    """verl's own assertion texts about the normalised mini-batch, rendered from the installed verl
+    0.6.1's source (each f-string in verl/workers/fsdp_workers.py that names it, evaluated with the
+    values a 1-GPU launch with mini 2 x n 1 and micro 4 gives), are explained with the arithmetic's fix."""
+    import ast
+    import types
+
+    from envs import real_env
+
+    py = real_env("verl061-tf4", ["verl==0.6.1", "torch==2.13.0", "transformers>=4.51,<5", "pyarrow>=19,<20"])
+    src = subprocess.run([py, "-c", "import verl.workers, os; print(os.path.dirname(verl.workers.__file__))"],
+                         stdout=subprocess.PIPE, universal_newlines=True, check=True, timeout=300).stdout.split()[-1]
+    with open(os.path.join(src, "fsdp_workers.py")) as fh:
+        tree = ast.parse(fh.read())
+    cfg = types.SimpleNamespace(ppo_mini_batch_size=2, ppo_micro_batch_size_per_gpu=4)
+    me = types.SimpleNamespace(config=types.SimpleNamespace(actor=cfg, ppo_mini_batch_size=2,
+                                                            ppo_micro_batch_size_per_gpu=4))
+    texts = [eval(compile(ast.Expression(n), "verl", "eval"), {"self": me})  # noqa: S307 - verl's own f-string
+             for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) and "ppo_mini_batch_size" in ast.unparse(n)
+             and "normalized" in ast.unparse(n)]
+    assert texts, "verl 0.6.1 has no such assertion any more"
+    for t in texts:
+        ex = explain_text("AssertionError: " + t, mx)
+        assert ex.id == "verl-mini-batch-after-normalization" and ex.groups["mini"] == "2", (t, ex.id)
+        assert "actor_rollout_ref.actor.ppo_mini_batch_size" in ex.fix and ex.verl_rule == "mini_per_gpu"
+    assert explain_text("AssertionError: ppo_mini_batch_size 0 should be larger than 0 after normalization",
+                        mx).id == "verl-mini-batch-after-normalization"  # 0.3-0.4's text (v0.4.1 fsdp_workers.py)
