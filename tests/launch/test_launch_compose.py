@@ -253,6 +253,23 @@ def test_a_moved_key_names_its_replacement():
     assert c.error is None and c.get("ray_init.num_cpus") == 4
 
 
+@pytest.mark.parametrize("release", ["0.9.1", "0.6.1"])
+@pytest.mark.parametrize("typed,meant", [
+    ("actor_rollout_ref.rollout.tp_size", "actor_rollout_ref.rollout.tensor_model_parallel_size"),
+    ("actor_rollout_ref.rollout.gpu_mem_util", "actor_rollout_ref.rollout.gpu_memory_utilization"),
+    ("actor_rollout_ref.actor.ulysses_sp_size", "actor_rollout_ref.actor.ulysses_sequence_parallel_size"),
+    ("actor_rollout_ref.actor.micro_bsz_per_gpu", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
+    ("trainer.n_gpus", "trainer.n_gpus_per_node"),
+])
+def test_a_short_spelling_of_an_option_names_the_option(release, typed, meant):
+    """tp_size, gpu_mem_util, sp, bsz: the field's short spellings of verl's option names. The fix
+    names the option, and the fixed launch composes (the stored release's tree)."""
+    c = compose_stored(parse_launch(["%s=2" % typed]), None, release, env={})
+    assert c.error is not None and c.error.fix == "write %s=2 instead of %s=2" % (meant, typed), c.error
+    fixed = compose_stored(parse_launch(["%s=2" % meant]), None, release, env={})
+    assert fixed.error is None and fixed.get(meant) == 2
+
+
 def test_a_new_key_under_a_dataclass_node_fails_but_a_plain_node_takes_it():
     c = compose_stored(parse_launch(["+actor_rollout_ref.rollout.my_knob=1"]), None, "0.9.1", env={})
     assert c.error.kind == "unknown_field" and "verl.workers.config.RolloutConfig" in c.error.message

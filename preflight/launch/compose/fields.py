@@ -192,12 +192,12 @@ def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, 
     if meg is not None:
         return meg
     if fields is not None:
-        near = difflib.get_close_matches(parts[-1], [f for f in fields if not f.startswith("_")], n=1, cutoff=0.75)
+        near = near_name(parts[-1], list(fields), cutoff=0.75)
         why = "verl builds %s into %s, which has no field '%s' (a +%s passes Hydra, then verl stops with " \
               "TypeError: unexpected keyword argument)" % (".".join(parts[:-1]), target, parts[-1], key)
         if near:
             return why, "write %s instead of %s" % (
-                override("%s.%s" % (".".join(parts[:-1]), near[0]), value), quote(text))
+                override("%s.%s" % (".".join(parts[:-1]), near), value), quote(text))
         return why, "delete the override %s" % quote(text)
     added = first_release_with(key, config_name, release)
     if added is not None:
@@ -209,6 +209,69 @@ def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, 
             override(cands[0], value), quote(text))
     return "no such key in the composed config", "add it with %s if your own code reads it, else delete it" % \
         quote("+" + text.lstrip("+"))
+
+
+#: The field's short spellings of words in verl's option names (tp_size, dp, micro_bsz, gpu_mem_util):
+#: an unknown leaf whose words, these expanded, appear in order in a sibling's name is taken as it.
+_ABBREVIATIONS = {"tp": ["tensor", "parallel"], "dp": ["data", "parallel"], "pp": ["pipeline", "parallel"],
+                  "ep": ["expert", "parallel"], "cp": ["context", "parallel"], "sp": ["sequence", "parallel"],
+                  "vpp": ["virtual", "pipeline", "parallel"], "etp": ["expert", "tensor", "parallel"],
+                  "mbs": ["micro", "batch", "size"], "bs": ["batch", "size"], "bsz": ["batch", "size"],
+                  "mem": ["memory"], "util": ["utilization"], "len": ["length"], "tok": ["token"],
+                  "toks": ["tokens"], "seq": ["sequence"], "num": ["n"], "n": ["num"], "cfg": ["config"],
+                  "lr": ["lr"], "ckpt": ["checkpoint"], "val": ["validation"], "gen": ["generation"]}
+
+
+def _run_end(run: List[str], name_words: List[str], at: int) -> int:
+    """The index after ``run`` matched in ``name_words`` from ``at`` (its first word there, each next
+    word at most one word further: tensor_[model_]parallel), or -1."""
+    if at >= len(name_words) or name_words[at] != run[0]:
+        return -1
+    pos = at + 1
+    for w in run[1:]:
+        if pos < len(name_words) and name_words[pos] == w:
+            pos += 1
+        elif pos + 1 < len(name_words) and name_words[pos + 1] == w:
+            pos += 2
+        else:
+            return -1
+    return pos
+
+
+def _fits(alts: List[List[List[str]]], name_words: List[str], start: int = 0) -> bool:
+    """Each of ``alts`` (a word's spellings, each a run of words) found in order in ``name_words``."""
+    if not alts:
+        return True
+    for run in alts[0]:
+        for at in range(start, len(name_words)):
+            end = _run_end(run, name_words, at)
+            if end >= 0 and _fits(alts[1:], name_words, end):
+                return True
+    return False
+
+
+def near_name(leaf: str, names: List[str], cutoff: float = 0.8) -> Optional[str]:
+    """The name of ``names`` that ``leaf`` plausibly misspells or abbreviates: the closest within
+    ``cutoff`` (difflib ratio), else, for a leaf of two words or more or with a short spelling, the
+    name whose words hold ``leaf``'s words in order, each as written or expanded (``tp_size`` ->
+    ``tensor_model_parallel_size``, ``n_gpus`` -> ``n_gpus_per_node``), the one that starts alike
+    and adds the fewest words first; or None."""
+    names = [n for n in names if not n.startswith("_")]
+    near = difflib.get_close_matches(leaf, names, n=1, cutoff=cutoff)
+    if near:
+        return near[0]
+    words = [w for w in leaf.lower().split("_") if w]
+    if not words or (len(words) < 2 and words[0] not in _ABBREVIATIONS):
+        return None
+    alts = [[[w]] + ([_ABBREVIATIONS[w]] if w in _ABBREVIATIONS else []) for w in words]
+    fits = [n for n in names if _fits(alts, n.lower().split("_"))]
+    if not fits:
+        return None
+
+    def rank(n: str) -> Tuple[bool, int, int, str]:
+        nw = n.lower().split("_")
+        return (not any(nw[0] == run[0] for run in alts[0]), len(nw), len(n), n)
+    return min(fits, key=rank)
 
 
 def near_keys(key: str, tree: Dict[str, Any]) -> List[str]:
@@ -225,9 +288,9 @@ def near_keys(key: str, tree: Dict[str, Any]) -> List[str]:
         return sorted(same_leaf, key=lambda k: -difflib.SequenceMatcher(None, k, key).ratio())[:1]
     node = get_path(tree, parent) if parent else tree
     if isinstance(node, dict):
-        near = difflib.get_close_matches(leaf, [str(k) for k in node], n=1, cutoff=0.8)
+        near = near_name(leaf, [str(k) for k in node])
         if near:
-            return ["%s.%s" % (parent, near[0]) if parent else near[0]]
+            return ["%s.%s" % (parent, near) if parent else near]
     return []
 
 
