@@ -67,7 +67,11 @@ MASK = "***"
 _SECRET_LAST = {"token", "secret", "password", "passwd", "pwd", "pass", "passphrase", "passcode", "credential",
                 "credentials", "auth", "authorization", "cookie", "apikey", "accesskey", "secretkey", "privatekey",
                 "pat", "sessiontoken", "authtoken", "accesstoken", "refreshtoken", "clientsecret", "pw", "cred",
-                "creds", "signature", "sig"}
+                "creds"}
+#: A request's signature (X-Amz-Signature, webhook_sig) is a credential; a bare "signature" (the
+#: tool's own evidence field) or a function's or type's is not.
+_SIGNATURE = {"signature", "sig"}
+_CODE_SIGNATURE = {"function", "fn", "type", "method", "call", "model", "schema", "tool", "api"}
 _SECRET_ANY = {"password", "passwords", "passwd", "secret", "secrets", "credentials", "apikey", "apikeys",
                "passphrase", "auth"}
 _SWITCH = {"disable", "enable", "disabled", "enabled"}
@@ -124,6 +128,8 @@ def secret_strength(key: str) -> int:
             return 0  # max_tokens, special_tokens; a bare "tokens"
         return 2 if prev in _STRONG_KEY else 1
     if last in _SECRET_LAST or _SECRET_ANY.intersection(parts) or last.endswith(_SECRET_SUFFIX):
+        return 2
+    if last in _SIGNATURE and len(parts) >= 2 and prev not in _CODE_SIGNATURE:
         return 2
     return 0
 

@@ -54,7 +54,7 @@ NAMES = [
     # rev-attack W3: short and query-string spellings (a presigned URL's X-Amz-Signature, X-Goog-Signature)
     ("smtp_pw", 2), ("DB_PW", 2), ("db_creds", 2), ("aws_cred", 2), ("X-Amz-Signature", 2), ("X-Goog-Signature", 2),
     ("X-Amz-Credential", 2), ("X-Amz-Security-Token", 2), ("webhook_sig", 2),
-    ("use_signal", 0), ("sigma", 0), ("pwr_limit", 0), ("power", 0),
+    ("use_signal", 0), ("sigma", 0), ("pwr_limit", 0), ("power", 0), ("signature", 0), ("function_signature", 0),
 ]
 
 

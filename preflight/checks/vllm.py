@@ -374,7 +374,7 @@ FAILURE_RULES = (
                 lambda f: errored("could not start %s: %s" % (f.ctx.options.python, f.out.launch_error), f.ev)),
     FailureRule("deadline passed", lambda f: f.out.timed_out, _timed_out),
     FailureRule("not enough device memory",
-                lambda f: f.err.get("kind") == "insufficient_gpu_memory" or f.diag_is("cuda-oom", "vllm-startup-memory"),
+                lambda f: f.err.get("kind") == "insufficient_gpu_memory" or f.diag_is("cuda-oom", "vllm-startup-memory", "vllm-kv-cache"),
                 _out_of_memory),
     FailureRule("fewer GPUs than tensor_parallel_size", lambda f: f.err.get("kind") == "too_few_gpus",
                 lambda f: failed("%s: %s" % (f.name, f.err.get("error")),

