@@ -147,7 +147,10 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
         stdout = stderr = subprocess.PIPE
     as_text = bool(text or universal_newlines)
     own = workdir is None
-    base = tempfile.mkdtemp(prefix="preflight-child-") if own else workdir
+    # a private directory of our own is a scratch(): its watcher removes it even when the checker is
+    # killed before the supervisor starts or after it ended (a kill between two pip runs)
+    owned = contextlib.ExitStack()
+    base = owned.enter_context(scratch(prefix="preflight-child-")) if own else workdir
     d = tempfile.mkdtemp(prefix=".child-", dir=base)  # the supervisor's pid/status files
     tmp = os.path.join(d, "tmp")
     os.mkdir(tmp, 0o700)
@@ -236,8 +239,7 @@ def run(cmd: Sequence[str], stdout: Any = None, stderr: Any = None, timeout: Opt
             except OSError:
                 pass
         shutil.rmtree(d, ignore_errors=True)
-        if own:
-            shutil.rmtree(base, ignore_errors=True)
+        owned.close()  # our own base, and its watcher
 
 
 class _RedactingPump:
