@@ -18,6 +18,7 @@ Runs when Hydra composed the launch in the target (the target has verl). Rows:
 Without verl in the target there are no such rows (one skip): the rules alone judge.
 """
 
+import re
 from typing import Any, Dict, List, Optional
 
 from ..launch.compose.run import config_dir
@@ -25,7 +26,7 @@ from ..launch.startup import (FULL_ROWS, Startup, classify, compare, first_line,
                               silent_rows, where)
 from .base import Context, Outcome, failed, passed, skipped, warned
 
-__all__ = ["startup_of", "startup_rows", "recheck_fix"]
+__all__ = ["startup_of", "startup_rows", "recheck_fix", "is_hub_id"]
 
 
 def _memo_key(extra: Optional[List[str]]) -> str:
@@ -81,7 +82,17 @@ def startup_rows(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]
                                                                 or "no answer"),
                         evidence=dict(ev, probe=st.probe), item="startup")]
     out: List[Outcome] = []
-    if st.error is not None:
+    comp = (facts or {}).get("composed")
+    model = comp.get("actor_rollout_ref.model.path") if comp is not None else None
+    if st.error is not None and classify(st.error)[0] == "hub_not_cached" and is_hub_id(model):
+        ev["kind"] = "hub_not_cached"
+        out.append(warned("verl %s's dry start-up stops at %s: the model %s is not in this machine's Hugging Face "
+                          "cache; the job downloads it when it starts (the dry start-up never downloads), so verl's "
+                          "later steps (datasets, reward, trainer) were not judged" % (
+                              st.verl_version, st.error.get("step"), model or "(actor_rollout_ref.model.path)"),
+                          "download it once (huggingface-cli download %s; HF_TOKEN for a gated model) and run "
+                          "this again to have verl judge the whole launch" % (model or "<id>"), ev, item="startup"))
+    elif st.error is not None:
         kind, fix = classify(st.error)
         ev["kind"] = kind
         out.append(failed("verl %s stops at %s: %s: %s (%s)" % (st.verl_version, st.error.get("step"),
@@ -120,6 +131,15 @@ def startup_rows(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]
     if rec is not None:
         out.append(rec)
     return out
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*(?:/[A-Za-z0-9][\w.\-]*)?\Z")
+
+
+def is_hub_id(value: Any) -> bool:
+    """True when ``value`` (a model path from the launch) reads as a Hugging Face hub id (``org/name``
+    or ``name``), not a local path (absolute, ``./``, ``~``, more than one ``/``)."""
+    return isinstance(value, str) and not value.startswith((".", "~")) and bool(_HUB_ID.match(value))
 
 
 def _reward_rows(st: Startup) -> List[Outcome]:

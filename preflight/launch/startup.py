@@ -343,11 +343,18 @@ def compare(findings: Sequence[Any], st: Startup) -> List[Dict[str, Any]]:
                                    % (where_ or stops)})
     elif st.error is not None and not fails:
         kind, _fix = classify(st.error)
+        if kind in MACHINE_KINDS:
+            return out  # the rules judge the config; a model, file or package this machine lacks is not theirs
         out.append({"rule": None, "id": None, "rules": "no rule fails",
                     "verl": "%s: %s (%s)" % (st.error.get("kind"), first_line(st.error.get("message")), where(st.error)),
                     "why": "verl rejects the launch at %s (%s); no rule covers it" % (st.error.get("step"), kind)})
     return out
 
+
+#: Kinds of start-up failure that come from this machine (its files, its caches, its packages, the
+#: user's own code), not from the config: the rules are not expected to foresee them.
+MACHINE_KINDS = frozenset(("model_path", "hub_not_cached", "missing_module", "incompatible_package", "data_file",
+                           "dataset", "reward"))
 
 _PRE_RAY = ("validate_config", "main_ppo", "__post_init__", "omega_conf_to_dataclass", "rl_dataset",
             "ray_trainer.py _validate_config", "RayPPOTrainer.__init__", "config/actor.py", "config/critic.py",

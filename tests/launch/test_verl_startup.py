@@ -197,6 +197,30 @@ def test_fix_is_rechecked_in_the_same_verl_process(pyz, env091, inputs, tmp_path
     assert again.accepted, again.error
 
 
+def test_a_hub_id_not_in_the_cache_is_named_not_failed(pyz, env091, inputs, tmp_path):
+    """A hub id the machine has not cached stops the dry start-up (it never downloads), but the job
+    itself would download it: a WARN naming the id and how to have verl judge the rest, no
+    disagreement with the rules, and the exit code of a launch that works. A local path that does not
+    exist is no hub id (is_hub_id), so it stays a FAIL (test_model_path_and_reward_imports)."""
+    from preflight.checks.verl_startup import is_hub_id
+
+    out = str(tmp_path / "r.json")
+    launch = base(inputs, **{"actor_rollout_ref.model.path": "Qwen/Qwen2.5-0.5B-Instruct-NotCachedHere"}) + [
+        "trainer.logger=[console]"]
+    proc = subprocess.run([sys.executable, "-I", "-S", pyz, "config", "--python", env091, "--json", out, "--"] + launch,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
+    with open(out) as fh:
+        rows = {r["id"]: r for r in json.load(fh)["results"]}
+    start = rows["config.verl.startup"]
+    assert start["status"] == "warn" and "Qwen/Qwen2.5-0.5B-Instruct-NotCachedHere is not in this machine's" in \
+        start["message"], start
+    assert "huggingface-cli download Qwen/Qwen2.5-0.5B-Instruct-NotCachedHere" in start["fix"]
+    assert rows["config.verl.rules"]["status"] == "pass", rows["config.verl.rules"]
+    assert proc.returncode == 0, [(k, r["status"]) for k, r in rows.items() if r["status"] in ("fail", "error")]
+    assert is_hub_id("Qwen/Qwen2.5-7B") and is_hub_id("gpt2")
+    assert not any(is_hub_id(p) for p in ("/data/models/Qwen2.5-7B", "./model", "~/m", "a/b/c", str(tmp_path), None))
+
+
 @pytest.fixture(scope="module")
 def env061():
     # verl 0.6.1 pins numpy<2 (pyarrow 19 is the newest built for it) and imports
