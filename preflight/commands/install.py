@@ -108,8 +108,12 @@ def run(args: argparse.Namespace) -> int:
     check_prefix(prefix)  # ownership first: nothing is ever run from a prefix another user controls
     check_output_dir(prefix, "--prefix")
 
-    if args.lock:  # read before anything is made: a lock that is not text is a usage error, not a crash
-        read_text(args.lock, LOCK_MAX_BYTES, "--lock", "run 'preflight spec -o DIR' and pass DIR/requirements.lock")
+    if args.lock:  # read before anything is made: a lock that is not text, or pins nothing, is a usage error
+        from ..outputs.lock import parse_lock
+
+        fix = "run 'preflight spec -o DIR' and pass DIR/requirements.lock"
+        if not parse_lock(read_text(args.lock, LOCK_MAX_BYTES, "--lock", fix)):
+            raise UsageError("--lock %s: no pinned requirement (name==version) in it; %s" % (args.lock, fix))
     pip_args = []
     if args.wheelhouse:
         from ..outputs.wheelhouse import SERVED_LOCK, find_links, open_wheelhouse

@@ -162,6 +162,15 @@ def test_install_missing_lock_is_one_line(pyz, tmp_path):
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "nope.lock" in p.stderr
 
 
+@pytest.mark.parametrize("content", [b"", b"trainer:\n  logger: [console]\n", b"# only a comment\n"])
+def test_install_lock_that_pins_nothing_is_one_line(pyz, tmp_path, content):
+    lock = tmp_path / "my.yaml"
+    lock.write_bytes(content)
+    p = pf(pyz, "install", "--lock", str(lock), "--python", "3.11", "--prefix", str(tmp_path / "v"), "--dry-run")
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0, p.stderr
+    assert "no pinned requirement (name==version)" in p.stderr and not (tmp_path / "v").exists()
+
+
 @pytest.mark.parametrize("content,words", [
     (b"six==1.17.0 --hash=sha256:\xff\xfe\n", "byte 0xff at offset 26"),  # a lock mangled on its way
     (bytes(range(256)) * 64, "byte 0x80 at offset 128"),  # a binary file named by mistake
