@@ -228,7 +228,8 @@ def main():
             else:
                 with open(os.path.join(tmp, "preflight_user.yaml"), "w", encoding="utf-8") as fh:
                     fh.write("defaults:\n  - %s\n  - _self_\n" % config_name)
-                    fh.write(OmegaConf.to_yaml(data))
+                    if len(data):  # an empty file is {} ("{}" after a block mapping is not YAML)
+                        fh.write(OmegaConf.to_yaml(data))
                 step_dir, step_name = tmp, "preflight_user"
                 step_search = ["file://" + base_dir] + base_search
             steps.append(("file", step_dir, step_name, step_search, []))

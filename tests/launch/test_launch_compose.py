@@ -403,3 +403,15 @@ def test_relative_config_path_is_read_as_hydra_reads_it(tmp_path, monkeypatch):
     assert target.get("data.train_batch_size") == plain.get("data.train_batch_size") == stored.get(
         "data.train_batch_size") == 8
     assert target.get("actor_rollout_ref.actor.strategy") == plain.get("actor_rollout_ref.actor.strategy")
+
+
+def test_an_empty_config_file_is_verls_defaults(tmp_path):
+    """An empty YAML file loads as {} (OmegaConf, as Hydra reads it): the launch is the release's
+    defaults, not a YAML error the tool made by writing "{}" after its own defaults list."""
+    f = tmp_path / "empty.yaml"
+    f.write_text("")
+    c = compose_stored(parse_launch([]), str(f), "0.9.1", env={})
+    plain = compose_stored(parse_launch([]), None, "0.9.1", env={})
+    assert c.error is None, c.error
+    assert c.get("data.train_batch_size") == plain.get("data.train_batch_size")
+    assert c.get("actor_rollout_ref.actor.ppo_mini_batch_size") == plain.get("actor_rollout_ref.actor.ppo_mini_batch_size")
