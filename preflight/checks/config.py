@@ -332,9 +332,13 @@ def data_check(ctx: Context) -> List[Outcome]:
                           "files", {"path": p}, item="not_regular"))
     if not local and out:
         return out
+    if not local and not paths:
+        return [skipped("data.train_files / data.val_files are not set")]
+    absent_fix = ("put the files where every training node reads them, or fix the path: verl stops at "
+                  "create_rl_dataset (FileNotFoundError) on a node without them")
     if not local:
-        return [skipped("no dataset file of data.train_files / data.val_files is on this machine (%s)" % (
-            ", ".join(paths) or "none set"))]
+        return [warned("no dataset file of data.train_files / data.val_files is on this machine (%s): not read" % (
+            ", ".join(paths)), absent_fix, {"paths": paths})]
     custom = c.get("reward.custom_reward_function.path") or c.get("custom_reward_function.path")
     try:
         found, info = check_files(ctx.options.python, [os.path.expanduser(p) for p in local],
@@ -350,7 +354,8 @@ def data_check(ctx: Context) -> List[Outcome]:
     out += _smoke(ctx, c, local, found)
     missing = [p for p in paths if p not in local and p not in dirs and p not in odd]
     if missing:
-        out.append(skipped("not on this machine, not read: %s" % ", ".join(missing), item="absent"))
+        out.append(warned("not on this machine, not read: %s" % ", ".join(missing), absent_fix, {"paths": missing},
+                          item="absent"))
     return out
 
 

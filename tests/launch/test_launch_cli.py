@@ -48,6 +48,8 @@ def test_config_seed_example_with_stored_defaults(pyz, tmp_path, bare_python):
                                                                  "source": "override via trainer.n_gpus_per_node"}
     assert {r["id"] for r in doc["results"]} >= {"config.compose", "config.batch", "config.rules.train_batch_divisible",
                                                   "config.rules.rollout_tp_world", "config.data"}
+    data = {r["id"]: r for r in doc["results"]}["config.data"]  # the seed's files are not on this machine
+    assert data["status"] == "warn" and "is on this machine" in data["message"] and "create_rl_dataset" in data["fix"]
 
 
 def test_config_gpus_shorthand_and_failure_exit(pyz, bare_python, tmp_path):
