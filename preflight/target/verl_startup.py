@@ -577,16 +577,45 @@ def main():
     if batch is None:
         _one(fn, cfg_dir, ARGS.get("overrides") or [], state, verl_root, buf, real_out, real_err, spec)
         return
+    libs = _library_dirs()
+    known = set(sys.modules)
     for i, ovs in enumerate(batch):  # several launches, verl imported once: events follow their "case"
         emit("case", i=i)
         buf.seek(0)
         buf.truncate()
+        _forget_user_modules(known, libs)
         try:
             _one(fn, cfg_dir, ovs, state, verl_root, buf, real_out, real_err, spec)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # the dry run itself failed on this case: named, the next one runs
             emit("error", **_error(exc, verl_root, "preflight dry run"))
+
+
+def _library_dirs():
+    """The directories installed code lives in (the standard library, site-packages)."""
+    import sysconfig
+
+    out = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            out.add(os.path.realpath(sysconfig.get_path(key)))
+        except Exception:
+            pass
+    return tuple(sorted(d + os.sep for d in out if d))
+
+
+def _forget_user_modules(known, libs):
+    """Before the next launch of a batch: drop the modules the previous one loaded from the user's
+    files (a reward function, a custom dataset class): verl 0.6 caches a reward file as
+    sys.modules["custom_module"], and every later launch would get the first one's functions."""
+    for name in list(sys.modules):
+        if name in known:
+            continue
+        mod = sys.modules.get(name)
+        path = getattr(mod, "__file__", None)
+        if name == "custom_module" or (path and not os.path.realpath(path).startswith(libs)):
+            sys.modules.pop(name, None)
 
 
 def _one(fn, cfg_dir, overrides, state, verl_root, buf, real_out, real_err, spec):

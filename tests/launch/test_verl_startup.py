@@ -17,7 +17,7 @@ from verl_fixtures import tiny_inputs
 from preflight.launch.compose import compose
 from preflight.launch.overrides import parse_launch
 from preflight.launch.rules import evaluate
-from preflight.launch.startup import classify, compare, run_startup, where
+from preflight.launch.startup import classify, compare, run_startup, run_startup_batch, where
 
 pytestmark = pytest.mark.realenv
 
@@ -234,7 +234,17 @@ def test_rollout_mode_sync_is_valid_on_061(env061, tmp_path):
     (sync is its default), and the rules of 0.6.1 no longer fail it."""
     i = tiny_inputs(env061, str(tmp_path / "tiny"), 32, 0)
     ovs = base(i, **{"actor_rollout_ref.rollout.mode": "sync"})
-    st = run_startup(env061, ovs, timeout=300)
+    # two reward files, one after the other in the same process (a batch, as the fix re-check runs):
+    # verl 0.6.1 caches a reward file as sys.modules["custom_module"]; each launch must score with its own
+    rewards = []
+    for score in (0.25, 0.75):
+        f = tmp_path / ("reward_%d.py" % int(score * 100))
+        f.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                     "    return %r\n" % score)
+        rewards.append(["custom_reward_function.path=%s" % f, "custom_reward_function.name=compute_score"])
+    st, first, second = run_startup_batch(env061, [ovs, ovs + rewards[0], ovs + rewards[1]], timeout=600)
+    assert [r["score"] for r in first.reward["rows"]][:1] == [0.25], first.reward
+    assert [r["score"] for r in second.reward["rows"]][:1] == [0.75], second.reward
     assert st.verl_version == "0.6.1" and st.accepted, st.error
     assert st.where["file"] == "verl/trainer/ppo/ray_trainer.py"  # init_workers, the 0.6 trainer
     assert "load_reward_manager" in st.steps  # 0.6 builds the reward manager in the task runner
