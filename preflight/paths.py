@@ -11,8 +11,8 @@ from typing import Any, List, Optional, Union
 
 from .errors import UsageError
 
-__all__ = ["check_output_file", "check_output_dir", "file_problem", "foreign_link", "loads_json", "read_regular",
-           "read_text"]
+__all__ = ["check_output_file", "check_output_dir", "file_problem", "foreign_link", "kernel_file", "loads_json",
+           "read_regular", "read_text"]
 
 
 def _could_read(uid: int, real: str) -> bool:
@@ -65,6 +65,16 @@ def foreign_link(path: str) -> Optional[str]:
     return None
 
 
+def kernel_file(path: str) -> Optional[str]:
+    """A phrase when ``path`` (links followed) is a kernel interface under /proc or /sys, not a file
+    of the user's: some are consumed by reading (/proc/kmsg), some are endless or change as read;
+    else None."""
+    real = os.path.realpath(os.path.expanduser(path))
+    if real.startswith(("/proc/", "/sys/")):
+        return "a kernel interface (%s), not a file of yours; reading some consumes them" % real.split("/")[1]
+    return None
+
+
 def file_problem(path: str) -> Optional[str]:
     """Why ``path`` cannot be read as a file (``"no such file"``, ``"not a regular file (a FIFO)"``,
     a link of another user's to what they cannot read: :func:`foreign_link`), or None for a
@@ -76,7 +86,7 @@ def file_problem(path: str) -> Optional[str]:
     except OSError as exc:
         return "cannot be read (%s)" % (exc.strerror or exc)
     if stat.S_ISREG(mode):
-        return foreign_link(path)
+        return kernel_file(path) or foreign_link(path)
     kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
             "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode) else
             "a socket" if stat.S_ISSOCK(mode) else "not a file")

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import BinaryIO, Optional
 
-from ..paths import foreign_link
+from ..paths import foreign_link, kernel_file
 
 __all__ = ["LogInput", "read_log", "DEFAULT_CAP"]
 
@@ -84,7 +84,7 @@ def read_log(path: Optional[str], cap: int = DEFAULT_CAP, stdin: Optional[Binary
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else \
             "not a regular file"
         raise ValueError("%s is %s: name a log file, or pipe the log into 'explain -'" % (path, kind))
-    why = foreign_link(full)
+    why = kernel_file(full) or foreign_link(full)
     if why is not None:
         raise ValueError("%s: %s; copy the log somewhere of yours, or pipe it into 'explain -'" % (path, why))
     fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))

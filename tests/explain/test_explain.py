@@ -207,6 +207,26 @@ def test_reader_bounds(tmp_path):
     assert s.source == "stdin" and s.size == 3000 + 20 and s.text.endswith("KeyError: 'prompt'\n")
 
 
+@pytest.mark.fault("LOSS")
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc")
+def test_kernel_interfaces_are_refused_before_any_read(tmp_path):
+    """/proc and /sys hold kernel interfaces, not logs: reading /proc/kmsg as root consumes the
+    kernel's log (threat review). They are refused by path, links followed, before anything is
+    opened, for explain and for every input read through paths.file_problem (config --file)."""
+    from preflight.paths import file_problem
+
+    link = tmp_path / "job.log"
+    os.symlink("/proc/self/status", str(link))
+    for p in ("/proc/self/status", "/proc/kmsg", str(link), "/sys/kernel/mm/transparent_hugepage/enabled"):
+        if not os.path.exists(p):
+            continue
+        with pytest.raises(ValueError, match="kernel interface"):
+            read_log(p)
+        assert "kernel interface" in file_problem(p)
+    r = _cli([str(link)])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "kernel interface" in r.stderr
+
+
 def _cli(args, stdin=None):
     return subprocess.run([sys.executable, "-m", "preflight", "explain"] + list(args), input=stdin,
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
