@@ -22,8 +22,8 @@ import re
 from typing import Any, Dict, List, Optional
 
 from ..launch.compose.run import config_dir
-from ..launch.startup import (FULL_ROWS, Startup, classify, compare, first_line, run_startup, run_startup_batch,
-                              silent_rows, where)
+from ..launch.startup import (FULL_ROWS, Startup, beyond_startup, classify, compare, first_line, run_startup,
+                              run_startup_batch, silent_rows, where)
 from .base import Context, Outcome, failed, passed, skipped, warned
 
 __all__ = ["startup_of", "startup_rows", "recheck_fix", "is_hub_id"]
@@ -125,8 +125,11 @@ def startup_rows(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]
             "report it: a rule that disagrees with verl's own start-up is a bug in one of the two",
             {"disagreements": dis}, item="rules"))
     else:
-        out.append(passed("the rules agree with verl %s's start-up" % st.verl_version, {"disagreements": []},
-                          item="rules"))
+        later = beyond_startup(found)
+        out.append(passed("the rules agree with verl %s's start-up%s" % (st.verl_version, (
+            "; %d rule FAIL(s) are about later steps the dry start-up stops before (workers, rollout, GPUs), so "
+            "it neither confirms nor contradicts them: %s" % (len(later), ", ".join(dict.fromkeys(later))))
+            if later else ""), {"disagreements": [], "beyond_startup": later}, item="rules"))
     rec = (facts or {}).get("fix_recheck")
     if rec is not None:
         out.append(rec)

@@ -19,7 +19,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .startup_releases import RELEASES
 
-__all__ = ["Startup", "run_startup", "run_startup_batch", "parse_events", "classify", "compare", "silent_rows",
+__all__ = ["Startup", "run_startup", "run_startup_batch", "parse_events", "classify", "compare", "beyond_startup",
+           "silent_rows",
            "ignored_rows", "where"]
 
 
@@ -359,6 +360,13 @@ MACHINE_KINDS = frozenset(("model_path", "hub_not_cached", "missing_module", "in
 _PRE_RAY = ("validate_config", "main_ppo", "__post_init__", "omega_conf_to_dataclass", "rl_dataset",
             "ray_trainer.py _validate_config", "RayPPOTrainer.__init__", "config/actor.py", "config/critic.py",
             "config/rollout.py", "config/engine.py", "config/model.py", "create_rl_dataset")
+
+
+def beyond_startup(findings: Sequence[Any]) -> List[str]:
+    """The rules that FAIL the launch at a step after verl's dry start-up stops (workers, rollout,
+    GPUs): neither confirmed nor contradicted by it. Returns their rule names, in order."""
+    return [str(f.rule) for f in findings if getattr(f, "status", None) == "fail" and f.rule != "fix_line"
+            and not _before_ray(str(getattr(f, "stops", "") or ""), str(getattr(f, "where", "") or ""))]
 
 
 def _before_ray(stops: str, where_: str) -> bool:

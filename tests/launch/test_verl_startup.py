@@ -161,6 +161,9 @@ def test_config_command_rows(pyz, env091, inputs, tmp_path):
     assert rows["config.verl.train_filtered"]["status"] == "warn" and "%d dropped" % LONG in \
         rows["config.verl.train_filtered"]["message"]
     assert rows["config.verl.rules"]["status"] == "pass"
+    assert rows["config.verl.rules"]["evidence"]["beyond_startup"] == [r["id"].split(".")[2] for r in rows.values()
+                                                                       if r["id"].startswith("config.rules.") and
+                                                                       r["status"] == "fail"]  # none here
     assert rows["config.verl.ignored"]["status"] == "pass"  # every key of this launch is read by verl
     assert os.path.basename(inputs["model"]) == "model"
     # --no-startup: the same launch judged by the rules alone; verl's silent effects are not there
