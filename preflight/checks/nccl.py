@@ -399,6 +399,16 @@ def _ranks_evidence(outs) -> Dict[str, Any]:
                      "stderr_tail": o.stderr_tail.strip()[-600:]} for i, o in enumerate(outs)}
 
 
+_WAIT_TIMEOUT = re.compile(r"[Tt]imed out|[Tt]imeout|TIMEOUT|DistBackendError: .*[Ww]atchdog")
+
+
+def _timed_out_waiting(out: Any) -> bool:
+    """The rank ended on a timeout of its own collective or rendezvous (gloo's 'Timed out waiting
+    ... for recv', NCCL's watchdog), the mark a hung peer leaves on the ranks waiting for it."""
+    err = out.last("error") or {}
+    return bool(_WAIT_TIMEOUT.search("%s %s %s" % (err.get("error") or "", err.get("message") or "", out.stderr_tail)))
+
+
 def _failed_run(ctx: Context, backend: str, world: int, sizes: List[int], ev: Dict[str, Any], first: Tuple[Any, ...],
                 run: Callable[..., Tuple[List[Any], bool, List[int], float]]) -> CheckResult:
     """The row of a run that hung or failed (``first``: run_ranks' result). A hang in a collective
@@ -414,9 +424,12 @@ def _failed_run(ctx: Context, backend: str, world: int, sizes: List[int], ev: Di
     if hint is not None:
         return failed(hint[0], hint[1], ev)
     msg = _generic_failure(backend, ctx.options.timeout, outs, timed_out, alive)
-    blocker = p2p_rerun_blocker(backend, world, timed_out, alive, steps, ctx.options.nccl.inject, os.environ)
+    # a hang seen from both sides: ranks still in a collective, and the others ended by their own
+    # collective timeout (the process group's, a little under the deadline) before the deadline came
+    hung = timed_out or (bool(alive) and bool(crashed) and all(_timed_out_waiting(outs[i]) for i in crashed))
+    blocker = p2p_rerun_blocker(backend, world, hung, alive, steps, ctx.options.nccl.inject, os.environ)
     if blocker is not None:
-        if timed_out and alive:
+        if hung and alive:
             ev["p2p_rerun"] = {"tried": False, "why": blocker}
         return failed(msg, _hint(backend), ev)
     outs2, timed_out2, alive2, wall2 = run(P2P_OFF_ENV)
