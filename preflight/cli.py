@@ -160,7 +160,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             from .atomic import allow_shared_output
 
             allow_shared_output()
-        from .atomic import use_safe_temp_root
+        from .temproot import use_safe_temp_root
 
         warn = use_safe_temp_root()  # before any private directory: one another user cannot swap
         if warn:

@@ -40,7 +40,8 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
                "preflight.proof_refresh", "preflight.marker_env",
                "preflight.pip_output")),
     ("leaf", ("preflight", "preflight.result", "preflight.errors", "preflight.redact", "preflight.paths",
-              "preflight.atomic", "preflight.stages", "preflight.pipes", "preflight.hw", "preflight.netif",
+              "preflight.atomic", "preflight.temproot", "preflight.stages", "preflight.pipes", "preflight.hw",
+              "preflight.netif",
               "preflight.diagnose", "preflight.shell", "preflight.interrupts", "preflight.limits",
               "preflight.sdist_purity")),
 )

@@ -3,7 +3,7 @@
 A probe's directory (mode 0700, mkdtemp) holds the command its supervisor runs. In a TMPDIR that
 other users can write without the sticky bit (a group's scratch directory), or that belongs to
 another user (a job's own TMPDIR while a root prolog runs), that user renames the directory away
-and puts their own in its place: root then ran their command. Mechanism (``atomic.temp_root``):
+and puts their own in its place: root then ran their command. Mechanism (``temproot.temp_root``):
 the temporary root must be safe from other users all the way up (owned by the user or root, not
 writable by others unless sticky), else the run works under /tmp and says so; bootstrap.sh makes
 the same choice for its own directory and hands it on. Each shape is tried with a second user
@@ -20,7 +20,7 @@ import pytest
 import seckit
 from seckit import need_root
 
-from preflight.atomic import temp_root
+from preflight.temproot import temp_root
 
 EXEC = pytest.mark.fault("EXEC")
 
