@@ -618,6 +618,15 @@ def tree_problem(root: str, names: Tuple[str, ...] = ()) -> Optional[str]:
     return None
 
 
+def _has_acl(path: str) -> bool:
+    """True when the directory ``path`` carries an access ACL beyond its mode bits (an entry for a
+    named user or group: the mode's group bits then show only the ACL's mask)."""
+    try:
+        return "system.posix_acl_access" in os.listxattr(path, follow_symlinks=False)
+    except (OSError, AttributeError):  # no xattrs on this filesystem or platform
+        return False
+
+
 def run_problem(path: str, is_dir: bool = False) -> Optional[str]:
     """Why running the program ``path`` runs code another user controls (a phrase), or None.
 
@@ -649,6 +658,8 @@ def run_problem(path: str, is_dir: bool = False) -> Optional[str]:
             continue
         last = not todo and not is_dir
         why = owner_problem(st, is_dir=not last)
+        if why is None and not last and _has_acl(nxt):
+            why = "given a POSIX ACL (other users may be allowed to write it)"
         if why is None and last and st.st_mode & (stat.S_IWOTH | stat.S_IWGRP) and not (
                 st.st_mode & stat.S_IWGRP and not st.st_mode & stat.S_IWOTH and st.st_gid in (0, os.getegid())):
             why = "writable by other users"

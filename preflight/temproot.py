@@ -26,6 +26,8 @@ def temp_root() -> Tuple[str, Optional[str]]:
     /tmp, /var/tmp, /usr/tmp. Raises UsageError naming ``TMPDIR`` and the fix when none is safe."""
     configured = _configured_temp()
     why = run_problem(configured, is_dir=True)
+    if why is None and not os.path.isdir(configured):  # tempfile would fall through to an unjudged $TEMP/$TMP
+        why = "not a directory (another user could make it, or $TEMP/$TMP would be used unjudged)"
     if why is None:
         return configured, None
     for cand in _TEMP_FALLBACKS:
@@ -55,9 +57,9 @@ def use_safe_temp_root() -> Optional[str]:
     import tempfile
 
     root, why = temp_root()
+    configured = _configured_temp()
+    tempfile.tempdir = root  # the judged directory, never one tempfile would pick by itself later
     if why is None:
         return None
-    configured = _configured_temp()
-    tempfile.tempdir = root
     os.environ["TMPDIR"] = root
     return "warning: TMPDIR %s: %s: this run's private directories go under %s instead" % (configured, why, root)

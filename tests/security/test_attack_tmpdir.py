@@ -121,3 +121,46 @@ def test_bootstrap_works_under_tmp_when_tmpdir_is_a_group_scratch(pyz_file, tmp_
     assert "TMPDIR %s can be changed by other users" % d in r.stderr, r.stderr
     with open(seen) as fh:
         assert fh.read() == "", "bootstrap.sh made entries in %s" % d
+
+
+def test_a_missing_tmpdir_does_not_fall_through_to_an_unjudged_temp(tmp_path, monkeypatch):
+    """TMPDIR missing (or a file): tempfile would quietly take $TEMP/$TMP, which nobody judged, or
+    another user could make TMPDIR before the first mkdtemp (re-attack T1). The run works under a
+    safe root, and tempfile is pinned to it."""
+    need_root()
+    theirs = _unsafe(tmp_path, "theirs")
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "not-yet"))
+    monkeypatch.setenv("TEMP", theirs)
+    from preflight.temproot import use_safe_temp_root
+
+    warn = use_safe_temp_root()
+    assert warn and "not a directory" in warn
+    assert tempfile.gettempdir() in ("/tmp", "/var/tmp", "/usr/tmp") and os.environ["TMPDIR"] == tempfile.gettempdir()
+
+
+def _acl_user_rwx(path, uid):
+    """An access ACL granting ``uid`` rwx (the kernel's xattr form), or skip where none can be set."""
+    import struct
+
+    entries = [(1, 7, 0xFFFFFFFF), (2, 7, uid), (4, 5, 0xFFFFFFFF), (0x10, 7, 0xFFFFFFFF), (0x20, 5, 0xFFFFFFFF)]
+    data = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+    try:
+        os.setxattr(path, "system.posix_acl_access", data)
+    except (OSError, AttributeError) as exc:
+        pytest.skip("no POSIX ACLs here: %s" % exc)
+
+
+def test_a_tmpdir_another_user_may_write_through_an_acl_is_passed_over(tmp_path, monkeypatch):
+    """A 0700 root directory whose ACL lets uid 65534 write (re-attack T2): the mode bits look safe."""
+    need_root()
+    seckit.reachable(str(tmp_path))
+    d = tmp_path / "acl"
+    d.mkdir(mode=0o700)
+    _acl_user_rwx(str(d), seckit.NOBODY)
+    sub = d / "mine"
+    sub.mkdir(mode=0o700)
+    for cand in (d, sub):  # the ACL on the directory itself, or on one above it
+        monkeypatch.setattr(tempfile, "tempdir", str(cand))
+        root, why = temp_root()
+        assert root != str(cand) and "ACL" in why, (cand, root, why)
