@@ -6,7 +6,7 @@ started in a session of its own is then re-parented to the nearest subreaper abo
 and outlives the run. When the checker runs as the command line, it is a child subreaper too
 (:func:`become_reaper`), so such a process is re-parented to it, and :func:`end_orphans` at the end
 of the run kills and reaps whatever is still a child of the checker (by then every process the run
-started on purpose has ended). A library caller (tests calling ``cli.main``) is never made a
+started on purpose has ended), except the children the process had before it became the reaper. A library caller (tests calling ``cli.main``) is never made a
 subreaper, so nothing of its own is touched. Linux only; elsewhere both are no-ops.
 """
 
@@ -20,6 +20,9 @@ __all__ = ["become_reaper", "end_orphans"]
 
 _PR_SET_CHILD_SUBREAPER = 36
 _REAPER = [False]
+#: Children this process already had when it became the reaper (a job script's `monitor &` before
+#: `exec preflight`): the user's, never ended by :func:`end_orphans`.
+_BEFORE: Set[int] = set()
 
 
 def become_reaper() -> bool:
@@ -34,6 +37,8 @@ def become_reaper() -> bool:
     except (OSError, AttributeError, ImportError):
         ok = False
     _REAPER[0] = ok
+    if ok:
+        _BEFORE.update(_children(os.getpid()))
     return ok
 
 
@@ -66,7 +71,7 @@ def end_orphans(deadline_s: float = 5.0) -> int:
     me, ended = os.getpid(), set()
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        kids = _children(me)
+        kids = _children(me) - _BEFORE
         if not kids:
             break
         for pid in kids:

@@ -62,3 +62,18 @@ def test_a_daemon_of_a_probe_that_kills_its_supervisor_ends_with_the_run(pyz, tm
     finally:
         for pid in _sleepers(token):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="subreapers are Linux's")
+def test_a_child_the_process_had_before_is_left_alone(pyz, tmp_path):
+    """`monitor & exec preflight` in a job script (re-attack O1): the background job is the user's,
+    a child of the process before it became the checker; it must survive the run."""
+    token = "4343.%d" % random.randrange(10 ** 6)
+    try:
+        subprocess.run(["bash", "-c", "sleep %s & exec %s -I -S %s --version" % (token, sys.executable, pyz)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, check=True)
+        time.sleep(0.3)
+        assert _sleepers(token), "the user's background job was killed"
+    finally:
+        for pid in _sleepers(token):
+            os.kill(pid, signal.SIGKILL)
