@@ -41,8 +41,15 @@ def escape_controls(value: Any) -> Any:
 def one_line(text: Any) -> Any:
     """``text`` as one line of a terminal: :func:`escape_controls`, then each line break it leaves
     (newline, U+2028, U+2029) written as a visible escape (``\\n``), so an input that holds one (a
-    path, a value, a child's message) cannot split an error or a row into several lines. A value
-    that is not a str is returned as :func:`escape_controls` gives it (None stays None)."""
+    path, a value, a child's message) cannot split an error or a row into several lines. Dicts,
+    lists and tuples are walked (keys too), like :func:`escape_controls`; another value that is not
+    a str is returned as it gives it (None stays None)."""
+    if isinstance(text, dict):
+        return {one_line(k): one_line(v) for k, v in text.items()}
+    if isinstance(text, list):
+        return [one_line(v) for v in text]
+    if isinstance(text, tuple) and not hasattr(text, "_fields"):
+        return tuple(one_line(v) for v in text)
     out = escape_controls(text)
     if not isinstance(out, str):
         return out
@@ -60,6 +67,6 @@ def for_text(report: Report) -> Report:
                                 evidence=escape_controls(r.evidence), fix=one_line(r.fix),  # its inputs held
                                 caused_by=[one_line(c) for c in r.caused_by])
             for r in report.results]
-    return dataclasses.replace(report, results=rows, target=escape_controls(report.target),
-                               verl=escape_controls(report.verl), machine=escape_controls(report.machine),
-                               sections=escape_controls(report.sections), command=escape_controls(report.command))
+    return dataclasses.replace(report, results=rows, target=one_line(report.target),  # the header's lines too
+                               verl=one_line(report.verl), machine=one_line(report.machine),
+                               sections=escape_controls(report.sections), command=one_line(report.command))

@@ -282,6 +282,20 @@ def test_a_line_break_in_an_input_cannot_forge_rows(view):
 
 
 @WRONG
+def test_a_line_break_in_the_target_path_stays_in_the_header(pyz, tmp_path):
+    """--python through a directory whose name holds a newline (re-attack L1): the header's target
+    line is one line, the break shown escaped."""
+    d = tmp_path / "pyd\nPASS    verl    ready (faked)"
+    d.mkdir()
+    os.symlink(sys.executable, str(d / "python3"))
+    r = subprocess.run([sys.executable, "-I", "-S", pyz, "check", "--stage", "host", "--python", str(d / "python3")],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120,
+                       env=dict(os.environ, COLUMNS="2000"))
+    assert not any(line.startswith("PASS    verl") for line in r.stdout.splitlines()), r.stdout
+    assert "pyd\\nPASS" in r.stdout
+
+
+@WRONG
 def test_terminal_console_keeps_its_colours_but_escapes_the_text():
     import io
 
