@@ -6,6 +6,7 @@ link to /dev/zero named by mistake (or placed by someone else) cannot block or e
 import errno
 import json
 import os
+import re
 import stat
 from typing import Any, List, Optional, Union
 
@@ -72,7 +73,36 @@ def kernel_file(path: str) -> Optional[str]:
     real = os.path.realpath(os.path.expanduser(path))
     if real.startswith(("/proc/", "/sys/")):
         return "a kernel interface (%s), not a file of yours; reading some consumes them" % real.split("/")[1]
+    fs = _fs_type(real)  # procfs, sysfs or another kernel filesystem mounted (or bound) elsewhere
+    if fs in _KERNEL_FS:
+        return "a kernel interface (%s, mounted at another path), not a file of yours; reading some consumes " \
+               "them" % fs
     return None
+
+
+#: Filesystems whose files are kernel interfaces, not data (Linux fstype names).
+_KERNEL_FS = frozenset(("proc", "sysfs", "debugfs", "tracefs", "securityfs", "configfs", "cgroup", "cgroup2",
+                        "bpf", "pstore", "efivarfs", "fusectl"))
+
+
+def _fs_type(real: str) -> Optional[str]:
+    """The filesystem type of the mount holding the absolute path ``real`` (/proc/self/mountinfo's
+    longest mount point above it), or None where that cannot be read."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            lines = fh.read(1 << 22).decode("utf-8", "surrogateescape").splitlines()
+    except OSError:
+        return None
+    best, kind = "", None
+    for line in lines:
+        head, _, tail = line.partition(" - ")
+        parts = head.split()
+        if len(parts) < 5 or not tail:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4])
+        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, kind = point, tail.split()[0]
+    return kind
 
 
 def file_problem(path: str) -> Optional[str]:

@@ -225,6 +225,17 @@ def test_kernel_interfaces_are_refused_before_any_read(tmp_path):
         assert "kernel interface" in file_problem(p)
     r = _cli([str(link)])
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "kernel interface" in r.stderr
+    # procfs mounted at another path (a container's /host/proc; re-attack K1): judged by its filesystem
+    mnt = tmp_path / "hostproc"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "proc", "proc", str(mnt)], stderr=subprocess.DEVNULL).returncode != 0:
+        return  # no mount here (not root, or no privilege): the path rule above is what runs
+    try:
+        assert "mounted at another path" in file_problem(str(mnt / "self" / "status"))
+        with pytest.raises(ValueError, match="kernel interface"):
+            read_log(str(mnt / "self" / "status"))
+    finally:
+        subprocess.run(["umount", str(mnt)])
 
 
 def _cli(args, stdin=None):
