@@ -8,7 +8,6 @@ Tests build a Context with pre-filled facts instead of patching probes.
 
 import os
 import re
-import shlex
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional, Sequence, Tuple, Union
@@ -17,6 +16,7 @@ from packaging.markers import Marker
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from .shell import quote as shell_quote
 from .matrix import Matrix, parse_version
 from .probes import host as host_probe
 from .probes import nvml as nvml_probe
@@ -357,7 +357,7 @@ class Context:
     def python_cmd(self) -> str:
         """The target interpreter as a fix line should spell it: ``--python``'s value, quoted for a
         POSIX shell when it needs quoting (a path with spaces)."""
-        return shlex.quote(self.options.python)
+        return shell_quote(self.options.python)
 
     def target_fix(self, fix: Optional[str]) -> Optional[str]:
         """``fix`` with each bare ``pip install|uninstall|check|download ...`` spelled

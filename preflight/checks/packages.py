@@ -7,7 +7,6 @@ extra (``vllm`` or ``sglang``). Versions and builds come from the matrix; no ver
 lives here.
 """
 
-import shlex
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -15,6 +14,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ..shell import quote as shell_quote
 from ..matrix import AnySpec, parse_requirement, parse_version, requirements_for_extras
 from ..shell import command
 from .base import CheckResult, Context, check, failed, passed, skipped, warned
@@ -582,12 +582,12 @@ def bytecode(ctx: Context) -> CheckResult:
           "write none, and verl workers on a read-only or shared environment) compiles those %d modules at each " \
           "start" % (len(lacking), tag, ", ".join("%s (%d of %d modules)" % (
               r["name"], r["modules"] - r["with_bytecode"], r["modules"]) for r in lacking), missing)
-    sites_q = " ".join(shlex.quote(s) for s in sites)
+    sites_q = " ".join(shell_quote(s) for s in sites)
     note = " (a module written for a newer Python than this one, such as torch's py312_intrinsics.py, fails to " \
            "compile and makes the exit status 1: the rest is compiled)"
     if prefix:  # bytecode goes to the prefix's tree, which the user can write whatever owns the sources
         fix = "byte-compile them once into PYTHONPYCACHEPREFIX: %s -X pycache_prefix=%s -m compileall -q -j 0 %s%s" % (
-            ctx.python_cmd, shlex.quote(prefix), sites_q, note)
+            ctx.python_cmd, shell_quote(prefix), sites_q, note)
     else:
         owners = _other_owners(sites)
         cmd = "%s -m compileall -q -j 0 %s" % (ctx.python_cmd, sites_q)

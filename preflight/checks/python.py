@@ -4,11 +4,11 @@ All facts come from running the target (``--python PATH``), never from the check
 """
 
 import os
-import shlex
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from ..shell import quote as shell_quote
 from .base import CheckResult, Context, check, failed, passed, warned
 
 
@@ -143,7 +143,7 @@ def environment(ctx: Context) -> CheckResult:
     if not info.get("has_pip"):
         return warned("%s has no pip: verl's extras and fixes are installed with pip" % kind,
                       "%s -m ensurepip --upgrade (or install uv and use: uv pip install --python %s ...)" % (
-                          shlex.quote(info["executable"]), shlex.quote(info["executable"])), ev)
+                          shell_quote(info["executable"]), shell_quote(info["executable"])), ev)
     if not info.get("is_venv") and not info.get("is_conda"):
         return warned("%s: installing verl into it can break system packages" % kind,
                       "create a dedicated environment: python3 -m venv ~/venvs/verl", ev)

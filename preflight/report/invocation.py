@@ -8,10 +8,11 @@ only when it is one); they are data here, below every command, and
 
 import os
 import re
-import shlex
 import shutil
 import sys
 from typing import Optional
+
+from ..shell import quote as shell_quote
 
 __all__ = ["COMMAND_NAMES", "invocation", "localise_commands"]
 
@@ -32,8 +33,8 @@ def invocation() -> str:
         return "preflight"
     if argv0.endswith(".pyz") or (os.path.isfile(argv0) and not argv0.endswith(".py")
                                   and os.path.basename(argv0) != "preflight"):
-        return "%s %s" % (shlex.quote(py), shlex.quote(argv0))
-    return "%s -m preflight" % shlex.quote(py)
+        return "%s %s" % (shell_quote(py), shell_quote(argv0))
+    return "%s -m preflight" % shell_quote(py)
 
 
 def localise_commands(text: Optional[str], how: Optional[str] = None) -> Optional[str]:

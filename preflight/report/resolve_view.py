@@ -5,6 +5,8 @@ and ``resolution`` section)."""
 
 from typing import List, Optional
 
+from ..shell import quote as shell_quote
+
 
 def view(rep, console, verbose: bool) -> None:
     """The console view of a resolve report, drawn from its redacted ``resolution`` section."""
@@ -154,12 +156,11 @@ def _bullets(console, items: List[str], style: str = "", mark: str = "-") -> Non
 def install_commands(res) -> List[str]:
     """pip command lines that install a resolution, arguments separated by two spaces (the report
     breaks lines there); flash-attn source builds go last, without build isolation, after torch."""
-    import shlex
-
+    
     idx = ["--extra-index-url %s" % u for u in res.extra_index_urls]
-    first = [shlex.quote(r) for r in res.requirements if not r.startswith("flash-attn==")]
+    first = [shell_quote(r) for r in res.requirements if not r.startswith("flash-attn==")]
     cmds = ["  ".join(["pip install"] + idx + first)]
-    late = [shlex.quote(r) for r in res.requirements if r.startswith("flash-attn==")]
+    late = [shell_quote(r) for r in res.requirements if r.startswith("flash-attn==")]
     if late:
         cmds.append("  ".join(["pip install --no-build-isolation"] + late))
     return cmds

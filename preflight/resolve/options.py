@@ -2,6 +2,7 @@
 
 from typing import Any, Callable, List, Tuple
 
+from ..shell import quote as shell_quote
 from ..hw import driver_tuple
 from .candidates import backend_spec
 from .cuda import driver_status
@@ -29,7 +30,7 @@ def resolve_command(run: Run, **change: Any) -> str:
     verl, backend, driver, python, build); a value of None drops the flag. ``--arch`` is given
     when the platform resolved is not the one resolve assumes without it (x86_64, or the GPU's
     host: GH200/GB200 on aarch64)."""
-    import shlex
+
 
     v = {"verl": run.verl, "backend": run.backend, "driver": run.driver, "python": run.python, "build": run.build}
     v.update(change)
@@ -49,7 +50,7 @@ def resolve_command(run: Run, **change: Any) -> str:
     implied = str((run.mx.gpu(run.gpu) or {}).get("host_arch") or "") if run.gpu else ""
     if run.arch != (implied or "x86_64"):  # the option is for the platform resolved, not the default one
         parts += ["--arch", run.arch]
-    return " ".join(shlex.quote(str(p)) for p in parts)
+    return " ".join(shell_quote(str(p)) for p in parts)
 
 
 def opt(opts: List[Tuple[str, str]], text: str, cmd: str) -> None:

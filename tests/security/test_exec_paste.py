@@ -95,6 +95,64 @@ def test_shell_builder_round_trips_through_sh(tmp_path):
         assert not (tmp_path / "MARK").exists()
 
 
+#: Characters a terminal or the report cannot show as themselves (undecodable file-name bytes as
+#: surrogates, C0/C1 controls, line and bidi separators) beside shell syntax, for the printf path.
+UNSHOWN = ["\udcff", "\udc80", "\udce9", "\x1b", "\x07", "\t", "\r", "\n", "\x7f", "\x85", "\u2028", "\u202e",
+           "'", '"', "$", "`", "\\", "%", "(", ")", ";", " ", "*", "a", "é", "✓", "\n\n"]
+
+
+def _bytes(word):
+    return word.encode("utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize("sh", ["dash", "bash"])
+def test_unshowable_bytes_paste_back_exactly(tmp_path, sh):
+    """W2: a word with bytes no terminal shows (a non-UTF-8 file name, a control character) is
+    quoted as plain one-line text (printf octal escapes), and real dash and bash give back the same
+    bytes; the report's one-line pass leaves it as it is (so what is printed is what pastes)."""
+    import random
+
+    from preflight.report.text import one_line
+
+    rnd = random.Random(5)
+    words = ["f\udcff", "/tmp/env\udcff/python", "a\nb", "\n\nx", "a\x01\n", "%s\\n", "\udcff\n"]
+    words += ["".join(rnd.choice(UNSHOWN) for _ in range(rnd.randint(1, 9))) for _ in range(1500)]
+    script = "set -- %s\nprintf '%%s\\0' \"$@\"" % " ".join(shell.quote(w) for w in words)
+    p = subprocess.run([sh, "-c", script], cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=60)
+    got = p.stdout.split(b"\0")[:-1]
+    assert p.returncode == 0 and len(got) == len(words), p.stderr[:500]
+    assert [g for g, w in zip(got, words) if g != _bytes(w)] == []
+    assert not (tmp_path / "MARK").exists()
+    kept = [w for w in words if not w.endswith("\n")]  # $(...) drops trailing newlines: such a word keeps its own
+    assert [w for w in kept if one_line(shell.quote(w)) != shell.quote(w) or not shell.quote(w).isprintable()] == []
+
+
+def test_only_the_shell_module_quotes():
+    """Every printed command goes through preflight/shell.py: no other module of the package calls
+    shlex.quote / shlex.join / pipes.quote (a second quoter is where the W2 bytes were lost)."""
+    import ast
+
+    bad = []
+    for base, _, names in os.walk(os.path.join(ROOT, "preflight")):
+        if "_vendor" in base:
+            continue
+        for n in names:
+            path = os.path.join(base, n)
+            if not n.endswith(".py") or path.endswith(os.path.join("preflight", "shell.py")):
+                continue
+            with open(path, encoding="utf-8") as fh:
+                tree = ast.parse(fh.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                        and node.value.id in ("shlex", "pipes") and node.attr in ("quote", "join"):
+                    bad.append("%s:%d %s.%s" % (path, node.lineno, node.value.id, node.attr))
+                if isinstance(node, ast.ImportFrom) and node.module in ("shlex", "pipes") \
+                        and any(a.name in ("quote", "join") for a in node.names):
+                    bad.append("%s:%d from %s import" % (path, node.lineno, node.module))
+    assert not bad, "\n".join(bad)
+
+
 def pf(*args, cwd=None, env=None, timeout=300):
     return subprocess.run([sys.executable, "-m", "preflight"] + list(args), cwd=cwd or ROOT, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout,
@@ -200,3 +258,30 @@ def test_check_fixes_with_hostile_package_metadata(tmp_path, version):
     where.mkdir()
     got = assert_inert(fixes_of(doc) + p.stdout.splitlines(), where, HEADS + (shell.quote(py) + " ",))
     assert got
+
+
+@INJ
+def test_w2_fix_for_a_non_utf8_interpreter_path_pastes_exactly(tmp_path):
+    """W2: ``check --python DIR/python`` where DIR's name holds the byte 0xff (not UTF-8): the fixes
+    that run the target are printed as one line of plain text, and pasted into sh they name that
+    very path, byte for byte (U+FFFD or a raw byte would name another file or none)."""
+    d = os.path.join(os.fsencode(str(tmp_path)), b"env\xff", b"bin")
+    os.makedirs(d)
+    py = os.path.join(d, b"python")
+    os.symlink(sys.executable, py)
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "preflight", "check", "--python", py, "--stage", "python,packages",
+                        "--json", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300,
+                       env=dict(os.environ, COLUMNS="400"))
+    assert out.exists(), p.stderr[-2000:]
+    text = p.stdout.decode("utf-8", "surrogateescape")
+    where = tmp_path / "sh"
+    where.mkdir()
+    fsname = os.fsdecode(py)
+    heads = HEADS + (shell.quote(fsname) + " ",)
+    console = [ln for ln in text.splitlines() if "fix:" in ln]
+    doc = json.loads(out.read_text())
+    got = assert_inert(console + fixes_of(doc), where, heads)
+    runs_target = [w for _, w in got if w and w[0] == fsname]
+    assert len(runs_target) >= 2, [c for c, _ in got]  # from the console and from the JSON report
+    assert all(ln.isprintable() for ln in console), console

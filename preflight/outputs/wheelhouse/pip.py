@@ -3,7 +3,6 @@ supervisor (:mod:`preflight.probes.child`)."""
 
 import os
 import re
-import shlex
 import subprocess
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence
@@ -11,6 +10,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 from packaging.utils import canonicalize_name
 
 from ...errors import UsageError
+from ...shell import quote as shell_quote
 from ...probes import child
 from .files import load_json
 from .pins import LockEntry
@@ -47,7 +47,7 @@ def outer_pip(target: str, timeout: float) -> str:
         return sys.executable
     raise UsageError("--python %s has no pip, and %s has no pip 22.3 or newer to resolve for it: add pip to it "
                      "(%s -m ensurepip) or run verl-preflight with a Python that has pip 22.3+" % (
-                         target, sys.executable, shlex.quote(target)))
+                         target, sys.executable, shell_quote(target)))
 
 
 def pip_error(proc: subprocess.CompletedProcess) -> str:
