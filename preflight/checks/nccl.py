@@ -409,6 +409,14 @@ def _timed_out_waiting(out: Any) -> bool:
     return bool(_WAIT_TIMEOUT.search("%s %s %s" % (err.get("error") or "", err.get("message") or "", out.stderr_tail)))
 
 
+def _hung(outs: List[Any], timed_out: bool, alive: List[int]) -> bool:
+    """Whether a run hung: the deadline came, or it was seen from both sides: ranks still in a
+    collective (``alive``) while every other unfinished rank ended on its own collective timeout
+    (the process group's, a little under the deadline: :func:`_timed_out_waiting`)."""
+    crashed = [i for i, o in enumerate(outs) if o.last("done") is None and i not in alive]
+    return timed_out or (bool(alive) and bool(crashed) and all(_timed_out_waiting(outs[i]) for i in crashed))
+
+
 def _failed_run(ctx: Context, backend: str, world: int, sizes: List[int], ev: Dict[str, Any], first: Tuple[Any, ...],
                 run: Callable[..., Tuple[List[Any], bool, List[int], float]]) -> CheckResult:
     """The row of a run that hung or failed (``first``: run_ranks' result). A hang in a collective
@@ -424,9 +432,7 @@ def _failed_run(ctx: Context, backend: str, world: int, sizes: List[int], ev: Di
     if hint is not None:
         return failed(hint[0], hint[1], ev)
     msg = _generic_failure(backend, ctx.options.timeout, outs, timed_out, alive)
-    # a hang seen from both sides: ranks still in a collective, and the others ended by their own
-    # collective timeout (the process group's, a little under the deadline) before the deadline came
-    hung = timed_out or (bool(alive) and bool(crashed) and all(_timed_out_waiting(outs[i]) for i in crashed))
+    hung = _hung(outs, timed_out, alive)
     blocker = p2p_rerun_blocker(backend, world, hung, alive, steps, ctx.options.nccl.inject, os.environ)
     if blocker is not None:
         if hung and alive:
@@ -459,8 +465,9 @@ def _failed_run(ctx: Context, backend: str, world: int, sizes: List[int], ev: Di
         rerun["outcome"] = "wrong sums"
         note = "with %s it ran but returned wrong sums (%s)" % (env_words, "; ".join(bad[:2]))
     else:
-        rerun["outcome"] = "hung" if timed_out2 else "failed"
-        note = "with %s it %s too: %s" % (env_words, "hung" if timed_out2 else "failed",
+        hung2 = _hung(outs2, timed_out2, alive2)  # the re-run is judged as the first run was
+        rerun["outcome"] = "hung" if hung2 else "failed"
+        note = "with %s it %s too: %s" % (env_words, "hung" if hung2 else "failed",
                                           _generic_failure(backend, ctx.options.timeout, outs2, timed_out2, alive2))
     return failed("%s; P2P off did not help (%s)" % (msg, note), _hint(backend), ev)
 
