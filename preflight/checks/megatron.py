@@ -15,6 +15,7 @@ from packaging.version import Version
 from ..launch.rules import load_rules
 from ..matrix import parse_version
 from ..probes.imports import run_imports
+from ..shell import command
 from .base import Context, Outcome, failed, passed, skipped
 
 __all__ = ["megatron_row", "megatron_outcome"]
@@ -50,16 +51,16 @@ def megatron_outcome(ctx: Context, comp: Any, release: Optional[str]) -> Outcome
         pass  # the checkout is judged by the imports below
     elif core is None:
         problems.append("megatron-core is not installed")
-        fixes.append("pip install 'megatron-core>=%s'" % row["core_min"] if row.get("core_min") else
-                     "pip install 'verl[megatron]==%s' (megatron-core and its bridge)" % release)
+        fixes.append(command(["pip", "install", "megatron-core>=%s" % row["core_min"]]) if row.get("core_min") else
+                     command(["pip", "install", "verl[megatron]==%s" % release]) + " (megatron-core and its bridge)")
     elif row.get("core_min") and core.parsed is not None and core.parsed < Version(row["core_min"]):
         problems.append("megatron-core %s is older than %s, the oldest verl %s documents" % (
             core.version, row["core_min"], release))
-        fixes.append("pip install 'megatron-core>=%s'" % row["core_min"])
+        fixes.append(command(["pip", "install", "megatron-core>=%s" % row["core_min"]]))
     for d in row.get("dists", []):
         if ctx.installed(d) is None:
             problems.append("%s is not installed" % d)
-            fixes.append("pip install 'verl[megatron]==%s'" % release if "megatron" in d else "pip install %s" % d)
+            fixes.append(command(["pip", "install", "verl[megatron]==%s" % release if "megatron" in d else d]))
     ev["megatron_core"] = core.version if core else None
     items = []
     for spec in row.get("imports", []):

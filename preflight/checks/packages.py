@@ -14,9 +14,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..shell import quote as shell_quote
 from ..matrix import AnySpec, parse_requirement, parse_version, requirements_for_extras
-from ..shell import command
+from ..shell import command, quote
 from .base import CheckResult, Context, check, failed, passed, skipped, warned
 from .install_fix import backend_fix, install_hint, resolved_torch, sglang_alternative, verl_install
 
@@ -135,7 +134,7 @@ def verl(ctx: Context) -> CheckResult:
             return failed("verl %s cannot be placed in the compatibility matrix (%s): %s, so its requirements cannot "
                           "be checked" % (v, ctx.matrix.version, "not a PEP 440 version" if parse_version(v) is None
                                           else "older than every release it knows"),
-                          "install a released verl: pip install 'verl[vllm]==%s'" % ctx.matrix.verl_versions()[-1], ev)
+                          "install a released verl: " + command(["pip", "install", "verl[vllm]==%s" % ctx.matrix.verl_versions()[-1]]), ev)
         return warned("verl %s is not in the compatibility matrix (%s); checking it as verl %s" % (
             v, ctx.matrix.version, near), "update verl-preflight for newer matrix data, or install a released verl", ev)
     ev["source"] = row.get("source")
@@ -210,8 +209,8 @@ def torch_build(ctx: Context) -> CheckResult:
     if variant == "cpu":
         pypi = series.get("pypi") or ctx.matrix.curated["torch"]["release"][-1]["pypi"]
         idx = (ctx.matrix.torch_variant(pypi) or {}).get("index", "")
-        fix = "pip install 'torch==%s' --index-url %s (or the plain PyPI wheel, a %s build)" % (
-            _torch_to_install(ctx, d.version), idx, pypi)
+        fix = "%s (or the plain PyPI wheel, a %s build)" % (
+            command(["pip", "install", "torch==%s" % _torch_to_install(ctx, d.version), "--index-url", idx]), pypi)
         if ctx.gpu_expected():
             return failed("torch %s is a CPU-only build on a machine with NVIDIA GPUs" % d.version, fix, ev)
         return warned("torch %s is a CPU-only build (torch.version.cuda is None): verl trains on CUDA GPUs" % d.version,
@@ -251,7 +250,7 @@ def torch_family(ctx: Context) -> CheckResult:
                 spec = str(wanted[0].specifier)
                 out.append(failed("%s is not installed, but verl %s%s requires %s%s" % (
                     name, _verl_matrix_version(ctx), "[%s]" % ",".join(extras) if extras else "", name, spec),
-                    "pip install '%s%s' (%s)" % (name, spec, "from the same index and build as torch %s" % t.version
+                    "%s (%s)" % (command(["pip", "install", "%s%s" % (name, spec)]), "from the same index and build as torch %s" % t.version
                                                  if _torch_fits(ctx, t.version) else "with the torch packages.torch "
                                                  "names, from the same index and build: %s is not the torch verl "
                                                  "pins" % t.version),
@@ -271,8 +270,9 @@ def torch_family(ctx: Context) -> CheckResult:
         paired = ctx.matrix.paired(name, t_public)
         ev["requires_torch"] = str(pin.specifier) if pin else None
         ev["matrix_pairs"] = paired
-        fix = "pip install '%s==%s' from the same index as torch (%s), or uninstall %s if verl does not need it" % (
-            name, paired[-1] if paired else "<the release built for torch %s>" % t_public,
+        fix = "%s from the same index as torch (%s), or uninstall %s if verl does not need it" % (
+            command(["pip", "install", "%s==%s" % (name, paired[-1])]) if paired else
+            "pip install %s==<the release built for torch %s>" % (name, t_public),
             (ctx.matrix.torch_variant(t_variant or "") or {}).get("index", "PyPI"), name)
         if pin is not None and pin.specifier and not _contains(pin, t_public):
             out.append(failed("%s %s is built for torch%s, installed torch is %s: importing it fails with "
@@ -426,7 +426,7 @@ def _resolved_fix(ctx: Context, row: Dict[str, Any], verl_v: Optional[str]) -> T
     recorded = ctx.matrix.versions(name)
     if not recorded:
         ev["checked_against"] = "no recorded releases of %s: the combined specifier is suggested as is" % name
-        return "pip install '%s%s' (satisfies verl %s's own requirement)" % (name, spec, verl_v), ev
+        return "%s (satisfies verl %s's own requirement)" % (command(["pip", "install", "%s%s" % (name, spec)]), verl_v), ev
     fits = []
     for v in recorded:
         pv = parse_version(v)
@@ -447,8 +447,8 @@ def _resolved_fix(ctx: Context, row: Dict[str, Any], verl_v: Optional[str]) -> T
             fits.append(v)
     ev["fitting_releases"] = fits[-5:]
     if fits:
-        return "pip install '%s==%s' (the newest recorded release that meets the fix, verl %s's requirement %s and " \
-               "the installed packages' pins)" % (name, fits[-1], verl_v, ", ".join(str(r.specifier) for r in verl_reqs)
+        return "%s (the newest recorded release that meets the fix, verl %s's requirement %s and " \
+               "the installed packages' pins)" % (command(["pip", "install", "%s==%s" % (name, fits[-1])]), verl_v, ", ".join(str(r.specifier) for r in verl_reqs)
                                                    or "(none)"), ev
     text = str(row.get("fix_else") or row["fix"]).format(verl=verl_v, spec=", ".join(
         str(r.specifier) for r in verl_reqs) or "any")
@@ -582,12 +582,12 @@ def bytecode(ctx: Context) -> CheckResult:
           "write none, and verl workers on a read-only or shared environment) compiles those %d modules at each " \
           "start" % (len(lacking), tag, ", ".join("%s (%d of %d modules)" % (
               r["name"], r["modules"] - r["with_bytecode"], r["modules"]) for r in lacking), missing)
-    sites_q = " ".join(shell_quote(s) for s in sites)
+    sites_q = " ".join(quote(s) for s in sites)
     note = " (a module written for a newer Python than this one, such as torch's py312_intrinsics.py, fails to " \
            "compile and makes the exit status 1: the rest is compiled)"
     if prefix:  # bytecode goes to the prefix's tree, which the user can write whatever owns the sources
         fix = "byte-compile them once into PYTHONPYCACHEPREFIX: %s -X pycache_prefix=%s -m compileall -q -j 0 %s%s" % (
-            ctx.python_cmd, shell_quote(prefix), sites_q, note)
+            ctx.python_cmd, quote(prefix), sites_q, note)
     else:
         owners = _other_owners(sites)
         cmd = "%s -m compileall -q -j 0 %s" % (ctx.python_cmd, sites_q)

@@ -23,6 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..diagnose import classify
 from ..probes.process import ProbeOutput, collect, run_script, spawn_script
+from ..shell import command
 from .base import CheckResult, Context, Outcome, check, errored, failed, passed, skipped, warned
 from .dists import torch_pin
 
@@ -64,10 +65,11 @@ def _verl_install_fix(ctx: Context, engine: str) -> str:
     row = ctx.verl_row() or {}
     extra = (row.get("backend_extras") or {}).get(engine)
     if v and extra:
-        return "pip install 'verl[%s]==%s' (it brings the %s and torch that release pins)" % (extra, v, engine)
+        return "%s (it brings the %s and torch that release pins)" % (
+            command(["pip", "install", "verl[%s]==%s" % (extra, v)]), engine)
     if v and extra == "":
-        return "pip install 'verl==%s' (vLLM is one of its base requirements)" % v
-    return "pip install %s" % engine
+        return "%s (vLLM is one of its base requirements)" % command(["pip", "install", "verl==%s" % v])
+    return command(["pip", "install", engine])
 
 
 def _vllm_for_torch(ctx: Context, torch_version: str, limit: int = 3) -> List[str]:
@@ -255,8 +257,8 @@ def interpret(ctx: Context, engine: str, dist, out: ProbeOutput, log_text: str =
         pin_note = "%s %s is built for torch%s, installed torch is %s; " % (dist.name, version, pin[0],
                                                                               pin[1] or "absent")
         alt = _vllm_for_torch(ctx, pin[1]) if (engine == "vllm" and pin[1]) else []
-        pin_fix = "pip install 'torch%s' (the torch %s %s pins, with the torchvision/torchaudio of that " \
-                  "release)%s" % (pin[0], dist.name, version,
+        pin_fix = "%s (the torch %s %s pins, with the torchvision/torchaudio of that " \
+                  "release)%s" % (command(["pip", "install", "torch%s" % pin[0]]), dist.name, version,
                                   (" or a vLLM built for torch %s (%s)" % (pin[1], ", ".join(alt))) if alt else "")
 
     f = _Failure(ctx, engine, name, dist, out, err, err_text, diag, diag_text, phase, pin_note, pin_fix, ev, timeout,
@@ -348,9 +350,10 @@ def _torchvision(f: _Failure) -> Outcome:
         variant, _ = ctx.matrix.torch_build(t.version)
         index = (ctx.matrix.torch_variant(variant or "") or {}).get("index")
         if paired and index:
-            fix = "pip install 'torchvision==%s' --index-url %s (the torchvision of torch %s, same build), " \
+            fix = "%s (the torchvision of torch %s, same build), " \
                   "or pip uninstall -y torchvision (a text-only vLLM generation does not need it); " \
-                  "torchaudio and torchcodec must match torch too" % (paired[-1], index, t.version)
+                  "torchaudio and torchcodec must match torch too" % (
+                      command(["pip", "install", "torchvision==%s" % paired[-1], "--index-url", index]), t.version)
     f.ev["torchvision"] = tv.version if tv else None
     return failed(msg, fix, f.ev)
 

@@ -96,7 +96,7 @@ def test_vllm_fixes_stay_inside_the_release_range(ctx_factory, matrix):
     spec = [Requirement(r.split(";")[0]) for r in matrix.meta("verl", "0.3.0.post1")["requires_dist"]
             if r.startswith("vllm")][0].specifier
     pick = dev.evidence["fix_resolved"]["fitting_releases"][-1]
-    assert "'vllm==%s'" % pick in dev.fix and spec.contains(pick)
+    assert "pip install vllm==%s " % pick in dev.fix and spec.contains(pick)
     # independent truth: the chosen release pins the installed torch, and nothing newer in range does
     assert "torch==2.5.1" in matrix.meta("vllm", pick)["requires_dist"]
     newer = [v for v in matrix.versions("vllm") if spec.contains(v) and Version(v) > Version(pick)]

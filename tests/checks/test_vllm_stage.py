@@ -86,7 +86,7 @@ def test_torch_pin_mismatch_and_undefined_symbol(ctx_factory, matrix):
     assert o.status.value == "fail"
     assert "vllm 0.24.0 is built for torch==2.11.0, installed torch is 2.13.0" in o.message
     assert "undefined symbol: _ZN3c104cuda9SetDeviceEab" in o.message and "during the import" in o.message
-    assert o.fix.startswith("pip install 'torch==2.11.0'")
+    assert o.fix.startswith("pip install torch==2.11.0 ")
     # the vLLM releases whose real metadata pins torch 2.13.0 are offered as the other way out
     for_213 = [v for v in matrix.versions("vllm") if "torch==2.13.0" in matrix.meta("vllm", v)["requires_dist"]]
     assert for_213, "the matrix should know a vLLM release built for torch 2.13.0"
@@ -505,7 +505,7 @@ def test_vllm_cpu_with_pypi_torchvision_fails_naming_the_mismatch(pyz, tmp_path)
     assert r["message"].startswith("vLLM failed during the import: torchvision 0.28.0 does not match the installed "
                                    "torch 2.13.0+cpu (operator torchvision::nms does not exist)")
     assert r["evidence"]["diagnosis"]["id"] == "torchvision-mismatch"
-    assert "pip install 'torchvision==0.28.0' --index-url https://download.pytorch.org/whl/cpu" in r["fix"]
+    assert "pip install torchvision==0.28.0 --index-url https://download.pytorch.org/whl/cpu" in r["fix"]
     assert "pip uninstall -y torchvision" in r["fix"]
 
 
