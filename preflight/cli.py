@@ -126,23 +126,19 @@ def _main(argv: Optional[Sequence[str]]) -> int:
 
     raw = list(sys.argv[1:] if argv is None else argv)
     argv = _normalise(raw)
+    from .interrupts import arm, disarm, handle, is_early
     from .probes.process import kill_all
 
-    def on_term(signum, frame):  # a scheduler's SIGTERM, an ssh drop's SIGHUP: stop like Ctrl-C, probes included
-        raise KeyboardInterrupt
-
-    from .interrupts import is_early, raise_pending
-
+    # SIGTERM (a scheduler), SIGHUP (an ssh drop), SIGINT (Ctrl-C): recorded until the command is
+    # ready to be stopped, then a KeyboardInterrupt that stops it, probes included (interrupts.arm)
     old_handlers = {}
     for name in ("SIGTERM", "SIGHUP", "SIGINT"):
         sig = getattr(signal, name, None)
         if sig is None:  # no SIGHUP on Windows
             continue
         try:
-            if name != "SIGINT":
-                old_handlers[sig] = signal.signal(sig, on_term)
-            elif is_early(signal.getsignal(sig)):  # Ctrl-C: KeyboardInterrupt, as Python's own handler
-                old_handlers[sig] = signal.signal(sig, signal.default_int_handler)
+            if name != "SIGINT" or is_early(signal.getsignal(sig)):  # SIGINT: Python's own handler otherwise
+                old_handlers[sig] = signal.signal(sig, handle)
         except ValueError:  # not the main thread (tests calling main() from a worker)
             pass
     try:
@@ -168,7 +164,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
 
             print(one_line(warn), file=sys.stderr)
         if not getattr(args, "status_dir", None):
-            raise_pending()  # a signal before the handlers were in place (check --status-dir: in check)
+            arm()  # a signal recorded until now is raised here (check --status-dir: once its files can say so)
         return args._run(args)
     except (UsageError, MatrixError) as exc:
         from .report.invocation import localise_commands
@@ -195,6 +191,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         return _crash(exc)
     finally:
         kill_all()
+        disarm()
         for sig, old in old_handlers.items():
             signal.signal(sig, old)
 
