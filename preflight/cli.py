@@ -97,6 +97,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a stdout that could not be written (ENOSPC, EIO: the report is lost) makes it 2, with one
     line on stderr (see :mod:`preflight.pipes`).
     """
+    from .interrupts import stopped
     from .pipes import guard
     from .probes.orphans import become_reaper, end_orphans
 
@@ -108,14 +109,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         finally:
             end_orphans()
     code = EXIT_USAGE if out is not None and out.error is not None else code
-    if _AT_A_LIMIT and argv is None:  # worker threads may not even exit cleanly now (ulimit -n: no fd
-        for stream in (sys.stdout, sys.stderr):  # for libgcc_s): end here, the message is out
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
+    if argv is None and (_AT_A_LIMIT or stopped()):
+        _end_process(code, exit_funcs=not _AT_A_LIMIT)
     return code
+
+
+def _end_process(code: int, exit_funcs: bool) -> None:
+    """End the process now with ``code``, the output flushed (and the ``atexit`` functions run
+    first when ``exit_funcs``), without the interpreter's own shutdown:
+
+    * at a limit, worker threads may not even exit cleanly (ulimit -n: no fd for libgcc_s);
+    * after a stop signal, the interpreter would replace ``code`` with death by SIGINT: the signal's
+      KeyboardInterrupt may have left code compiled from a string (``exec``/``eval``, which
+      dataclasses and namedtuple use to build their methods) before it was handled here, and
+      CPython then takes the run for one ended by an unhandled Ctrl-C whenever it runs a module
+      (the zipapp, ``python -m preflight``), however the run ended."""
+    if exit_funcs:
+        import atexit
+
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 _AT_A_LIMIT: list = []

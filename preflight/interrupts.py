@@ -7,19 +7,23 @@ command line keeps recording (:func:`handle`) until the command is ready to be s
 of the tool handles. ``check --status-dir`` arms once its status directory is in place, so a signal
 at any moment after the zipapp's first line leaves ``interrupted`` in every file; other commands
 are armed as they start. A signal before the interpreter runs this module cannot be caught by any
-Python code: the process then ends before it touched anything."""
+Python code: the process then ends before it touched anything.
+
+:func:`stopped` tells whether a signal's ``KeyboardInterrupt`` was raised in this process: the
+command line then ends the process itself (see :func:`preflight.cli.main`)."""
 
 import signal
 from typing import List
 
 __all__ = ["install_early", "handle", "is_early", "arm", "disarm", "pending", "raise_pending",
-           "SIGNALS"]
+           "stopped", "SIGNALS"]
 
 #: The signals that stop a run.
 SIGNALS = tuple(s for s in (getattr(signal, n, None) for n in ("SIGTERM", "SIGHUP", "SIGINT")) if s is not None)
 
 _PENDING: List[int] = []
 _ARMED: List[bool] = []
+_RAISED: List[int] = []
 
 
 def handle(signum: int, frame: object) -> None:
@@ -65,6 +69,13 @@ def pending() -> bool:
 def raise_pending() -> None:
     """Raise ``KeyboardInterrupt`` when a signal arrived and was not raised yet."""
     if _PENDING:
+        _RAISED.append(_PENDING[0])
         del _PENDING[:]
         raise KeyboardInterrupt
+
+
+def stopped() -> bool:
+    """True when a signal's ``KeyboardInterrupt`` was raised in this process (by :func:`raise_pending`
+    or :func:`handle`)."""
+    return bool(_RAISED)
 

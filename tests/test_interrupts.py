@@ -41,3 +41,15 @@ def test_a_signal_while_the_command_line_is_read_still_leaves_verdicts(tmp_path)
     assert p.stderr == "error: interrupted\n"
     assert {f: (d / f).read_text() for f in ("host", "python", "verdict")} == dict.fromkeys(
         ("host", "python", "verdict"), "interrupted\n")
+
+
+def test_a_signal_inside_code_compiled_from_a_string_still_exits_2(tmp_path):
+    # dataclasses and namedtuple build their methods with exec/eval of a string: a KeyboardInterrupt
+    # leaving such code marks CPython's run as ended by an unhandled Ctrl-C, even though the tool
+    # handles it, and Python then killed itself with SIGINT at exit (-2) instead of exiting 2
+    patch = ("import preflight.commands.check as check\n"
+             "def _run(args, held):\n"
+             "    exec('import os, signal\\nos.kill(os.getpid(), signal.SIGTERM)\\nfor _ in range(9): pass')\n"
+             "check._run = _run\n")
+    p = _run(tmp_path, patch, "check", "--stage", "host", "-q")
+    assert (p.returncode, p.stderr) == (2, "error: interrupted\n")
