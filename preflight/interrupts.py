@@ -3,11 +3,14 @@
 The zipapp's entry point installs :func:`install_early` first of all (before any other import), so
 a signal in the first milliseconds is recorded instead of killing the process outright. The
 command line keeps recording (:func:`handle`) until the command is ready to be stopped: then
-:func:`arm` turns what was recorded, and every later signal, into the ``KeyboardInterrupt`` the rest
-of the tool handles. ``check --status-dir`` arms once its status directory is in place, so a signal
-at any moment after the zipapp's first line leaves ``interrupted`` in every file; other commands
-are armed as they start. A signal before the interpreter runs this module cannot be caught by any
-Python code: the process then ends before it touched anything.
+:func:`arm` turns a recorded signal, or the next one, into the ``KeyboardInterrupt`` the rest of
+the tool handles. ``check --status-dir`` arms once its status directory is in place, so a signal at
+any moment after the zipapp's first line leaves ``interrupted`` in every file; other commands are
+armed as they start. That first ``KeyboardInterrupt`` disarms: a second signal (a scheduler's
+SIGTERM repeated, Ctrl-C pressed again) while the run stops is only recorded, so it cannot cut the
+status files or the ending of the probes short (SIGKILL still ends the process). A signal before
+the interpreter runs this module cannot be caught by any Python code: the process then ends before
+it touched anything.
 
 :func:`stopped` tells whether a signal's ``KeyboardInterrupt`` was raised in this process: the
 command line then ends the process itself (see :func:`preflight.cli.main`)."""
@@ -49,7 +52,7 @@ def is_early(handler: object) -> bool:
 
 
 def arm() -> None:
-    """From now on a signal raises ``KeyboardInterrupt``; one recorded before is raised now."""
+    """From now on a signal raises ``KeyboardInterrupt`` (once); one recorded before is raised now."""
     if not _ARMED:
         _ARMED.append(True)
     raise_pending()
@@ -71,6 +74,7 @@ def raise_pending() -> None:
     if _PENDING:
         _RAISED.append(_PENDING[0])
         del _PENDING[:]
+        del _ARMED[:]  # one stop per run: a second signal while it stops is recorded, its cleanup not cut short
         raise KeyboardInterrupt
 
 

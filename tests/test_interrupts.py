@@ -53,3 +53,22 @@ def test_a_signal_inside_code_compiled_from_a_string_still_exits_2(tmp_path):
              "check._run = _run\n")
     p = _run(tmp_path, patch, "check", "--stage", "host", "-q")
     assert (p.returncode, p.stderr) == (2, "error: interrupted\n")
+
+
+def test_a_second_signal_while_the_run_stops_changes_nothing(tmp_path):
+    # a scheduler's SIGTERM twice, Ctrl-C pressed again: the first stops the run, the others wait
+    patch = ("import preflight.probes.process as process\n"
+             "real = process.kill_all\n"
+             "def kill_all():\n"
+             "    os.kill(os.getpid(), signal.SIGTERM)\n"
+             "    return real()\n"
+             "process.kill_all = kill_all\n"
+             "real_parse = cli._parse\n"
+             "def _parse(*a, **k):\n"
+             "    os.kill(os.getpid(), signal.SIGTERM)\n"
+             "    return real_parse(*a, **k)\n"
+             "cli._parse = _parse\n")
+    d = tmp_path / "status"
+    p = _run(tmp_path, patch, "check", "--stage", "host", "-q", "--status-dir", str(d))
+    assert (p.returncode, p.stderr) == (2, "error: interrupted\n")
+    assert (d / "verdict").read_text() == "interrupted\n"
