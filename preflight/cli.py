@@ -97,6 +97,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a stdout that could not be written (ENOSPC, EIO: the report is lost) makes it 2, with one
     line on stderr (see :mod:`preflight.pipes`).
     """
+    from .interrupts import stopped
     from .pipes import guard
     from .probes.orphans import become_reaper, end_orphans
 
@@ -108,14 +109,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         finally:
             end_orphans()
     code = EXIT_USAGE if out is not None and out.error is not None else code
-    if _AT_A_LIMIT and argv is None:  # worker threads may not even exit cleanly now (ulimit -n: no fd
-        for stream in (sys.stdout, sys.stderr):  # for libgcc_s): end here, the message is out
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
+    if argv is None and (_AT_A_LIMIT or stopped()):
+        _end_process(code, exit_funcs=not _AT_A_LIMIT)
     return code
+
+
+def _end_process(code: int, exit_funcs: bool) -> None:
+    """End the process now with ``code``, the output flushed (and the ``atexit`` functions run
+    first when ``exit_funcs``), without the interpreter's own shutdown:
+
+    * at a limit, worker threads may not even exit cleanly (ulimit -n: no fd for libgcc_s);
+    * after a stop signal, the interpreter would replace ``code`` with death by SIGINT: the signal's
+      KeyboardInterrupt may have left code compiled from a string (``exec``/``eval``, which
+      dataclasses and namedtuple use to build their methods) before it was handled here, and
+      CPython then takes the run for one ended by an unhandled Ctrl-C whenever it runs a module
+      (the zipapp, ``python -m preflight``), however the run ended."""
+    if exit_funcs:
+        import atexit
+
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 _AT_A_LIMIT: list = []
@@ -126,23 +144,19 @@ def _main(argv: Optional[Sequence[str]]) -> int:
 
     raw = list(sys.argv[1:] if argv is None else argv)
     argv = _normalise(raw)
+    from .interrupts import arm, disarm, handle, is_early
     from .probes.process import kill_all
 
-    def on_term(signum, frame):  # a scheduler's SIGTERM, an ssh drop's SIGHUP: stop like Ctrl-C, probes included
-        raise KeyboardInterrupt
-
-    from .interrupts import is_early, raise_pending
-
+    # SIGTERM (a scheduler), SIGHUP (an ssh drop), SIGINT (Ctrl-C): recorded until the command is
+    # ready to be stopped, then a KeyboardInterrupt that stops it, probes included (interrupts.arm)
     old_handlers = {}
     for name in ("SIGTERM", "SIGHUP", "SIGINT"):
         sig = getattr(signal, name, None)
         if sig is None:  # no SIGHUP on Windows
             continue
         try:
-            if name != "SIGINT":
-                old_handlers[sig] = signal.signal(sig, on_term)
-            elif is_early(signal.getsignal(sig)):  # Ctrl-C: KeyboardInterrupt, as Python's own handler
-                old_handlers[sig] = signal.signal(sig, signal.default_int_handler)
+            if name != "SIGINT" or is_early(signal.getsignal(sig)):  # SIGINT: Python's own handler otherwise
+                old_handlers[sig] = signal.signal(sig, handle)
         except ValueError:  # not the main thread (tests calling main() from a worker)
             pass
     try:
@@ -168,7 +182,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
 
             print(one_line(warn), file=sys.stderr)
         if not getattr(args, "status_dir", None):
-            raise_pending()  # a signal before the handlers were in place (check --status-dir: in check)
+            arm()  # a signal recorded until now is raised here (check --status-dir: once its files can say so)
         return args._run(args)
     except (UsageError, MatrixError) as exc:
         from .report.invocation import localise_commands
@@ -195,6 +209,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         return _crash(exc)
     finally:
         kill_all()
+        disarm()
         for sig, old in old_handlers.items():
             signal.signal(sig, old)
 

@@ -231,7 +231,11 @@ class Context:
         waited for (its exception, if any, is raised here)."""
         thread = self._inflight.pop(key, None)
         if thread is not None:
-            thread.join()
+            # in slices: CPython runs a signal's handler when the wait is interrupted or ends, and a
+            # signal that comes just as an untimed wait begins interrupts nothing (SIGTERM then
+            # waited for the probe's deadline, up to 60 s)
+            while thread.is_alive():
+                thread.join(0.1)
             if key in self._failed:
                 raise self._failed.pop(key)
         if key not in self._facts:

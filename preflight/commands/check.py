@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, held: dict) -> int:
     from .. import matrix as matrix_mod
-    from ..interrupts import raise_pending
+    from ..interrupts import arm
     from ..context import Context, LaunchOptions, NcclOptions, Options, VllmOptions
     from ..report import Report
     from ..report.console import LiveProgress
@@ -174,7 +174,7 @@ def _run(args: argparse.Namespace, held: dict) -> int:
 
         status = StatusDir(args.status_dir, stages=stages)  # a usage error here: nothing started yet
         held["status"] = status
-    raise_pending()  # a signal that came before the handlers: the status files say "interrupted"
+    arm()  # from here a signal stops the run; one recorded before is raised now: the status files say "interrupted"
     # the target's info probe and the NVML snapshot run beside each other and the host stage
     ctx.prefetch([k for k, want in (("target_probe", set(stages) - {"host", "gpu"}),
                                     ("nvml", set(stages) & {"packages", "gpu", "nccl", "vllm"}),
