@@ -4,7 +4,8 @@
 Reads ``examples/**/*.sh`` and ``recipe/**/*.sh`` of a verl git checkout at each release tag (and
 the checkout's HEAD), keeps the scripts that run ``python3 -m verl.trainer.main_ppo``, and stores, per script, only the
 overrides and ``--config-name`` of that command, with the tag and path they came from. The script is
-read as bash reads it (:class:`Shell`): its statements top to bottom (both branches of an ``if``, a
+read as bash reads it (:class:`Shell`): its statements top to bottom (the branch of an ``if`` that
+bash takes where the test compares values the script sets (:class:`Branches`), else every branch; a
 loop's body once), quoting, ``\``-newline, multi-line strings, ``$VAR``/``${VAR:-d}``/``${VAR:=d}``/
 ``${VAR:+alt}`` and the pattern forms, arrays (``A=(...)``, ``A+=(...)``, ``"${A[@]}"``, ``${A[*]}``),
 ``$(( ))`` with nested parentheses and bare names, brace expansion and field splitting; no command is run
@@ -578,6 +579,7 @@ class Shell(object):
         self.env = {"HOME": "/tmp/verl-examples/home"}
         self.standins = {}
         self.defaulted = set()
+        self.skipped = set()  # names only a branch bash does not take assigns (Branches): empty when read
         self._numeric = 0
 
     # values
@@ -603,7 +605,7 @@ class Shell(object):
     def value(self, name):
         v = self.get(name)
         if v is None and not name.isdigit():
-            return self.standin(name)
+            return "" if name in self.skipped else self.standin(name)
         return v or ""
 
     def array(self, name):
@@ -878,6 +880,126 @@ class Shell(object):
         return None
 
 
+_VAR_REF = re.compile(r"\$\{?(%s)" % _NAME)
+_GLOB = re.compile(r"(?<!\\)[*?\[]")
+
+
+def _test_value(sh, raw):
+    """``raw`` (one word of a test) expanded, or None where the script cannot decide it: a variable
+    read unset with no default operator (the user's shell may set it) or ``$(command)``."""
+    for m in _VAR_REF.finditer(raw):
+        name = m.group(1)
+        braced = raw[m.start() + 1:m.start() + 2] == "{"
+        after = raw[m.end():m.end() + 2] if braced else ""
+        if sh.get(name) is None and not name.isdigit() and not after.startswith((":-", "-", ":=", "=")):
+            return None
+    if "$(" in raw or "`" in raw:
+        return None
+    return sh.string(raw)
+
+
+def decide(sh, words):
+    """The truth of an ``if``/``elif`` test (its raw words after the keyword) as bash decides it:
+    ``[[ A == B ]]``, ``[[ A != B ]]``, ``[ A = B ]``, ``test A != B``, ``-z A``, ``-n A`` and a
+    leading ``!``; True, False, or None for anything else (a file test, a command, a glob pattern, a
+    value the script does not set), where both branches are read."""
+    w = list(words)
+    neg = False
+    while w and w[0] == "!":
+        neg, w = not neg, w[1:]
+    if w and w[0] == "[[" and w[-1] == "]]" or w and w[0] == "[" and w[-1] == "]":
+        w = w[1:-1]
+    elif w and w[0] == "test":
+        w = w[1:]
+    else:
+        return None
+    if w and w[0] == "!":
+        neg, w = not neg, w[1:]
+    if len(w) == 3 and w[1] in ("==", "=", "!="):
+        if _GLOB.search(w[2]):
+            return None
+        a, b = _test_value(sh, w[0]), _test_value(sh, w[2])
+        if a is None or b is None:
+            return None
+        got = (a == b) if w[1] != "!=" else (a != b)
+    elif len(w) == 2 and w[0] in ("-z", "-n"):
+        a = _test_value(sh, w[1])
+        if a is None:
+            return None
+        got = (a == "") if w[0] == "-z" else (a != "")
+    else:
+        return None
+    return got != neg
+
+
+class Branches(object):
+    """Which statements of a script bash runs, through its ``if``/``elif``/``else``/``fi``: a branch
+    whose test :func:`decide` settles is read or skipped as bash would; a test it cannot settle reads
+    every branch (a loop's body is read once). A test joined by ``&&``/``||``/``|`` is undecided."""
+
+    def __init__(self):
+        self.frames = []  # [outer branch active, a branch was taken, this branch active]
+        self.in_test = False
+
+    def active(self):
+        return not self.frames or self.frames[-1][2]
+
+    def _test(self, sh, rest, op):
+        """Settle one if/elif test; returns True/False/None."""
+        if op in ("&&", "||", "|", "|&"):
+            self.in_test = True  # the rest of the test comes in the next statements, up to 'then'
+            return None
+        return decide(sh, [t[1] for t in rest if t[0] == "w"]) if self.active_outer() else None
+
+    def active_outer(self):
+        return not self.frames or self.frames[-1][0]
+
+    def statement(self, sh, toks, op):
+        """The statement's tokens bash runs (leading if/then/else/elif/fi consumed), or None when it
+        is skipped or only a test."""
+        toks = list(toks)
+        while toks and toks[0][0] == "w" and toks[0][1] in ("if", "elif", "then", "else", "fi"):
+            k = toks.pop(0)[1]
+            if k == "then":
+                self.in_test = False
+            elif k == "if":
+                outer = self.active()
+                self.frames.append([outer, False, outer])
+                v = self._test(sh, toks, op)
+                self.frames[-1][1], self.frames[-1][2] = v is True, outer and v is not False
+                return None
+            elif k == "elif" and self.frames:
+                f = self.frames[-1]
+                if f[1]:
+                    f[2] = False
+                    self.in_test = op in ("&&", "||", "|", "|&")
+                    return None
+                v = self._test(sh, toks, op)
+                f[1], f[2] = v is True, f[0] and v is not False
+                return None
+            elif k == "else" and self.frames:
+                f = self.frames[-1]
+                f[2] = f[0] and not f[1]
+            elif k == "fi" and self.frames:
+                self.frames.pop()
+        if self.in_test or not self.active():
+            self._note_skipped(sh, toks)
+            return None
+        return toks
+
+    @staticmethod
+    def _note_skipped(sh, toks):
+        """Names a skipped branch assigns: bash leaves them unset, so they expand empty (not as a
+        stand-in for a value the user's shell gives)."""
+        k = 1 if toks and toks[0][0] == "w" and toks[0][1] in _DECLARE else 0
+        for t in toks[k:]:
+            m = _ASSIGN.match(t[1]) if t[0] == "w" else None
+            if t[0] == "arr" or m:
+                sh.skipped.add(t[1] if t[0] == "arr" else m.group(1))
+            else:
+                break
+
+
 def _first_slash(word):
     i = 0
     while i < len(word):
@@ -899,8 +1021,11 @@ def launch_words(script):
     """The words bash passes to the script's first ``-m verl.trainer.main_ppo`` command, from the
     assignments above it (see :class:`Shell`), or None without one. Raises ShellError where bash
     would refuse the script's quoting or that command's expansions."""
-    sh = Shell()
-    for toks, _op in statements(_script_text(script)):
+    sh, branches = Shell(), Branches()
+    for toks, op in statements(_script_text(script)):
+        toks = branches.statement(sh, toks, op)
+        if toks is None:
+            continue
         try:
             words = sh.run(toks)
         except ShellError:
@@ -935,8 +1060,11 @@ def bash_program(script):
     ``readonly`` as ``declare``), then ``printf '%s\\0'`` of the launch command's words; no other
     command. None without a launch. Raises ShellError where a name stood in both as a path and as a
     number, or was read both unset (a default) and as a stand-in: no one bash run gives both."""
-    sh, lines = Shell(), []
-    for toks, _op in statements(_script_text(script)):
+    sh, lines, branches = Shell(), [], Branches()
+    for toks, op in statements(_script_text(script)):
+        toks = branches.statement(sh, toks, op)
+        if toks is None:
+            continue
         kind, rest = sh.classify(toks)
         try:
             words = sh.run(toks)

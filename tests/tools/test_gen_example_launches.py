@@ -109,6 +109,86 @@ def test_launch_words_are_bash_s_own(name):
     assert launch_words(BASH[name]) == bash_words(BASH[name])
 
 
+#: Scripts that choose their launch in ``if`` branches on values they set (the v0.7.0 GSPO/SAPO scripts
+#: pick the Megatron or FSDP config by ``[[ $backend == megatron ]]``); the truth is real bash running the
+#: whole script, with ``python3`` a function that prints its words (the scripts run no other command).
+IFS = {
+    "gspo": r"""backend=megatron # fsdp, fsdp2, megatron
+adv_estimator=grpo
+if [[ $backend == "megatron" ]]; then
+    CONFIG_NAME=ppo_megatron_trainer
+    if [[ $adv_estimator == "gae" ]]; then
+        EXTRA="critic.x=1"
+    else
+        EXTRA="actor.y=2"
+    fi
+else # fsdp, fsdp2
+    CONFIG_NAME=ppo_trainer
+    EXTRA="actor.z=3"
+fi
+rollout_name=vllm
+if [ "$rollout_name" = "vllm" ]; then
+    export VLLM_USE_V1=1
+fi
+python3 -m verl.trainer.main_ppo --config-name=$CONFIG_NAME $EXTRA r.n=$rollout_name
+""",
+    "elif and negation": r"""MODE=b
+if [ "$MODE" = a ]; then X=1
+elif [ "$MODE" != b ]; then X=2
+elif ! [[ -z $MODE ]]; then X=3
+else X=4
+fi
+if test -n "${UNSET_Q:-}"; then Y=yes; else Y=no; fi
+if [[ ${MODE:-z} == b ]]; then Z=ok; fi
+python3 -m verl.trainer.main_ppo x=$X y=$Y z=$Z
+""",
+    "assigned only in a skipped branch": r"""rollout_mode="sync"
+if [ "$rollout_mode" = "async" ]; then
+    export VLLM_USE_V1=1
+    return_raw_chat="True"
+fi
+python3 -m verl.trainer.main_ppo data.return_raw_chat=$return_raw_chat a=1
+""",
+    "launch inside a branch": r"""USE_MEGATRON=0
+if [ $USE_MEGATRON -eq 1 ]; then
+    N=1
+fi
+if [ "$USE_MEGATRON" == "1" ]; then
+    python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer a=1
+else
+    python3 -m verl.trainer.main_ppo a=2
+fi
+""",
+}
+
+
+def _bash_runs(script):
+    import subprocess
+
+    stub = "python3() { printf '%s\\0' python3 \"$@\"; exit 0; }\n"
+    p = subprocess.run(["bash", "-c", stub + script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=10,
+                       env={"PATH": "/usr/bin:/bin", "HOME": "/tmp/verl-examples/home", "LC_ALL": "C"})
+    assert p.returncode == 0, p.stderr
+    return p.stdout.decode().split("\0")[:-1]
+
+
+@pytest.mark.parametrize("name", sorted(IFS))
+def test_if_branches_are_the_ones_bash_takes(name):
+    """The launch read through the ``if`` branches bash takes (no stand-ins: every value is set), the
+    same words as real bash running the whole script; before, both branches were read and the
+    later assignment won (the v0.7.0 GSPO/SAPO scripts got the FSDP config with Megatron options)."""
+    assert launch_words(IFS[name]) == _bash_runs(IFS[name])
+    assert bash_words(IFS[name]) == _bash_runs(IFS[name])  # the program --check-bash runs reads them alike
+
+
+def test_an_undecidable_test_reads_every_branch():
+    """A file test (or a value the user's shell sets) is left undecided: every branch is read, as before."""
+    script = "A=1\nif [ -f /etc/x ]; then A=2; else A=3; fi\nif [[ $FROM_USER == y ]]; then B=4; fi\n" \
+             "python3 -m verl.trainer.main_ppo a=$A b=$B\n"
+    words = launch_words(script)
+    assert words[-2:] == ["a=3", "b=4"], words
+
+
 def test_arrays_and_arithmetic_values():
     """Some of the words above spelled out (bash gives the same: the test before)."""
     arrays = launch_words(BASH["arrays"])
