@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-__all__ = ["Wrapper", "unwrap", "SCRIPT_MAX_BYTES"]
+__all__ = ["Wrapper", "unwrap", "job_cwd", "SCRIPT_MAX_BYTES"]
 
 #: a launch script larger than this (1 MiB) is not read
 SCRIPT_MAX_BYTES = 1 << 20
@@ -241,6 +241,16 @@ def _script(path: str, args: List[str], w: Wrapper, cwd: str) -> Optional[List[s
             return out
     w.notes.append("no verl entry point (python3 -m verl.trainer.main_ppo ...) found in %s" % path)
     return None
+
+
+def job_cwd(w: Any, cwd: Optional[str] = None) -> str:
+    """The directory the job's driver runs in, where verl resolves relative paths (data files, a
+    reward file): a ``ray job submit`` job runs in its uploaded ``--working-dir`` (a local directory
+    here), every other launch in the directory it is started from (``cwd``, default this one)."""
+    wd = getattr(w, "working_dir", None)
+    if wd and os.path.isdir(wd):
+        return str(wd)
+    return cwd or os.getcwd()
 
 
 def unwrap(command: Union[str, Sequence[str]], cwd: Optional[str] = None) -> Tuple[List[str], Wrapper]:
