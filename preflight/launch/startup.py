@@ -374,7 +374,8 @@ def beyond_startup(findings: Sequence[Any]) -> List[str]:
 
 def _before_ray(stops: str, where_: str) -> bool:
     text = "%s %s" % (stops, where_)
-    if "fsdp_workers" in text or "engine_workers" in text or "megatron_workers" in text or "vllm" in text:
+    if "fsdp_workers" in text or "engine_workers" in text or "megatron_workers" in text or "vllm" in text or \
+            "agent_loop" in text:
         return False
     return any(k in text for k in _PRE_RAY)
 
