@@ -86,6 +86,24 @@ def launch_wrapper(ctx: Any) -> Any:
     return ctx.memo("launch_wrapper", lambda: unwrap(ctx.options.launch.words or []))
 
 
+def _job_paths(ctx: Any, paths: List[str]) -> List[str]:
+    """``paths`` as the job's driver finds them: a relative path is taken from the job's working
+    directory (a ``ray job submit`` job's ``--working-dir``, else the directory the launch starts
+    in), when the file is there."""
+    from ..launch.facts.wrapper import job_cwd
+
+    base = job_cwd(launch_wrapper(ctx)[1])
+    out = []
+    for p in paths:
+        q = os.path.expanduser(p)
+        if not os.path.isabs(q) and "://" not in q and os.path.exists(os.path.join(base, q)):
+            q = os.path.join(base, q)
+            out.append(q)
+        else:
+            out.append(p)
+    return out
+
+
 def _not_verl_launch(spec: Any, words: Any) -> Optional[str]:
     """Why the launch cannot be checked (a program that is not one of verl's entry points: a
     wrapper script, a recipe or own script given without any override), else None."""
@@ -301,7 +319,7 @@ def data_check(ctx: Context) -> List[Outcome]:
     c = launch_facts(ctx)["composed"]
     paths: List[str] = []
     seen = set()
-    for p in _data_files(c.get("data.train_files")) + _data_files(c.get("data.val_files")):
+    for p in _job_paths(ctx, _data_files(c.get("data.train_files")) + _data_files(c.get("data.val_files"))):
         real = os.path.realpath(os.path.expanduser(p))
         if real not in seen:  # train and val may name the same file: read and report it once
             seen.add(real)
@@ -420,7 +438,7 @@ def facts_check(ctx: Context) -> List[Outcome]:
     if why or comp is None or comp.error is not None:
         return [skipped(why or "the launch did not compose")]
     wrapper = launch_wrapper(ctx)[1]
-    paths = _data_files(comp.get("data.train_files")) + _data_files(comp.get("data.val_files"))
+    paths = _job_paths(ctx, _data_files(comp.get("data.train_files")) + _data_files(comp.get("data.val_files")))
     local = sorted({os.path.expanduser(p) for p in paths if os.path.isfile(os.path.expanduser(p))})
     found = gather(ctx.options.python, comp.get, rules_release(ctx, comp), dict(comp.env), wrapper,
                    evaluation(ctx).get("model"), local, timeout=min(ctx.options.timeout, 120),

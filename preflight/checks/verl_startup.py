@@ -22,6 +22,7 @@ import re
 from typing import Any, Dict, List, Optional
 
 from ..launch.compose.run import config_dir
+from ..launch.facts.wrapper import job_cwd, unwrap
 from ..launch.startup import (FULL_ROWS, Startup, beyond_startup, classify, compare, first_line, run_startup,
                               run_startup_batch, silent_rows, where)
 from .base import Context, Outcome, failed, passed, skipped, warned
@@ -50,18 +51,19 @@ def startup_of(ctx: Context, facts: Optional[Dict[str, Any]], extra: Optional[Li
     base = list(spec.override_texts)
     ep = facts.get("entry") or {}
     entry = ep.get("module") if ep.get("kind") == "ppo" else None
+    cwd = job_cwd(ctx.memo("launch_wrapper", lambda: unwrap(ctx.options.launch.words or []))[1])
     want = [extra] + ([also] if also is not None else [])
     todo = [x for x in want if ctx.peek(_memo_key(x)) is None]
     if len(todo) > 1:
         sts = run_startup_batch(ctx.options.python, [base + list(x or []) for x in todo], comp.config_name,
                                 entry, timeout=ctx.options.timeout * len(todo), config_dir=config_dir(spec),
-                                env=dict(comp.env), rows=FULL_ROWS)
+                                env=dict(comp.env), rows=FULL_ROWS, cwd=cwd)
         for x, st in zip(todo, sts):
             ctx.put(_memo_key(x), st)
 
     def run() -> Startup:
         return run_startup(ctx.options.python, base + list(extra or []), comp.config_name, config_dir(spec), entry,
-                           timeout=ctx.options.timeout, env=dict(comp.env))
+                           timeout=ctx.options.timeout, env=dict(comp.env), cwd=cwd)
     return ctx.memo(_memo_key(extra), run)
 
 

@@ -88,18 +88,20 @@ SWEEP_ROWS = {"score_rows": 2, "item_rows": 1, "length_rows": 32}
 
 def run_startup(python: str, overrides: Sequence[str], config_name: str = "ppo_trainer",
                 config_dir: Optional[str] = None, entry: Optional[str] = None, timeout: float = 120.0,
-                env: Optional[Dict[str, str]] = None) -> Startup:
+                env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None) -> Startup:
     """verl's dry start-up of a launch under the target interpreter ``python`` within ``timeout`` s.
 
     ``overrides``: the Hydra override texts as the user wrote them; ``entry``: the entry module
     (default: the installed release's own, :data:`preflight.launch.startup_releases.RELEASES`);
-    ``env``: the launch's own environment assignments.
+    ``env``: the launch's own environment assignments; ``cwd``: the job's working directory, where
+    verl resolves the launch's relative paths (the target script changes into it after taking it
+    off ``sys.path``).
     Never raises for the child: a crash or timeout is in :attr:`Startup.probe`.
     """
     from ..probes.process import run_script
 
     args = dict(FULL_ROWS, entry=entry, config_name=config_name or "ppo_trainer", releases=_releases(),
-                config_dir=config_dir, overrides=list(overrides))
+                config_dir=config_dir, overrides=list(overrides), job_cwd=cwd)
     out = run_script(python, "verl_startup", args, timeout=timeout, env=env)
     st = parse_events(out.events)
     st.seconds = out.duration_s
@@ -114,7 +116,8 @@ def _releases() -> List[List[Any]]:
 
 def run_startup_batch(python: str, cases: Sequence[Sequence[str]], config_name: str = "ppo_trainer",
                       entry: Optional[str] = None, timeout: float = 600.0, config_dir: Optional[str] = None,
-                      env: Optional[Dict[str, str]] = None, rows: Optional[Dict[str, int]] = None) -> List[Startup]:
+                      env: Optional[Dict[str, str]] = None, rows: Optional[Dict[str, int]] = None,
+                      cwd: Optional[str] = None) -> List[Startup]:
     """verl's dry start-up of several launches (override lists) in one target process (verl imported
     once); one :class:`Startup` per case, in order (a case the process never reached has ran=False,
     unless verl's import failed: then every case carries that error). ``config_dir``, ``env``: as
@@ -124,7 +127,7 @@ def run_startup_batch(python: str, cases: Sequence[Sequence[str]], config_name: 
     from ..probes.process import run_script
 
     args = dict(rows or SWEEP_ROWS, entry=entry, config_name=config_name or "ppo_trainer", config_dir=config_dir,
-                releases=_releases(), overrides=[], batch=[list(c) for c in cases])
+                releases=_releases(), overrides=[], batch=[list(c) for c in cases], job_cwd=cwd)
     out = run_script(python, "verl_startup", args, timeout=timeout, env=env)
     head: List[Dict[str, Any]] = []
     per: List[List[Dict[str, Any]]] = []
@@ -371,7 +374,8 @@ def beyond_startup(findings: Sequence[Any]) -> List[str]:
 
 def _before_ray(stops: str, where_: str) -> bool:
     text = "%s %s" % (stops, where_)
-    if "fsdp_workers" in text or "engine_workers" in text or "megatron_workers" in text or "vllm" in text:
+    if "fsdp_workers" in text or "engine_workers" in text or "megatron_workers" in text or "vllm" in text or \
+            "agent_loop" in text:
         return False
     return any(k in text for k in _PRE_RAY)
 

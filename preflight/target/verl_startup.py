@@ -482,11 +482,27 @@ def _compose(verl_cfg_dir, user_dir, name, overrides):
         return compose(config_name=name, overrides=list(overrides) + extra)
 
 
+def _job_cwd(path):
+    """Run in the job's working directory, where verl resolves the launch's relative paths (data
+    files, a reward file), as the job's driver does; the private directory the script started in,
+    and '' (the current directory), are taken off sys.path first, so nothing in the user's
+    directory is imported in verl's place."""
+    if not path or not os.path.isdir(path):
+        return
+    here = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", here)]
+    try:
+        os.chdir(path)
+    except OSError:
+        pass
+
+
 def main():
     for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
         os.environ[k] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    _job_cwd(ARGS.get("job_cwd"))
     import importlib
     try:
         import importlib.util

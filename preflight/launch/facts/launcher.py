@@ -104,6 +104,15 @@ def check(w: Any, facts: Dict[str, Any]) -> List[Finding]:
         out.append(Finding("launcher", "fail", "the runtime_env cannot be read: %s" % w.runtime_env_error,
                            "give --runtime-env a YAML/JSON file (or --runtime-env-json a JSON object)",
                            item="runtime_env"))
+    if w.copies is not None and w.copies > 1:
+        out.append(Finding("launcher", "fail", "%s starts %d copies of verl's PPO driver (one per task): each "
+                           "starts its own Ray cluster and waits for trainer.nnodes x n_gpus_per_node GPUs that "
+                           "only the whole allocation has" % (w.kind, w.copies),
+                           "start Ray on every node first (srun --nodes=N --ntasks-per-node=1 ray start ...; head "
+                           "with --head, the others with --address), then run the entry point once, on the head "
+                           "node: srun --nodes=1 --ntasks=1 python3 -m verl.trainer.main_ppo ...", item="copies",
+                           evidence={"copies": w.copies, "read": ["%s %s" % rv for rv in w.read]},
+                           stops="each driver's ResourcePoolManager finds fewer GPUs than the launch asks for"))
     for n in w.notes:
         out.append(Finding("launcher", "warn", n, "pass the overrides on: end the verl line of the script with "
                            "\"$@\" (or edit the script's own overrides)" if "does not pass" in n else

@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-__all__ = ["Wrapper", "unwrap", "SCRIPT_MAX_BYTES"]
+__all__ = ["Wrapper", "unwrap", "job_cwd", "SCRIPT_MAX_BYTES"]
 
 #: a launch script larger than this (1 MiB) is not read
 SCRIPT_MAX_BYTES = 1 << 20
@@ -49,6 +49,7 @@ class Wrapper:
         nproc_per_node, nnodes: torchrun's (None when not given).
         script: the shell script read; ``script_args``: the words given to it.
         notes: one-line remarks (a script that drops its arguments, an unreadable script).
+        copies: how many copies of the command ``srun``/``mpirun`` start (None: not read).
     """
 
     kind: Optional[str] = None
@@ -63,6 +64,7 @@ class Wrapper:
     script: Optional[str] = None
     script_args: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
+    copies: Optional[int] = None
 
     def add_kind(self, kind: str) -> None:
         """Record one more wrapper layer."""
@@ -167,6 +169,42 @@ def _torchrun(words: List[str], w: Wrapper) -> List[str]:
     return ["python3"] + words[i:]
 
 
+#: srun's and mpirun's options that take a value, and those read for the number of copies
+_TASKS_VALUE = {"-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node", "-np", "--np", "-c", "--cpus-per-task",
+                "-p", "--partition", "-J", "--job-name", "-t", "--time", "--gres", "--gpus", "--gpus-per-node",
+                "-G", "-w", "--nodelist", "--mem", "-A", "--account", "-o", "--output", "-e", "--error",
+                "-H", "--host", "--hostfile", "-x", "--map-by", "--bind-to", "--mca"}
+
+
+_TASKS_KEY = {"-N": "nodes", "--nodes": "nodes", "-n": "ntasks", "--ntasks": "ntasks", "-np": "ntasks",
+              "--np": "ntasks", "--ntasks-per-node": "per_node"}
+
+
+def _tasks(prog: str, words: List[str], w: Wrapper) -> List[str]:
+    """The command after srun's / mpirun's options; ``w.copies``: how many copies they start (srun:
+    --ntasks, else --nodes x --ntasks-per-node, one task per node by default; mpirun: -np)."""
+    i, got = 0, {}  # type: Tuple[int, Dict[str, int]]
+    while i < len(words) and words[i].startswith("-"):
+        m = re.match(r"^(-[Nn])(\d+)$", words[i])  # srun -N2 -n4
+        if m:
+            opt, val, i = m.group(1), m.group(2), i + 1
+        else:
+            opt, val, i = _take(words, i, _TASKS_VALUE)
+        if opt in _TASKS_KEY:
+            w.read.append((opt, val or ""))
+            try:
+                got[_TASKS_KEY[opt]] = int(str(val).split("-")[-1])  # a range N1-N2: its upper end
+            except (TypeError, ValueError):
+                pass
+        else:
+            w.ignored.append(opt if val is None else "%s %s" % (opt, val))
+    if got.get("ntasks"):
+        w.copies = got["ntasks"]
+    elif prog == "srun":
+        w.copies = got.get("nodes", 1) * got.get("per_node", 1)
+    return words[i:]
+
+
 _SHELL_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -243,6 +281,16 @@ def _script(path: str, args: List[str], w: Wrapper, cwd: str) -> Optional[List[s
     return None
 
 
+def job_cwd(w: Any, cwd: Optional[str] = None) -> str:
+    """The directory the job's driver runs in, where verl resolves relative paths (data files, a
+    reward file): a ``ray job submit`` job runs in its uploaded ``--working-dir`` (a local directory
+    here), every other launch in the directory it is started from (``cwd``, default this one)."""
+    wd = getattr(w, "working_dir", None)
+    if wd and os.path.isdir(wd):
+        return str(wd)
+    return cwd or os.getcwd()
+
+
 def unwrap(command: Union[str, Sequence[str]], cwd: Optional[str] = None) -> Tuple[List[str], Wrapper]:
     """(inner launch words, :class:`Wrapper`) for a launch given as a string or argv words.
 
@@ -277,6 +325,10 @@ def unwrap(command: Union[str, Sequence[str]], cwd: Optional[str] = None) -> Tup
         if prog == "torchrun" or (re.match(r"python[0-9.]*$", prog) and rest[1:3] == ["-m", "torch.distributed.run"]):
             w.add_kind("torchrun")
             words = _torchrun(rest[1:] if prog == "torchrun" else rest[3:], w)
+            continue
+        if prog in ("srun", "mpirun", "mpiexec"):
+            w.add_kind(prog)
+            words = _tasks(prog, rest[1:], w)
             continue
         if prog == "uv" and rest[1:2] == ["run"]:
             w.add_kind("uv run")

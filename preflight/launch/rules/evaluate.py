@@ -13,6 +13,7 @@ from .context import RuleContext
 from .batch_rules import (global_micro_rule, mandatory_rule, micro_set_rule, mini_le_train_rule, mini_micro_rule,
                           sp_rule, train_divisible_rule, val_temperature_rule)
 from .rollout import rollout_rules
+from .legacy import legacy_rule
 from .machine import machine_rules, model_rules
 
 
@@ -147,6 +148,7 @@ def _evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: O
     val_temperature_rule(x, v)
     mini_micro_rule(x, v, p)
     rollout_rules(x, v, p, model)
+    legacy_rule(x, get)
     model_rules(x, v, model, model_why)
     mr.token_budgets(x, v, get, raw)
     mr.trust_remote_code(x, v, get, model)
