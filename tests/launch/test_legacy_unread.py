@@ -31,10 +31,10 @@ def _ids(ovs, release="0.9.1"):
     return [(f.id, f.status, f.fix) for f in evaluate(c.get, release)[1] if f.rule == "legacy_unread"]
 
 
-def test_legacy_keys_fail_with_the_key_the_release_reads():
+def test_legacy_keys_warn_with_the_key_the_release_reads():
     got = _ids(["reward_model.reward_manager=dapo", "custom_reward_function.path=/x/r.py"])
-    assert [(i, s) for i, s, _f in got] == [("legacy_unread.custom_reward_function_path", "fail"),
-                                            ("legacy_unread.reward_model_reward_manager", "fail")]
+    assert [(i, s) for i, s, _f in got] == [("legacy_unread.custom_reward_function_path", "warn"),
+                                            ("legacy_unread.reward_model_reward_manager", "warn")]
     assert "reward.custom_reward_function.path=/x/r.py" in got[0][2]
     assert "reward.reward_manager.name=dapo" in got[1][2]
     assert _ids(["reward.custom_reward_function.path=/x/r.py"]) == []  # the key 0.9.1 reads

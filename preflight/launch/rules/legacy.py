@@ -25,7 +25,8 @@ def _leaves(node: Any, prefix: str) -> Dict[str, Any]:
 
 
 def legacy_rule(x: RuleContext, get: Callable[[str, Any], Any]) -> None:
-    """FAIL each legacy key set to a value (not null) that the release's main_ppo never reads."""
+    """WARN each legacy key set to a value (not null) that the release's main_ppo never reads: verl accepts
+    the launch and trains without the setting (a silent change the user must see, not a launch verl refuses)."""
     table = x.rs.get("legacy_unread") or {}
     for old, new in sorted(table.items()):
         val = get(old, None)
@@ -36,7 +37,7 @@ def legacy_rule(x: RuleContext, get: Callable[[str, Any], Any]) -> None:
             if v is None or v == {} or v == []:
                 continue
             target = new + key[len(old):]
-            x.add("legacy_unread", "fail", "%s=%s is a legacy key verl's main_ppo of this release never reads (kept "
+            x.add("legacy_unread", "warn", "%s=%s is a legacy key verl's main_ppo of this release never reads (kept "
                   "in legacy_reward_impl.yaml for the fully-async entry point): the job runs without it, silently"
                   % (key, v), "set %s=%s instead (and drop %s)" % (target, v, key), item=key.replace(".", "_"),
                   key=key, reads=target, alts=[{target: v, key: None}])
