@@ -136,9 +136,11 @@ def findings(summaries: Sequence[Dict[str, Any]], release: Optional[str] = None,
             add("extra_info", "pass", "no extra_info column: verl uses {} (index 0) for every row")
         elif e.get("bad"):
             bad = sum(e["bad"].values())
-            add("extra_info", "warn", "%d rows%s have a bad extra_info: %s (%s)" % (
-                bad, part, max(e["bad"], key=e["bad"].get), _examples(e)),
-                "store extra_info as a mapping (e.g. {\"split\": \"train\", \"index\": i}) or null", bad_rows=bad)
+            add("extra_info", "fail", "%d rows%s have a bad extra_info: %s (%s): RLHFDataset.__getitem__ calls "
+                "extra_info.get(\"index\") on every row it gives, so the first such row raises AttributeError" % (
+                    bad, part, max(e["bad"], key=e["bad"].get), _examples(e)),
+                "store extra_info as a mapping (e.g. {\"split\": \"train\", \"index\": i}) or null; a JSON string "
+                "must be parsed (json.loads) in the preprocessing that writes the file", bad_rows=bad)
         else:
             add("extra_info", "pass", "extra_info is a mapping in every row")
         srcs = s.get("sources") or {}

@@ -237,3 +237,32 @@ def test_config_stage_directory_in_train_files(verl_py, tmp_path):
     assert row["status"] == "fail" and "Unsupported file format" in row["message"]
     assert row["fix"] == "list the files instead: [%s]" % (d / "train.parquet")
     assert res["config.data.train.parquet.prompt"]["status"] == "pass"
+
+
+def test_extra_info_as_a_json_string_fails_as_verls_dataset_does(verl_py, tmp_path):
+    """extra_info stored as a JSON string (a preprocessing that json.dumps it): a FAIL, as verl's own
+    RLHFDataset.__getitem__ fails on the first row. The truth is verl's own statement, taken from the
+    installed rl_dataset.py and run on the row as `datasets` gives it."""
+    rows = [dict(GOOD_ROWS[i % 2], extra_info=json.dumps({"split": "train", "index": i})) for i in range(3)]
+    path = write_parquet(verl_py, tmp_path / "train.parquet", rows=rows)
+    truth = subprocess.run([verl_py, "-c", textwrap.dedent("""
+        import inspect, re, sys
+        import datasets
+        from verl.utils.dataset import rl_dataset
+        src = inspect.getsource(rl_dataset.RLHFDataset.__getitem__)
+        line = next(l.strip() for l in src.splitlines() if re.match(r"\\s*index = row_dict.get\\(.extra_info", l))
+        row_dict = datasets.load_dataset("parquet", data_files=sys.argv[1])["train"][0]
+        try:
+            exec(line, {}, {"row_dict": row_dict})
+            print("ok")
+        except Exception as exc:
+            print(type(exc).__name__)
+        """), path], stdout=subprocess.PIPE, universal_newlines=True, timeout=300,
+        env=dict(os.environ, HF_DATASETS_CACHE=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")).stdout.split()
+    assert truth[-1:] == ["AttributeError"], truth
+    found, _ = check_files(verl_py, [path], release="0.9.1")
+    f = by_item(found)["extra_info"]
+    assert f.status == "fail" and "3 rows have a bad extra_info: a str, not a mapping" in f.message, f.message
+    assert "AttributeError" in f.message and "json.loads" in f.fix
+    good = write_parquet(verl_py, tmp_path / "good.parquet", rows=GOOD_ROWS)
+    assert by_item(check_files(verl_py, [good], release="0.9.1")[0])["extra_info"].status == "pass"
