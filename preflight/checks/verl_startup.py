@@ -22,12 +22,13 @@ import re
 from typing import Any, Dict, List, Optional
 
 from ..launch.compose.run import config_dir
+from ..launch.facts.env import job_env
 from ..launch.facts.wrapper import job_cwd, unwrap
 from ..launch.startup import (FULL_ROWS, Startup, beyond_startup, classify, compare, first_line, run_startup,
                               run_startup_batch, silent_rows, where)
 from .base import Context, Outcome, failed, passed, skipped, warned
 
-__all__ = ["startup_of", "startup_rows", "recheck_fix", "is_hub_id"]
+__all__ = ["startup_of", "startup_rows", "recheck_fix", "is_hub_id", "hub_offline"]
 
 
 def _memo_key(extra: Optional[List[str]]) -> str:
@@ -86,7 +87,16 @@ def startup_rows(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]
     out: List[Outcome] = []
     comp = (facts or {}).get("composed")
     model = comp.get("actor_rollout_ref.model.path") if comp is not None else None
-    if st.error is not None and classify(st.error)[0] == "hub_not_cached" and is_hub_id(model):
+    offline = hub_offline(job_env(getattr(comp, "env", None) or {},
+                                  ctx.memo("launch_wrapper", lambda: unwrap(ctx.options.launch.words or []))[1]))
+    if st.error is not None and classify(st.error)[0] == "hub_not_cached" and is_hub_id(model) and offline:
+        ev["kind"] = "hub_not_cached"
+        out.append(failed("the model %s is not in this machine's Hugging Face cache and the job runs offline (%s): "
+                          "it cannot download it, so it stops loading the tokenizer, as verl %s's dry start-up did "
+                          "at %s" % (model, offline, st.verl_version, st.error.get("step")),
+                          "download it once on this node (huggingface-cli download %s; HF_TOKEN for a gated model), "
+                          "or unset %s for the job" % (model, offline.partition("=")[0]), ev, item="startup"))
+    elif st.error is not None and classify(st.error)[0] == "hub_not_cached" and is_hub_id(model):
         ev["kind"] = "hub_not_cached"
         out.append(warned("verl %s's dry start-up stops at %s: the model %s is not in this machine's Hugging Face "
                           "cache; the job downloads it when it starts (the dry start-up never downloads), so verl's "
@@ -136,6 +146,20 @@ def startup_rows(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]
     if rec is not None:
         out.append(rec)
     return out
+
+
+#: huggingface_hub's own truth values for its offline switch (huggingface_hub/constants.py:
+#: ``ENV_VARS_TRUE_VALUES``, read from HF_HUB_OFFLINE or else TRANSFORMERS_OFFLINE, upper-cased).
+_HUB_TRUE = ("1", "ON", "YES", "TRUE")
+
+
+def hub_offline(env: Dict[str, str]) -> str:
+    """``"NAME=value"`` when ``env`` (the job's environment) puts huggingface_hub offline, as
+    huggingface_hub.constants.HF_HUB_OFFLINE reads it (``HF_HUB_OFFLINE``, or when that is unset or
+    empty ``TRANSFORMERS_OFFLINE``, true for 1/ON/YES/TRUE in any case); ``""`` when it is online."""
+    name = "HF_HUB_OFFLINE" if env.get("HF_HUB_OFFLINE") else "TRANSFORMERS_OFFLINE"
+    value = env.get(name) or ""
+    return "%s=%s" % (name, value) if value.upper() in _HUB_TRUE else ""
 
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*(?:/[A-Za-z0-9][\w.\-]*)?\Z")

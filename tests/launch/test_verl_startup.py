@@ -224,6 +224,40 @@ def test_a_hub_id_not_in_the_cache_is_named_not_failed(pyz, env091, inputs, tmp_
     assert not any(is_hub_id(p) for p in ("/data/models/Qwen2.5-7B", "./model", "~/m", "a/b/c", str(tmp_path), None))
 
 
+def test_hub_offline_reads_the_switch_as_huggingface_hub_does(env091):
+    """hub_offline against the installed huggingface_hub's own HF_HUB_OFFLINE, over both variables and
+    the spellings users write (the truth: huggingface_hub.constants, imported fresh per environment)."""
+    from preflight.checks.verl_startup import hub_offline
+
+    cases = [{}, {"HF_HUB_OFFLINE": "1"}, {"HF_HUB_OFFLINE": "true"}, {"HF_HUB_OFFLINE": "Yes"}, {"HF_HUB_OFFLINE": "0"},
+             {"HF_HUB_OFFLINE": "off"}, {"HF_HUB_OFFLINE": ""}, {"TRANSFORMERS_OFFLINE": "1"},
+             {"TRANSFORMERS_OFFLINE": "on"}, {"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "1"},
+             {"HF_HUB_OFFLINE": "", "TRANSFORMERS_OFFLINE": "TRUE"}, {"HF_HUB_OFFLINE": "2"}]
+    for env in cases:
+        base_env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        truth = subprocess.run([env091, "-c", "import huggingface_hub.constants as c; print(c.HF_HUB_OFFLINE)"],
+                               env=dict(base_env, **env), stdout=subprocess.PIPE, universal_newlines=True,
+                               timeout=60).stdout.strip()
+        assert (truth == "True") == bool(hub_offline(env)), (env, truth)
+
+
+def test_an_uncached_hub_id_in_an_offline_job_fails(pyz, env091, inputs, tmp_path):
+    """The same uncached hub id as above, with HF_HUB_OFFLINE=1 on the launch line: the job cannot
+    download it, so it is a FAIL naming the variable, and the exit code says not ready."""
+    out = str(tmp_path / "r.json")
+    launch = ["HF_HUB_OFFLINE=1"] + base(inputs, **{"actor_rollout_ref.model.path": "Qwen/Qwen2.5-0.5B-NotCachedHere"}) \
+        + ["trainer.logger=[console]"]
+    proc = subprocess.run([sys.executable, "-I", "-S", pyz, "config", "--python", env091, "--json", out, "--"] + launch,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
+    with open(out) as fh:
+        rows = {r["id"]: r for r in json.load(fh)["results"]}
+    start = rows["config.verl.startup"]
+    assert start["status"] == "fail" and "runs offline (HF_HUB_OFFLINE=1)" in start["message"], start
+    assert "unset HF_HUB_OFFLINE" in start["fix"] and "huggingface-cli download Qwen/Qwen2.5-0.5B-NotCachedHere" in \
+        start["fix"]
+    assert proc.returncode == 1
+
+
 @pytest.fixture(scope="module")
 def env061():
     # verl 0.6.1 pins numpy<2 (pyarrow 19 is the newest built for it) and imports
