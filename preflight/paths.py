@@ -247,8 +247,9 @@ def check_output_dir(path: str, option: str) -> None:
 
 def writable_problem(path: str) -> Optional[str]:
     """Why this user could not create ``path`` (a file or directory that may not exist yet): the
-    nearest existing ancestor is not a directory, or is not writable and searchable by this user;
-    None when it could. Only ``os.access`` is asked: nothing is created."""
+    nearest existing ancestor is not a directory, is on a kernel filesystem (procfs, sysfs...: root's
+    ``os.access`` says yes, the kernel refuses), or is not writable and searchable by this user;
+    None when it could. Only ``os.access`` and /proc/self/mountinfo are asked: nothing is created."""
     from .atomic import absolute
 
     p = absolute(path)
@@ -259,6 +260,9 @@ def writable_problem(path: str) -> Optional[str]:
         p = parent
     if not os.path.isdir(p):
         return "%s is not a directory" % p
+    fs = _fs_type(os.path.realpath(p))
+    if fs in _KERNEL_FS:  # os.access says yes to root there, but the kernel creates nothing in /proc or /sys
+        return "%s is on a kernel filesystem (%s): nothing can be created there" % (p, fs)
     if not os.access(p, os.W_OK | os.X_OK):
         return "%s is not writable by this user" % p
     return None

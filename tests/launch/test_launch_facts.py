@@ -165,6 +165,20 @@ def test_mlflow_path_that_is_a_file(tmp_path):
     assert r["status"] == "fail" and "not a directory" in r["message"]
 
 
+def test_tensorboard_dir_on_a_kernel_filesystem(tmp_path):
+    """TENSORBOARD_DIR under /proc: root's os.access says writable, but the kernel refuses to create
+    anything there (the truth: os.makedirs of that very path, tried here); the row is a FAIL naming
+    procfs. A writable directory stays a PASS."""
+    bad = "/proc/verl-preflight-tb/run"
+    with pytest.raises(OSError):
+        os.makedirs(bad)
+    rc, rows = config(BASE + ["trainer.logger=[console,tensorboard]"], env={"TENSORBOARD_DIR": bad})
+    r = facts(rows)["logger.tensorboard"]
+    assert r["status"] == "fail" and "kernel filesystem (proc)" in r["message"], r
+    rc, rows = config(BASE + ["trainer.logger=[console,tensorboard]"], env={"TENSORBOARD_DIR": str(tmp_path / "tb")})
+    assert facts(rows)["logger.tensorboard"]["status"] == "pass"
+
+
 # ---- parallel sizes and features per release ---------------------------------------------------------
 def _model(tmp_path, layers=28):
     d = tmp_path / "model"
