@@ -8,7 +8,8 @@
 #         "ray" {version, upload_limit, upload_limit_source, socket_maxlen, socket_source};
 #         "transformers" {version, known: {model_type: bool}} (its CONFIG_MAPPING_NAMES);
 #         "loggers" {installed: {name: bool}}; "data" {sources: {value: rows}} or {error}; "reward" {source: {ok, error_type, error, module}};
-#         "prompts" {rows, longest, over: count, over_rows: [...], limit, error?}
+#         "prompts" {rows, longest, over: count, over_rows: [...], limit, error?};
+#         "verl" {root: the directory above the installed verl package (verl's project root), or null}
 import os
 import re
 
@@ -279,7 +280,14 @@ def transformers_facts(types):
     emit("transformers", version=_version("transformers"), known={t: t in names for t in types})
 
 
+def verl_root():
+    d = _pkg_dir("verl")  # find_spec: verl itself is not imported
+    emit("verl", root=os.path.dirname(os.path.abspath(d)) if d else None)
+
+
 def main():
+    if ARGS.get("verl_root"):
+        verl_root()
     if ARGS.get("model_types"):
         transformers_facts(ARGS["model_types"])
     if ARGS.get("vllm"):

@@ -531,3 +531,33 @@ def test_global_micro_fix_works_on_the_release_it_is_for():
     _, rows = config(base + ["actor_rollout_ref.actor.ppo_micro_batch_size=32"], verl="0.1")
     assert rows["config.rules.global_micro.actor"]["status"] == "pass"
     assert not [r for r in rows.values() if r["status"] == "fail" and r["id"].startswith("config.compose")]
+
+
+# ---- files the job opens after Ray starts ------------------------------------------------------------
+def _verl_resolves(py, value, cwd):
+    """verl's own answer: its resolve_config_path run in the target from ``cwd`` (the path, or the
+    exception's type)."""
+    code = "import sys\nfrom verl.utils.import_utils import resolve_config_path\ntry:\n" \
+           "    print(resolve_config_path(sys.argv[1]))\nexcept Exception as e:\n    print(type(e).__name__)\n"
+    return subprocess.run([py, "-c", code, value], cwd=str(cwd), capture_output=True, text=True,
+                          timeout=300).stdout.strip().splitlines()[-1]
+
+
+def test_tool_config_looked_for_where_verl_looks(verl_py, tmp_path):
+    """multi_turn.tool_config_path and agent_loop_config_path, opened by verl's agent loop worker after
+    Ray starts (the dry start-up never gets there): missing is a WARN (as a data file not on this
+    machine: the job may run elsewhere), a file in the job's working
+    directory a PASS, each as verl's own resolve_config_path decides from the same directory."""
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "tools.yaml").write_text("tools: []\n")
+    key = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
+    agent = "actor_rollout_ref.rollout.agent.agent_loop_config_path"
+    assert _verl_resolves(verl_py, "tools.yaml", job) == str(job / "tools.yaml")
+    assert _verl_resolves(verl_py, "no_agent.yaml", job) == "FileNotFoundError"
+    rc, rows = config(BASE + ["%s=tools.yaml" % key, "%s=no_agent.yaml" % agent], python=verl_py, cwd=str(job))
+    f = facts(rows)
+    assert f["inputs.tool_config_path"]["status"] == "pass", f["inputs.tool_config_path"]
+    bad = f["inputs.agent_loop_config_path"]
+    assert bad["status"] == "warn" and "no_agent.yaml: no such file on this machine" in bad["message"], bad
+    assert str(job / "no_agent.yaml") in bad["message"] and "absolute path" in bad["fix"]

@@ -32,7 +32,7 @@ def read(python: str, get: Any, loggers: List[str], data_files: List[str], model
             "data": {"files": [os.path.abspath(f) for f in data_files if f.endswith(".parquet")],
                      "source_key": str(get("data.reward_fn_key", "data_source") or "data_source")}
             if data_files else None,
-            "reward": not custom, "reward_budget_s": 5.0, "prompts": prompts}
+            "reward": not custom, "reward_budget_s": 5.0, "prompts": prompts, "verl_root": True}
     out = run_script(python, "launch_facts", args, timeout=timeout)
     got: Dict[str, Any] = {}
     for e in out.events:
