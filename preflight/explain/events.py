@@ -25,6 +25,9 @@ _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fun
 #: Ray prints a remote traceback with its "Traceback (most recent call last):" line replaced by the
 #: process title (ray/exceptions.py RayTaskError.__str__): ``ray::Actor.method() (pid=N, ip=A)``
 _RAY_TB = re.compile(r"\bray::[\w.:<>-]+\(\) \(pid=\d+")
+#: a traceback's first line; torch's DataLoader re-raises a worker's error with the worker's
+#: traceback under "Original Traceback" (torch/_utils.py ExceptionWrapper.reraise)
+_TB_STARTS = ("Traceback (most recent call last)", "Original Traceback (most recent call last)")
 _SEPARATORS = ("The above exception was the direct cause of the following exception",
                "During handling of the above exception, another exception occurred")
 _MAX_CONT = 20
@@ -112,8 +115,7 @@ def split_events(text: str, standalone: Sequence[Pattern]) -> List[Event]:
     while i < len(lines):
         line, lvl = lines[i]
         stripped = line.strip()
-        if stripped.startswith("Traceback (most recent call last)") or (
-                _RAY_TB.search(stripped) and not _EXC.match(stripped)):
+        if stripped.startswith(_TB_STARTS) or (_RAY_TB.search(stripped) and not _EXC.match(stripped)):
             in_tb, frames = True, []
             i += 1
             continue
@@ -129,7 +131,7 @@ def split_events(text: str, standalone: Sequence[Pattern]) -> List[Event]:
             while j < len(lines) and j - i <= _MAX_CONT:
                 nxt = lines[j][0]
                 ns = nxt.strip()
-                if not ns or ns.startswith("Traceback (most recent") or ns.startswith(_SEPARATORS) or \
+                if not ns or ns.startswith(_TB_STARTS) or ns.startswith(_SEPARATORS) or \
                         _is_exception(ns, False) or _FRAME.match(nxt):
                     break
                 msg_lines.append(ns)
