@@ -170,10 +170,9 @@ def evaluation(ctx: Context) -> Dict[str, Any]:
 
     def build() -> Dict[str, Any]:
         comp = launch_facts(ctx)["composed"]
-        env = dict(os.environ)
-        env.update(comp.env)
+        machine = _job_machine(ctx, comp)
+        env = machine["env"]
         model, why = read_model(comp.get("actor_rollout_ref.model.path"), env)
-        machine = {"nvml": ctx.nvml(), "host": ctx.host(), "env": env, "launch_env": dict(comp.env)}
         missing = mandatory_keys(flatten(comp.resolved), comp.get)
 
         def raw(key: str, default: Any = None) -> Any:
@@ -186,6 +185,27 @@ def evaluation(ctx: Context) -> Dict[str, Any]:
                                      module_names=names, unresolved=comp.resolve_errors)
         return {"plan": plan, "findings": found, "note": note, "model": model, "model_why": why}
     return ctx.memo("launch_eval", build)
+
+
+def _job_machine(ctx: Context, comp: Any) -> Dict[str, Any]:
+    """The machine facts the rules weigh, with the job's whole environment (this shell's, the launch
+    line's VAR=value words, a wrapper's runtime_env env_vars or exports: facts.env.job_env) as
+    ``env``; ``cvd_source`` says where CUDA_VISIBLE_DEVICES comes from, ``attached`` why the driver's
+    CUDA_VISIBLE_DEVICES does not count the GPUs of the Ray cluster the job joins."""
+    from ..launch.facts import env as job_env_mod
+
+    wrapper = launch_wrapper(ctx)[1] if ctx.options.launch.words else None
+    env = job_env_mod.job_env(dict(comp.env), wrapper)
+    attached = None
+    if wrapper is not None and wrapper.kind and "ray job submit" in wrapper.kind:
+        attached = "the job is submitted to a running Ray cluster (ray job submit), whose GPUs were counted when it " \
+            "started"
+    elif env.get("RAY_ADDRESS"):
+        attached = "RAY_ADDRESS=%s: verl's ray.init() joins that cluster, whose GPUs were counted when it started" % (
+            env["RAY_ADDRESS"])
+    return {"nvml": ctx.nvml(), "host": ctx.host(), "env": env, "launch_env": dict(comp.env), "job_env": True,
+            "cvd_source": job_env_mod.source("CUDA_VISIBLE_DEVICES", env, wrapper)
+            if "CUDA_VISIBLE_DEVICES" in env else None, "attached": attached}
 
 
 def outcome_of(f: Finding, item: Optional[str] = None) -> Outcome:

@@ -383,21 +383,29 @@ def count_visible(cvd: str) -> int:
     return len(visible_entries(cvd))
 
 
-def launch_gpus(x: Any, v: Any, launch_env: Dict[str, str]) -> bool:
-    """When the launch line sets CUDA_VISIBLE_DEVICES: its GPUs vs trainer.n_gpus_per_node
-    (no NVML needed). Returns True when it reported."""
-    cvd = launch_env.get("CUDA_VISIBLE_DEVICES")
-    if cvd is None:
+def launch_gpus(x: Any, v: Any, env: Dict[str, str], where: Optional[str] = None,
+                attached: Optional[str] = None) -> bool:
+    """When the job's environment sets CUDA_VISIBLE_DEVICES (the launch line, a wrapper's
+    runtime_env or exports, or this shell's environment, as ``where`` says): its GPUs vs
+    trainer.n_gpus_per_node (no NVML needed). The Ray verl starts in the driver counts those GPUs,
+    and verl's resource pool check (verl/single_controller/ray/base.py _check_resource_available)
+    raises 'Total available GPUs N is less than total desired GPUs M'. ``attached``: why the
+    driver's variable does not count the cluster's GPUs (the job joins a running Ray cluster);
+    then nothing is reported. Returns True when it reported."""
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None or attached:
         return False
     n = count_visible(cvd)
+    src = "; %s" % where if where else ""
     if v.gpn > n:
-        x.add("gpus_launch", "fail", "the launch line sets CUDA_VISIBLE_DEVICES=%s (%d GPU(s)) but "
-              "trainer.n_gpus_per_node=%d" % (cvd, n, v.gpn),
+        x.add("gpus_launch", "fail", "the job's CUDA_VISIBLE_DEVICES=%s (%d GPU(s)%s) but trainer.n_gpus_per_node=%d: "
+              "the Ray verl starts sees %d GPU(s) and verl's resource pool check raises 'Total available GPUs %d is "
+              "less than total desired GPUs %d'" % (cvd, n, src, v.gpn, n, n, v.gpn * max(1, v.nnodes)),
               "set trainer.n_gpus_per_node=%d, or name %d GPUs in CUDA_VISIBLE_DEVICES" % (max(1, n), v.gpn),
-              alts=[{"trainer.n_gpus_per_node": n}] if n else [], visible=n, asked=v.gpn)
+              alts=[{"trainer.n_gpus_per_node": n}] if n else [], visible=n, asked=v.gpn, cvd_source=where)
     else:
-        x.add("gpus_launch", "pass", "CUDA_VISIBLE_DEVICES=%s in the launch line names %d GPU(s) for "
-              "n_gpus_per_node %d" % (cvd, n, v.gpn))
+        x.add("gpus_launch", "pass", "CUDA_VISIBLE_DEVICES=%s names %d GPU(s)%s for n_gpus_per_node %d" % (
+            cvd, n, " (%s)" % where if where else "", v.gpn))
     return True
 
 

@@ -9,9 +9,14 @@
 #         "transformers" {version, known: {model_type: bool}} (its CONFIG_MAPPING_NAMES);
 #         "loggers" {installed: {name: bool}}; "data" {sources: {value: rows}} or {error}; "reward" {source: {ok, error_type, error, module}};
 #         "prompts" {rows, longest, over: count, over_rows: [...], limit, error?};
-#         "verl" {root: the directory above the installed verl package (verl's project root), or null}
+#         "verl" {root: the directory above the installed verl package (verl's project root), or null};
+#         "vllm_env" {checked: [...], rejected: {name: {error, where, defined, choices}}, not_evaluated: {name: why},
+#          engine_reads_all: "vllm/v1/engine/core.py:N" or None, error?} (ARGS "vllm_env": {name: value});
+#         "alloc" {torch, read: [names the installed torch reads], parser, rejected: {name: {value, error}},
+#          accepted: [...], error?} (ARGS "alloc": {name: value})
 import os
 import re
+import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -100,6 +105,148 @@ def vllm_facts():
          reads_attention_env=("VLLM_ATTENTION_BACKEND" in names) if names else None, env_names=names,
          cumem_refuses_expandable=None if cumem is None else bool(
              re.search(r"assert\s+[\"']expandable_segments:True[\"']\s+not\s+in", cumem)))
+
+
+_HEAVY = ("torch", "vllm")
+
+
+class _NoHeavyImports(object):
+    """A meta path finder refusing torch and the vllm package (its __init__ imports torch) while
+    vLLM's env getters run: a getter that needs them is reported as not evaluated."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in _HEAVY and name not in sys.modules:
+            raise ImportError("%s not imported by preflight's probe" % name)
+        return None
+
+
+def _where(tb, site):
+    """file:line of the deepest frame of ``tb`` in vLLM's envs.py (else the deepest frame), relative
+    to site-packages."""
+    import traceback
+
+    frames = traceback.extract_tb(tb)
+    pick = [f for f in frames if f.filename.endswith(os.path.join("vllm", "envs.py"))] or frames
+    if not pick:
+        return None
+    f = pick[-1]
+    return "%s:%d" % (os.path.relpath(f.filename, site) if f.filename.startswith(site) else f.filename, f.lineno)
+
+
+def _choices(getter):
+    code = getattr(getter, "__code__", None)
+    cells = getattr(getter, "__closure__", None) or ()
+    if code is None:
+        return None
+    got = dict(zip(code.co_freevars, cells))
+    if "choices" not in got:
+        return None
+    try:
+        c = got["choices"].cell_contents
+        c = c() if callable(c) else c
+        return [str(x) for x in c][:50]
+    except Exception:
+        return None
+
+
+def vllm_env_facts(d, values):
+    """Each VLLM_* variable the job inherits, through the installed vLLM's own getter
+    (``environment_variables[name]()`` of vllm/envs.py, loaded by file path so vllm/__init__.py,
+    which imports torch, never runs), with the job's values in os.environ."""
+    import importlib.util
+
+    site = os.path.dirname(d)
+    path = os.path.join(d, "envs.py")
+    engine = None
+    core = _read(os.path.join(d, "v1", "engine", "core.py")) or ""
+    for i, line in enumerate(core.splitlines(), 1):
+        if line.strip() == "enable_envs_cache()":
+            engine = "vllm/v1/engine/core.py:%d" % i
+            break
+    text = _read(path) or ""
+    saved = dict(os.environ)
+    block = _NoHeavyImports()
+    sys.meta_path.insert(0, block)
+    checked, rejected, skipped = [], {}, {}
+    try:
+        os.environ.update(values)
+        try:
+            spec = importlib.util.spec_from_file_location("vllm.envs", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            table = mod.environment_variables
+        except Exception as exc:
+            emit("vllm_env", error="%s: %s" % (type(exc).__name__, str(exc)[:300]), engine_reads_all=engine)
+            return
+        for name in sorted(values):
+            getter = table.get(name)
+            if getter is None:
+                continue
+            try:
+                getter()
+                checked.append(name)
+            except ImportError as exc:
+                skipped[name] = "%s: %s" % (type(exc).__name__, str(exc)[:200])
+            except Exception as exc:
+                m = re.search(r"^[ \t]*[\"']%s[\"']\s*:" % re.escape(name), text, re.M)
+                defined = "vllm/envs.py:%d" % (text.count("\n", 0, m.start()) + 1) if m else None
+                rejected[name] = {"error": "%s: %s" % (type(exc).__name__, str(exc)[:500]),
+                                  "where": _where(sys.exc_info()[2], site), "defined": defined,
+                                  "choices": _choices(getter)}
+    finally:
+        sys.meta_path.remove(block)
+        os.environ.clear()
+        os.environ.update(saved)
+    emit("vllm_env", checked=checked, rejected=rejected, not_evaluated=skipped, engine_reads_all=engine)
+
+
+ALLOC_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+
+
+def alloc_facts(values):
+    """The allocator settings the job inherits, parsed by the installed torch's own parser
+    (``torch._C._accelerator_setAllocatorSettings``; older torch: torch.cuda.memory's), for each
+    variable its libc10 reads."""
+    d = _pkg_dir("torch")
+    if d is None:
+        emit("alloc", torch=None)
+        return
+    read = list(ALLOC_VARS)
+    for name in sorted(os.listdir(os.path.join(d, "lib"))) if os.path.isdir(os.path.join(d, "lib")) else []:
+        if name.startswith(("libc10.so", "libc10.dylib", "c10.dll")):
+            try:
+                with open(os.path.join(d, "lib", name), "rb") as fh:
+                    blob = fh.read()
+            except OSError:
+                break
+            read = [n for n in ALLOC_VARS if n.encode() in blob]
+            break
+    for n in ALLOC_VARS:  # torch parses these lazily at first use: the probe's own must not interfere
+        os.environ.pop(n, None)
+    try:
+        import torch
+    except Exception as exc:
+        emit("alloc", torch=_version("torch"), read=read, error="import torch: %s: %s" % (type(exc).__name__,
+                                                                                       str(exc)[:300]))
+        return
+    parser, how = getattr(torch._C, "_accelerator_setAllocatorSettings", None), \
+        "torch._C._accelerator_setAllocatorSettings"
+    if parser is None:
+        parser = getattr(torch._C, "_cuda_cudaCachingAllocator_set_allocator_settings", None)
+        how = "torch._C._cuda_cudaCachingAllocator_set_allocator_settings"
+    if parser is None:
+        emit("alloc", torch=torch.__version__, read=read, parser=None)
+        return
+    rejected, accepted = {}, []
+    for name in ALLOC_VARS:
+        if name not in values or name not in read:
+            continue
+        try:
+            parser(values[name])
+            accepted.append(name)
+        except Exception as exc:
+            rejected[name] = {"value": values[name], "error": "%s: %s" % (type(exc).__name__, str(exc)[:500])}
+    emit("alloc", torch=torch.__version__, read=read, parser=how, rejected=rejected, accepted=accepted)
 
 
 def ray_facts():
@@ -292,8 +439,13 @@ def main():
         transformers_facts(ARGS["model_types"])
     if ARGS.get("vllm"):
         vllm_facts()
+        d = _pkg_dir("vllm") if ARGS.get("vllm_env") else None
+        if d is not None and os.path.isfile(os.path.join(d, "envs.py")):
+            vllm_env_facts(d, ARGS["vllm_env"])
     if ARGS.get("ray"):
         ray_facts()
+    if ARGS.get("alloc"):
+        alloc_facts(ARGS["alloc"])
     if ARGS.get("loggers"):
         logger_facts(ARGS["loggers"])
     sources = data_sources(ARGS["data"]) if ARGS.get("data") else None

@@ -31,7 +31,7 @@ def config(args, env=None, python=None, verl="0.9.1", cwd=None):
     and without it; tests/launch/test_verl_startup.py judges the start-up); return (rc, {id: row})."""
     e = dict(os.environ)
     for k in ("PYTORCH_CUDA_ALLOC_CONF", "VLLM_ATTENTION_BACKEND", "RAY_TMPDIR", "RAY_ADDRESS", "WANDB_API_KEY",
-              "WANDB_MODE", "VLLM_USE_V1"):
+              "WANDB_MODE", "VLLM_USE_V1", "CUDA_VISIBLE_DEVICES"):
         e.pop(k, None)
     e.update(env or {})
     e["PYTHONPATH"] = ROOT

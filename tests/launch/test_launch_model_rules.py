@@ -346,7 +346,7 @@ def test_cuda_visible_devices_in_the_launch_line_without_nvml():
     c, found = run([], machine={"nvml": no_nvml, "host": {}, "env": {"CUDA_VISIBLE_DEVICES": "3"},
                                 "launch_env": {"CUDA_VISIBLE_DEVICES": "3"}})
     f = found["gpus_launch"]
-    assert f.status == "fail" and "CUDA_VISIBLE_DEVICES=3 (1 GPU(s))" in f.message and "n_gpus_per_node=8" in f.message
+    assert f.status == "fail" and "CUDA_VISIBLE_DEVICES=3 (1 GPU(s)" in f.message and "n_gpus_per_node=8" in f.message
     # one GPU cannot hold the launch's rollout TP 2: the fix carries TP 1 with it
     assert f.alts == [{"trainer.n_gpus_per_node": 1, "actor_rollout_ref.rollout.tensor_model_parallel_size": 1}]
     _c, ok = run([], machine={"nvml": no_nvml, "host": {}, "env": {}, "launch_env": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}})

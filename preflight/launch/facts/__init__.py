@@ -43,7 +43,7 @@ def gather(python: str, get: Any, release: Optional[str], launch_env: Dict[str, 
 
     job_env = env.job_env(launch_env, wrapper)
     names = loggers.backends(get)
-    facts = probe.read(python, get, names, data_files, model, timeout)
+    facts = probe.read(python, get, names, data_files, model, timeout, job_env)
     out: List[Any] = launcher.check(wrapper, facts)
     out += env.check(get, job_env, wrapper, facts)
     out += raytmp.check(get, job_env, wrapper, facts)

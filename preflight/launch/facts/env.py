@@ -4,7 +4,10 @@ The job's environment is this shell's, then the launch line's ``VAR=value`` word
 wrapper adds (a Ray runtime_env's env_vars, a script's exports); Ray passes it to its workers.
 Rows: ``env.alloc_conf`` (expandable segments vs vLLM's sleep-mode allocator),
 ``env.vllm_attention_backend`` (the value vs the installed vLLM's backend enum),
-``env.vllm_unknown`` (VLLM_* names the installed vLLM's envs.py does not read), ``env.ray_address``.
+``env.vllm_unknown`` (VLLM_* names the installed vLLM's envs.py does not read),
+``env.vllm_value.<NAME>`` (each VLLM_* value the installed vLLM's own getter in vllm/envs.py rejects:
+its EngineCore reads every variable at start), ``env.alloc_parse.<NAME>`` (PYTORCH_CUDA_ALLOC_CONF,
+PYTORCH_ALLOC_CONF, PYTORCH_HIP_ALLOC_CONF through the installed torch's own parser), ``env.ray_address``.
 """
 
 import os
@@ -106,6 +109,90 @@ def _unknown(env: Dict[str, str], facts: Dict[str, Any]) -> List[Finding]:
                     item="vllm_unknown", evidence={"names": odd, "vllm": v.get("version")})]
 
 
+def source(name: str, env: Dict[str, str], wrapper: Any) -> str:
+    """Where the job's ``name`` comes from: the wrapper (a runtime_env, a script), the launch line,
+    or this shell's environment."""
+    if wrapper is not None and name in wrapper.env:
+        return "set by the %s" % (wrapper.kind or "wrapper")
+    if os.environ.get(name) == env.get(name):
+        return "inherited from this shell's environment"
+    return "set in the launch line"
+
+
+def _vllm_values(env: Dict[str, str], facts: Dict[str, Any], get: Any, wrapper: Any) -> List[Finding]:
+    ve = facts.get("vllm_env") or {}
+    version = (facts.get("vllm") or {}).get("version")
+    rollout = str(get("actor_rollout_ref.rollout.name", "vllm") or "vllm")
+    out: List[Finding] = []
+    if ve.get("error"):
+        names = sorted(k for k in env if k.startswith("VLLM_"))
+        return [Finding("env", "skip", "%s not checked: the installed vLLM %s's vllm/envs.py could not be loaded on "
+                        "its own (%s)" % (", ".join(names), version, ve["error"]), item="vllm_value",
+                        evidence={"names": names, "error": ve["error"]})]
+    for name, r in sorted((ve.get("rejected") or {}).items()):
+        value = env.get(name)
+        choices = r.get("choices") or []
+        ev = {"value": value, "vllm": version, "error": r.get("error"), "where": r.get("where"),
+              "defined": r.get("defined"), "choices": choices or None, "source": source(name, env, wrapper),
+              "engine_reads_all": ve.get("engine_reads_all")}
+        fix = "set %s to one of: %s, or unset it" % (name, ", ".join(choices)) if choices else \
+            "give %s a value vLLM %s accepts (see %s), or unset it" % (name, version or "", r.get("defined") or
+                                                                      "vllm/envs.py")
+        msg = "%s=%s (%s) is rejected by the installed vLLM %s's own getter (%s%s): %s" % (
+            name, value, ev["source"], version, r.get("defined") or "vllm/envs.py",
+            ", raised at %s" % r["where"] if r.get("where") else "", r.get("error"))
+        if rollout != "vllm":
+            out.append(Finding("env", "warn", msg + "; the rollout is %s, so only code that reads it through vLLM "
+                               "stops" % rollout, fix, item="vllm_value.%s" % name, evidence=ev))
+            continue
+        stops = "%s when vLLM's EngineCore starts (%s: enable_envs_cache() reads every variable), after Ray and " \
+            "the models are up" % ((r.get("error") or "").split(":")[0] or "an error", ve["engine_reads_all"]) \
+            if ve.get("engine_reads_all") else "when vLLM first reads %s in the rollout" % name
+        out.append(Finding("env", "fail", msg, fix, item="vllm_value.%s" % name, evidence=ev, stops=stops))
+    return out
+
+
+def _alloc_parse(env: Dict[str, str], facts: Dict[str, Any], wrapper: Any) -> List[Finding]:
+    a = facts.get("alloc")
+    if not a:
+        names = [n for n in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF") if n in env]
+        probe = facts.get("_probe") or {}
+        if names and probe and not probe.get("ok"):
+            return [Finding("env", "skip", "%s not parsed by the installed torch: the probe did not finish (%s)" % (
+                ", ".join(names), probe.get("describe")), item="alloc_parse", evidence={"names": names})]
+        return []
+    out: List[Finding] = []
+    read = a.get("read") or []
+    for name, r in sorted((a.get("rejected") or {}).items()):
+        ev = {"value": r.get("value"), "torch": a.get("torch"), "parser": a.get("parser"), "error": r.get("error"),
+              "source": source(name, env, wrapper)}
+        out.append(Finding("env", "fail", "%s=%s (%s) is rejected by the installed torch %s's allocator-config "
+                           "parser (%s): %s" % (name, r.get("value"), ev["source"], a.get("torch"), a.get("parser"),
+                                                r.get("error")),
+                           "fix the value of %s (comma-separated key:value pairs torch %s accepts), or unset it" % (
+                               name, a.get("torch")), item="alloc_parse.%s" % name, evidence=ev,
+                           stops="the same error at the first CUDA allocation in each worker (torch parses %s "
+                                 "lazily), after Ray started" % name))
+    for name in a.get("accepted") or []:
+        out.append(Finding("env", "pass", "%s=%s is accepted by the installed torch %s's parser (%s)" % (
+            name, env.get(name), a.get("torch"), a.get("parser")), item="alloc_parse.%s" % name,
+            evidence={"torch": a.get("torch"), "parser": a.get("parser")}))
+    unread = [n for n in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+              if n in env and read and n not in read]
+    for name in unread:
+        out.append(Finding("env", "warn", "%s is set but the installed torch %s does not read it (its libc10 has no "
+                           "such name): the setting does nothing" % (name, a.get("torch")),
+                           "use %s instead" % " or ".join(read), item="alloc_parse.%s" % name,
+                           evidence={"torch": a.get("torch"), "read": read}))
+    if a.get("error") or (a.get("torch") and a.get("parser") is None and "parser" in a):
+        names = [n for n in env if n in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")]
+        out.append(Finding("env", "skip", "%s not parsed: %s" % (", ".join(names), a.get("error") or
+                                                                 "the installed torch %s has no allocator-config "
+                                                                 "parser this checker knows" % a.get("torch")),
+                           item="alloc_parse", evidence={"torch": a.get("torch")}))
+    return out
+
+
 def _ray_address(env: Dict[str, str], wrapper: Any) -> List[Finding]:
     addr = env.get("RAY_ADDRESS")
     if not addr or (wrapper is not None and wrapper.kind and "ray job submit" in wrapper.kind):
@@ -118,4 +205,5 @@ def _ray_address(env: Dict[str, str], wrapper: Any) -> List[Finding]:
 
 def check(get: Any, env: Dict[str, str], wrapper: Any, facts: Dict[str, Any]) -> List[Finding]:
     """The env rows (see the module doc)."""
-    return _alloc(get, env, facts) + _backend(env, facts, get) + _unknown(env, facts) + _ray_address(env, wrapper)
+    return _alloc(get, env, facts) + _alloc_parse(env, facts, wrapper) + _backend(env, facts, get) + \
+        _unknown(env, facts) + _vllm_values(env, facts, get, wrapper) + _ray_address(env, wrapper)

@@ -2,7 +2,7 @@
 Ray's own tables, which logger packages import, the reward scorers' imports and prompt lengths."""
 
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 __all__ = ["read"]
 
@@ -10,10 +10,18 @@ __all__ = ["read"]
 PROMPT_ROWS = 2000
 
 
+#: the allocator settings the installed torch parses (its libc10 says which it reads)
+ALLOC_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+
+
 def read(python: str, get: Any, loggers: List[str], data_files: List[str], model: Any,
-         timeout: float) -> Dict[str, Any]:
+         timeout: float, job_env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """{event name: fields} from the target (``vllm``, ``ray``, ``loggers``, ``reward``,
-    ``prompts``, ``data``), plus ``_probe``: how the run went. Never raises."""
+    ``prompts``, ``data``, ``vllm_env``, ``alloc``), plus ``_probe``: how the run went. Never raises.
+
+    ``job_env``: the job's environment; its VLLM_* variables go through the installed vLLM's own
+    getters, its allocator settings through the installed torch's parser (torch is imported only
+    when one is set)."""
     from ...probes.process import run_script
 
     prompts = None
@@ -32,7 +40,9 @@ def read(python: str, get: Any, loggers: List[str], data_files: List[str], model
             "data": {"files": [os.path.abspath(f) for f in data_files if f.endswith(".parquet")],
                      "source_key": str(get("data.reward_fn_key", "data_source") or "data_source")}
             if data_files else None,
-            "reward": not custom, "reward_budget_s": 5.0, "prompts": prompts, "verl_root": True}
+            "reward": not custom, "reward_budget_s": 5.0, "prompts": prompts, "verl_root": True,
+            "vllm_env": {k: v for k, v in (job_env or {}).items() if k.startswith("VLLM_")},
+            "alloc": {k: v for k, v in (job_env or {}).items() if k in ALLOC_VARS}}
     out = run_script(python, "launch_facts", args, timeout=timeout)
     got: Dict[str, Any] = {}
     for e in out.events:

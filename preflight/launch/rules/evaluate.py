@@ -29,7 +29,10 @@ def evaluate(get: Callable[[str, Any], Any], release: Optional[str], machine: Op
         get: ``get(key, default)`` over the resolved config.
         release: verl version whose rules apply (None: the newest recorded).
         machine: ``{"nvml", "host", "env", "launch_env"}`` facts of this machine (None: machine
-            rules skipped); ``launch_env`` holds the launch line's own VAR=value words.
+            rules skipped); ``launch_env`` holds the launch line's own VAR=value words. With
+            ``"job_env": True``, ``env`` is the job's whole environment (facts.env.job_env) and
+            CUDA_VISIBLE_DEVICES is read from it, ``cvd_source`` naming where it comes from and
+            ``attached`` why it does not count the GPUs (the job joins a running Ray cluster).
         model: the actor model's facts (None: model rules skipped with ``model_why``).
         missing: keys left as ``???`` that verl will read (see :func:`mandatory_keys`).
         raw: ``raw(key, default)`` over the unresolved config (interpolation strings), so a fix

@@ -99,8 +99,11 @@ def machine_rules(x: RuleContext, v: Values, machine: Dict[str, Any], model: Opt
     gpus, how = visible_gpus(machine.get("nvml") or {}, env)
     if gpus is None or (not gpus and "CUDA_VISIBLE_DEVICES" not in env):
         reason = "no NVIDIA GPU on this machine (%s); run this on a training node to compare" % how
-        if not mr.launch_gpus(x, v, machine.get("launch_env") or {}):
-            x.add("gpus_present", "skip", reason)
+        attached = machine.get("attached")
+        if not mr.launch_gpus(x, v, env if machine.get("job_env") else machine.get("launch_env") or {},
+                              machine.get("cvd_source"), attached):
+            x.add("gpus_present", "skip", reason + ("; CUDA_VISIBLE_DEVICES of the driver is not counted: %s" %
+                                                    attached if attached and "CUDA_VISIBLE_DEVICES" in env else ""))
         # host memory and CPUs are judged only on a machine that can be a training node
         x.add("host_memory", "skip", reason)
         x.add("ray_num_cpus", "skip", reason)
