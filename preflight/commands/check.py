@@ -2,10 +2,12 @@
 
 import argparse
 import time
+from typing import List
 
 from .. import __version__
 from ..errors import UsageError
 from ..paths import check_output_dir, file_problem
+from ..result import Result, Status
 from ..stages import STAGE_NAMES
 from .argtypes import NO_STARTUP_HELP, positive_int, positive_seconds
 from .output import add_output_options, check_outputs, console_stream, emit
@@ -103,6 +105,26 @@ def _stages(args: argparse.Namespace) -> list:
     return [s for s in STAGE_NAMES if s in selected and s not in skipped]
 
 
+def nothing_judged(results: List[Result], asked: List[str]) -> List[Result]:
+    """FAIL rows (``<stage>.judged``) for each stage named with ``--stage`` (``asked``) whose every row
+    was skipped, in a run that has no failure of its own: nothing of what the caller asked about was
+    judged, so the run must not say ready (a provisioning script that runs ``--stage nccl`` on a node
+    whose GPUs are gone). Stages gated off by an earlier failure already make the run not ready, and a
+    default run (no ``--stage``) shows its skipped stages as rows beside the stages that were judged."""
+    if any(r.status.blocks for r in results):
+        return []
+    out: List[Result] = []
+    for stage in asked:
+        rows = [r for r in results if r.stage == stage]
+        if rows and all(r.status is Status.SKIP for r in rows):
+            out.append(Result(id="%s.judged" % stage, stage=stage, status=Status.FAIL,
+                              message="nothing of the %s stage was judged: all %d of its checks were skipped (%s)" % (
+                                  stage, len(rows), rows[0].message),
+                              fix="run it where its checks apply (see the skipped rows' reasons), or leave "
+                                  "--stage %s out" % stage, evidence={"skipped": [r.id for r in rows]}))
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the checks; return the exit code (0 ready, 1 not ready).
 
@@ -187,6 +209,7 @@ def _run(args: argparse.Namespace, held: dict) -> int:
                 status.progress(event, result)
 
         results = run(ctx, stages, progress)  # SIGTERM/SIGHUP arrive as KeyboardInterrupt (cli.py): see run()
+    results = list(results) + nothing_judged(results, stages if args.stage else [])
     sections = {}
     if args.rehearse:  # the rehearsal's rows and section join the report (issue 25)
         from .rehearse import options_from, run_rehearsal
