@@ -34,8 +34,8 @@ def _octal(text: str) -> str:
 
 def quote(word: Any) -> str:
     """One shell word for ``word`` (``str()`` of it): ``a.b=8`` -> ``a.b=8``; ``a b`` -> ``'a b'``;
-    ``"$(x)"`` -> ``'"$(x)"'``; ``""`` -> ``''``; ``"f\udcff"`` (file name byte 0xff) ->
-    ``f"$(printf '\\377')"``; ``"a\tb"`` -> ``a"$(printf '\\011')"b`` (a run ending in a line
+    ``"$(x)"`` -> ``'"$(x)"'``; ``""`` -> ``''``; ``"f\\udcff"`` (file name byte 0xff) ->
+    ``f"$(printf '\\377')"``; ``"a\\tb"`` -> ``a"$(printf '\\011')"b`` (a run ending in a line
     break takes the next character along, as ``$(...)`` drops trailing newlines; a word that ends in
     a newline keeps that newline as it is)."""
     text = str(word)
