@@ -117,7 +117,8 @@ def test_check_stage_skips_without_a_launch(pyz, tmp_path, bare_python):
     assert res["config.compose"]["status"] == "skip" and "no launch command or config given" in \
         res["config.compose"]["message"]
     assert res["config.rules"]["status"] == "skip" and res["config.rules"]["caused_by"] == ["config.compose"]
-    assert p.returncode == 0
+    # the stage was asked for by name and judged nothing: not ready (commands/check.py nothing_judged)
+    assert res["config.judged"]["status"] == "fail" and p.returncode == 1
 
 
 def test_check_stage_with_a_broken_launch_quote(pyz, tmp_path, bare_python):
