@@ -12,7 +12,8 @@ from typing import Any, List, Optional, Union
 
 from .errors import UsageError
 
-__all__ = ["check_output_file", "check_output_dir", "file_problem", "foreign_link", "kernel_file", "loads_json",
+__all__ = ["check_output_file", "check_output_dir", "code_problem", "model_code_problem", "tree_code_problem",
+           "not_run", "CODE_FIX", "file_problem", "foreign_link", "kernel_file", "loads_json",
            "read_regular", "read_text"]
 
 
@@ -266,3 +267,75 @@ def writable_problem(path: str) -> Optional[str]:
     if not os.access(p, os.W_OK | os.X_OK):
         return "%s is not writable by this user" % p
     return None
+
+
+#: The fix named by every "not run" row of :func:`not_run`.
+CODE_FIX = ("make it yours (chown it, and the directories above it, to you or root; chmod go-w them), or copy it "
+            "somewhere only you can write and point the launch (or --python) there")
+
+
+def code_problem(path: str, is_dir: bool = False) -> Optional[str]:
+    """Why the code at ``path`` (a Python file, or with ``is_dir`` a directory whose files are
+    imported) is unsafe for this process to execute (a phrase naming the path and the owner), or
+    None: the one judgement for "code another user can change, run by this process".
+
+    Unsafe: the file, or any directory above it (``path`` itself when ``is_dir``), or a link on the
+    way, is owned by a user other than the invoking one or root, or writable by other users
+    (POSIX ACLs on the directories count; a sticky directory such as /tmp is fine: others cannot
+    rename what is in it; ``atomic.run_problem``). A file of yours in a
+    directory another user can write (no sticky bit) is unsafe too: they can rename another file
+    over it. A missing path is None (the caller reports it)."""
+    from .atomic import run_problem
+
+    full = os.path.abspath(os.path.expanduser(path))
+    return run_problem(full, is_dir=is_dir)
+
+
+def model_code_problem(directory: str) -> Optional[str]:
+    """:func:`code_problem` for a model directory whose ``auto_map`` names Python files that
+    transformers imports with ``trust_remote_code=True``: the directory and every ``*.py`` in it."""
+    why = code_problem(directory, is_dir=True)
+    if why:
+        return why
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".py"))
+    except OSError:
+        return None
+    for n in names:
+        why = code_problem(os.path.join(directory, n))
+        if why:
+            return why
+    return None
+
+
+def tree_code_problem(tree: Any) -> Optional[str]:
+    """:func:`code_problem` for what an interpreter runs before any script (the ``tree`` event of
+    ``target/info.py`` run with ``-I -S``): ``prefix``, the ``site_dirs`` (site-packages, the user
+    site), ``path_dirs`` (the standard library's, PYTHONPATH's), the ``.pth`` files and
+    sitecustomize/usercustomize (``startup`` files). None when nothing is unsafe or the event is
+    malformed (nothing to judge)."""
+    if not isinstance(tree, dict):
+        return None
+
+    def strs(key: str) -> List[str]:
+        v = tree.get(key)
+        return [x for x in v if isinstance(x, str) and x.startswith("/")] if isinstance(v, list) else []
+    prefix = tree.get("prefix")
+    dirs = ([prefix] if isinstance(prefix, str) and prefix.startswith("/") else []) + strs("site_dirs") + strs(
+        "path_dirs")
+    for d in dirs:
+        why = code_problem(d, is_dir=True)
+        if why:
+            return why
+    for f in strs("startup"):
+        why = code_problem(f, is_dir=os.path.isdir(f))
+        if why:
+            return why
+    return None
+
+
+def not_run(what: str, why: str) -> str:
+    """The message of a refusal by :func:`code_problem`: ``not run: <why>``, who could change it
+    and what this process would have done with it."""
+    return ("not run: %s: %s is code another user can change, and this run (uid %d) would execute it"
+            % (why, what, os.geteuid()))

@@ -24,6 +24,7 @@ from ..launch.compose import ComposeUnsupported, FileUnreadable, compose, flatte
 from ..launch.overrides import ConfigError, parse_launch, parse_override
 from ..launch.rules import Finding, entry_point, evaluate, mandatory_keys, ruleset
 from ..matrix import parse_version
+from ..paths import CODE_FIX, code_problem, not_run
 from .base import Context, Outcome, check, errored, failed, passed, skipped, warned
 
 __all__ = ["launch_facts", "launch_wrapper", "evaluation", "outcome_of", "rules_release", "not_ppo_reason"]
@@ -165,7 +166,7 @@ def rules_release(ctx: Context, comp: Any) -> Optional[str]:
 
 def evaluation(ctx: Context) -> Dict[str, Any]:
     """The rules run on the composed launch (memoised): ``{plan, findings, note, model, model_why}``."""
-    from ..launch.model import read_model
+    from ..launch.model import read_model, remote_code_problem
     from ..launch.model_rules import meta_module_names, needs_meta_probe
 
     def build() -> Dict[str, Any]:
@@ -178,9 +179,11 @@ def evaluation(ctx: Context) -> Dict[str, Any]:
         def raw(key: str, default: Any = None) -> Any:
             return get_path(comp.raw, key, default)
         names = None
+        trust = bool(comp.get("actor_rollout_ref.model.trust_remote_code", False))
         if needs_meta_probe(comp.get, model):  # LoRA targets and no weight names on disk: build it on meta
-            names = meta_module_names(ctx.options.python, model, bool(comp.get(
-                "actor_rollout_ref.model.trust_remote_code", False)), timeout=min(ctx.options.timeout, 120))
+            # never with another user's model code (config.verl.startup says "not run")
+            names = meta_module_names(ctx.options.python, model, trust and not remote_code_problem(model, trust),
+                                      timeout=min(ctx.options.timeout, 120))
         plan, found, note = evaluate(comp.get, rules_release(ctx, comp), machine, model, why, missing, raw=raw,
                                      module_names=names, unresolved=comp.resolve_errors)
         return {"plan": plan, "findings": found, "note": note, "model": model, "model_why": why}
@@ -409,15 +412,20 @@ def _smoke(ctx: Context, c: Any, local: List[str], found: List[Finding]) -> List
     key = rs.get("custom_reward_key", "reward.custom_reward_function")
     path = c.get(key + ".path") or c.get("custom_reward_function.path")
     reward = None
+    refused: List[Outcome] = []
     if isinstance(path, str) and path and not path.startswith("pkg://"):
         file = path[len("file://"):] if path.startswith("file://") else path
-        if os.path.isfile(os.path.abspath(os.path.expanduser(file))):
+        why = code_problem(os.path.expanduser(file)) if os.path.isfile(os.path.expanduser(file)) else None
+        if why:  # importing it would run another user's code as this user (root)
+            refused.append(failed(not_run("the reward function %s" % file, why), CODE_FIX,
+                                  {"path": os.path.abspath(os.path.expanduser(file))}, item="reward_function.smoke"))
+        elif os.path.isfile(os.path.abspath(os.path.expanduser(file))):
             kw = c.get(key + ".reward_kwargs") or c.get("custom_reward_function.reward_kwargs") or {}
             reward = {"path": os.path.abspath(os.path.expanduser(file)),
                       "name": c.get(key + ".name") or c.get("custom_reward_function.name") or "compute_score",
                       "kwargs": kw if isinstance(kw, dict) else {}, "budget_s": 1.0}
     if (model is None or not model.chat_template) and reward is None:
-        return [outcome_of(f, "chat_template") for f in template_findings({"events": []}, model, "")]
+        return [outcome_of(f, "chat_template") for f in template_findings({"events": []}, model, "")] + refused
     prompt_key = str(c.get("data.prompt_key", "prompt") or "prompt")
     res = run_smoke(ctx.options.python, [os.path.expanduser(p) for p in local], prompt_key,
                     str(c.get("data.reward_fn_key", "data_source") or "data_source"), model, reward,
@@ -425,7 +433,7 @@ def _smoke(ctx: Context, c: Any, local: List[str], found: List[Finding]) -> List
     out = [outcome_of(f, "chat_template") for f in template_findings(res, model, prompt_key)]
     if reward is not None:
         out += [outcome_of(f, "reward_function.smoke") for f in reward_findings(res, reward, key)]
-    return out
+    return out + refused
 
 
 @check("config.megatron", needs=("config.compose",))

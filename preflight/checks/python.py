@@ -20,6 +20,10 @@ def interpreter(ctx: Context) -> CheckResult:
     ev = out.evidence()
     ev["python"] = ctx.options.python
     if info is None:
+        if out.launch_error and out.launch_error.startswith("not run: "):  # probes.process.tree_refusal
+            from ..paths import CODE_FIX
+
+            return failed("%s: %s" % (ctx.options.python, out.launch_error), CODE_FIX, ev)
         if out.launch_error:
             return failed("cannot run %s: %s" % (ctx.options.python, out.launch_error),
                           "pass the path of an existing Python interpreter with --python "

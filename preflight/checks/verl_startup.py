@@ -28,11 +28,29 @@ from ..launch.startup import (FULL_ROWS, Startup, beyond_startup, classify, comp
                               run_startup_batch, silent_rows, where)
 from .base import Context, Outcome, failed, passed, skipped, warned
 
-__all__ = ["startup_of", "startup_rows", "recheck_fix", "is_hub_id", "hub_offline"]
+__all__ = ["code_refusal", "startup_of", "startup_rows", "recheck_fix", "is_hub_id", "hub_offline"]
 
 
 def _memo_key(extra: Optional[List[str]]) -> str:
     return "verl_startup:" + "\x00".join(extra or [])
+
+
+def code_refusal(ctx: Context, facts: Optional[Dict[str, Any]]) -> Optional[str]:
+    """``not run: ...`` when verl's dry start-up would import code another user can change
+    (``paths.code_problem``): a ``*.py`` file the launch names (``custom_reward_function.path``,
+    ``reward.custom_reward_function.path``, ``data.custom_cls.path``, a reward manager's
+    ``module.path``...), or a model directory whose ``auto_map`` code runs with
+    ``trust_remote_code=True``; None otherwise (memoised)."""
+    comp = (facts or {}).get("composed")
+    if comp is None or comp.error is not None:
+        return None
+
+    def judge() -> str:
+        from ..launch.code import launch_code_refusal
+
+        cwd = job_cwd(ctx.memo("launch_wrapper", lambda: unwrap(ctx.options.launch.words or []))[1])
+        return launch_code_refusal(comp, cwd) or ""
+    return ctx.memo("verl_startup_refusal", judge) or None
 
 
 def startup_of(ctx: Context, facts: Optional[Dict[str, Any]], extra: Optional[List[str]] = None,
@@ -53,6 +71,8 @@ def startup_of(ctx: Context, facts: Optional[Dict[str, Any]], extra: Optional[Li
     ep = facts.get("entry") or {}
     entry = ep.get("module") if ep.get("kind") == "ppo" else None
     cwd = job_cwd(ctx.memo("launch_wrapper", lambda: unwrap(ctx.options.launch.words or []))[1])
+    if code_refusal(ctx, facts):
+        return None  # startup_rows says "not run"
     want = [extra] + ([also] if also is not None else [])
     todo = [x for x in want if ctx.peek(_memo_key(x)) is None]
     if len(todo) > 1:
@@ -76,6 +96,11 @@ def startup_rows(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]
     if not ctx.options.launch.startup:
         return [skipped("--no-startup: verl's dry start-up was not run; the rules alone judge the launch "
                         "(config.rules), and their fix is not re-checked by verl", item="startup")]
+    refused = code_refusal(ctx, facts)
+    if refused:
+        from ..paths import CODE_FIX
+
+        return [failed("verl's dry start-up %s" % refused, CODE_FIX, {"refused": refused}, item="startup")]
     st = startup_of(ctx, facts)
     if st is None:
         return [skipped("the target has no verl: the rules alone judge the launch (config.rules)", item="startup")]

@@ -129,17 +129,26 @@ def _smoke(args: argparse.Namespace, python: str, files: List[str], found: list,
             raise UsageError("--model %s: %s; pass a local model directory or a cached Hugging Face repo id" % (
                 args.model, why))
     reward = None
+    refused = []
     if args.custom_reward and os.path.isfile(args.custom_reward):
-        reward = {"path": os.path.abspath(args.custom_reward), "name": args.reward_name, "kwargs": {},
-                  "budget_s": 1.0}
+        from ..checks.base import failed
+        from ..paths import CODE_FIX, code_problem, not_run
+
+        why = code_problem(args.custom_reward)
+        if why:  # importing it would run another user's code as this user (root)
+            refused.append(failed(not_run("the reward function %s" % args.custom_reward, why), CODE_FIX,
+                                  {"path": os.path.abspath(args.custom_reward)}, item="reward_function"))
+        else:
+            reward = {"path": os.path.abspath(args.custom_reward), "name": args.reward_name, "kwargs": {},
+                      "budget_s": 1.0}
     if model is None and reward is None:
-        return []
+        return refused
     res = run_smoke(python, files, args.prompt_key, args.reward_fn_key, model, reward, timeout=min(args.timeout, 120))
     out = [outcome_of(f, "chat_template") for f in template_findings(res, model, args.prompt_key)] if model else []
     if reward is not None:
         key = ruleset(release)[0].get("custom_reward_key", "reward.custom_reward_function")
         out += [outcome_of(f, "reward_function") for f in reward_findings(res, reward, key)]
-    return out
+    return out + refused
 
 
 def expand_files(paths: List[str]) -> Tuple[List[str], List[Tuple[str, List[str]]]]:

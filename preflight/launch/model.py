@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..paths import loads_json
 
-__all__ = ["ModelFacts", "hf_cache_dir", "find_config", "read_model", "SUBCONFIG_KEYS", "model_file", "read_head",
+__all__ = ["ModelFacts", "remote_code_problem", "hf_cache_dir", "find_config", "read_model", "SUBCONFIG_KEYS", "model_file", "read_head",
            "UnreadableModelFile", "MODEL_FILE_MAX"]
 
 #: Keys under which multimodal configs keep the language model's config (transformers' names).
@@ -78,6 +78,17 @@ class ModelFacts:
     def directory(self) -> str:
         """The directory that holds config.json."""
         return os.path.dirname(self.path)
+
+
+def remote_code_problem(model: Optional["ModelFacts"], trust: Any) -> Optional[str]:
+    """Why loading ``model`` with ``trust_remote_code`` (``trust``) would run Python files of the
+    model directory that another user can change (``paths.model_code_problem``), or None: no
+    ``auto_map`` (no code of the model's is imported), trust off, or the code is safe."""
+    if model is None or not model.auto_map or str(trust).lower() != "true":
+        return None
+    from ..paths import model_code_problem
+
+    return model_code_problem(model.directory)
 
 
 def hf_cache_dir(env: Optional[Mapping[str, str]] = None) -> str:

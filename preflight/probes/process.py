@@ -42,7 +42,7 @@ MARKER = "@@PREFLIGHT@@ "
 TAIL_CHARS = 4000
 
 __all__ = ["ProbeOutput", "run_script", "run_argv", "load_script", "spawn_script", "collect", "kill_all", "MARKER",
-           "target_argv", "supervisor_argv", "LOADER", "SCRIPT_ENV", "ARGS_ENV"]
+           "target_argv", "supervisor_argv", "LOADER", "SCRIPT_ENV", "ARGS_ENV", "CodeRefused", "tree_refusal"]
 
 
 @dataclass
@@ -398,10 +398,49 @@ def spawn_script(python: str, name: str, args: Any = None, env: Optional[Mapping
     not JSON-serialisable); an interpreter that cannot be executed shows as ``launch_error`` in
     :func:`collect`'s result.
     """
+    why = tree_refusal(python, env)
+    if why:
+        raise CodeRefused(why)
     code = load_script(name).encode("utf-8")
     payload = json.dumps(args if args is not None else {}).encode("utf-8")
     files = {SCRIPT_ENV: ("target_%s.py" % name, code), ARGS_ENV: ("args.json", payload)}
     return _start(target_argv(python), env, cwd, files)
+
+
+class CodeRefused(OSError):
+    """A target script was not started: the interpreter would first run code another user can
+    change (its message is :func:`preflight.paths.not_run`'s)."""
+
+
+_TREES: Dict[Tuple[str, ...], Optional[str]] = {}
+_TREE_VARS = ("PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONUSERBASE")
+
+
+def tree_refusal(python: str, env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """Why ``python`` must not run any target script: the ``not run: ...`` message when its prefix,
+    site directories, ``.pth`` files or sitecustomize/usercustomize (what runs before any script,
+    read by ``target/info.py`` under ``-I -S``, so none of it ran) are code another user can change
+    (:func:`preflight.paths.tree_code_problem`); None when none is, or when the interpreter did not
+    answer (its own start then fails and is reported). Judged once per interpreter and variables."""
+    merged = _child_env(env)
+    key = (python,) + tuple(merged.get(k, "") for k in _TREE_VARS)
+    if key not in _TREES:
+        from ..paths import not_run, tree_code_problem
+
+        files = {SCRIPT_ENV: ("target_info.py", load_script("info").encode("utf-8")),
+                 ARGS_ENV: ("args.json", b'{"tree": true}')}
+        why = None
+        try:
+            out = collect(_start([python, "-I", "-S", "-c", LOADER], env, None, files), 30.0,
+                          [python, "-I", "-S", "-c", "<script info tree>"])
+            tree = out.last("tree")
+            problem = tree_code_problem(tree)
+            if problem:
+                why = not_run("the interpreter's start-up (%s)" % (tree or {}).get("prefix"), problem)
+        except OSError:
+            pass
+        _TREES[key] = why
+    return _TREES[key]
 
 
 def kill_all() -> int:

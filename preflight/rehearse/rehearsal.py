@@ -266,6 +266,13 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
               s: Dict[str, Any], work: str, ray_dir: Optional[str], gpu_total_gib: Optional[float]) -> None:
     from ..probes.process import run_script
 
+    from ..launch.code import launch_code_refusal
+    from ..paths import CODE_FIX
+
+    refused = launch_code_refusal(comp)
+    if refused:  # the rehearsal would import it (verl, transformers) as this user
+        rh.results.append(_row("launch", Status.FAIL, "the rehearsal %s" % refused, CODE_FIX))
+        return
     t0 = time.time()
     gpus = opts.gpus
     tp = s["rollout_tp"] if not gpus else min(s["rollout_tp"], gpus)

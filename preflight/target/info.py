@@ -154,6 +154,59 @@ def _dists_scan():
     return out
 
 
+def _tree():
+    # What this interpreter runs before any script, read under -I -S (so none of it has run):
+    # its prefix (a venv's, from pyvenv.cfg, as site.venv() would set it), the site directories
+    # site.main() would add, the .pth files in them, sitecustomize/usercustomize on the way, and
+    # the directories of sys.path (standard library) and PYTHONPATH. Only names are read.
+    import site
+
+    exe_dir = os.path.dirname(os.path.abspath(sys.executable or ""))
+    prefixes = [sys.prefix, sys.exec_prefix]
+    prefix = sys.prefix
+    user = not os.environ.get("PYTHONNOUSERSITE")
+    for d in (exe_dir, os.path.dirname(exe_dir)):
+        cfg = os.path.join(d, "pyvenv.cfg")
+        if _regular(cfg):
+            prefix = os.path.dirname(exe_dir)
+            system = False
+            try:
+                with open(cfg, encoding="utf-8", errors="replace") as fh:
+                    for line in fh:
+                        key, _, value = line.partition("=")
+                        if key.strip().lower() == "include-system-site-packages":
+                            system = value.strip().lower() == "true"
+            except OSError:
+                pass
+            prefixes = [prefix] + (prefixes if system else [])
+            user = user and system
+            break
+    site_dirs = list(site.getsitepackages(prefixes))
+    if user:
+        try:
+            site_dirs.append(site.getusersitepackages())
+        except Exception:
+            pass
+    path_dirs = [p for p in sys.path if p] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    startup = []
+    for d in site_dirs:
+        try:
+            startup += sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".pth"))
+        except OSError:
+            pass
+    for d in path_dirs + site_dirs:
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        startup += [os.path.join(d, n) for n in sorted(names)
+                    if n.split(".")[0] in ("sitecustomize", "usercustomize")]
+    emit("tree", executable=sys.executable, prefix=os.path.abspath(prefix),
+         site_dirs=[os.path.abspath(d) for d in site_dirs if os.path.isdir(d)],
+         path_dirs=[os.path.abspath(d) for d in path_dirs if os.path.isdir(d)],
+         startup=[os.path.abspath(f) for f in startup])
+
+
 def main():
     # first, what this interpreter is, in a form any Python can send: if the rest fails (Python 2,
     # a broken install), the checker can still say what the target is
@@ -206,4 +259,7 @@ def main():
     )
 
 
-main()
+if ARGS.get("tree"):
+    _tree()
+else:
+    main()

@@ -14,6 +14,14 @@ PROMPT_ROWS = 2000
 ALLOC_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
 
 
+def _trust(model: Any, trust: Any) -> bool:
+    """``trust_remote_code`` for the tokenizer: off when the model's code is another user's
+    (``model.remote_code_problem``; config.verl.startup says "not run")."""
+    from ..model import remote_code_problem
+
+    return bool(trust) and not remote_code_problem(model, trust)
+
+
 def read(python: str, get: Any, loggers: List[str], data_files: List[str], model: Any,
          timeout: float, job_env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """{event name: fields} from the target (``vllm``, ``ray``, ``loggers``, ``reward``,
@@ -29,8 +37,8 @@ def read(python: str, get: Any, loggers: List[str], data_files: List[str], model
         prompts = {"files": [os.path.abspath(f) for f in data_files if f.endswith(".parquet")],
                    "prompt_key": str(get("data.prompt_key", "prompt") or "prompt"),
                    "model": os.path.abspath(model.directory),
-                   "trust_remote_code": bool(get("data.trust_remote_code", False) or
-                                             get("actor_rollout_ref.model.trust_remote_code", False)),
+                   "trust_remote_code": _trust(model, get("data.trust_remote_code", False) or
+                                               get("actor_rollout_ref.model.trust_remote_code", False)),
                    "max_rows": PROMPT_ROWS, "limit": int(get("data.max_prompt_length"))}
         if not prompts["files"]:
             prompts = None

@@ -1,0 +1,227 @@
+"""Code another user can change, run by this process (SECURITY.md, "Code another user can change"):
+a reward file (A01), a model directory's ``auto_map`` code with ``trust_remote_code=True`` (A02)
+and the target interpreter's own start-up (site-packages, a ``.pth`` file, sitecustomize, its
+prefix: A04), each planted by uid 65534. The tool, as root, must not run it: the code's witness
+file (``PWNED_*``) is never made, and a row says ``not run:`` naming the path. The same files
+owned by root still run (the reward is scored, the model's code is loaded, the ``.pth`` runs).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from seckit import NOBODY, ROOT, need_root
+
+EXEC = pytest.mark.fault("EXEC")
+
+ROWS = [{"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "What is 2+2?"}], "ability": "math",
+         "reward_model": {"style": "rule", "ground_truth": "4"}, "extra_info": {"split": "train", "index": 0}}]
+
+#: Writes PWN/PWNED_<what>_uid<uid> when imported (its witness), then scores 1.0.
+REWARD = '''
+import os
+open(os.path.join(%r, "PWNED_reward_uid%%d" %% os.getuid()), "w").close()
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw):
+    return 1.0
+'''
+
+CONFIGURATION = '''
+import os
+from transformers import LlamaConfig
+open(os.path.join(%r, "PWNED_model_uid%%d" %% os.getuid()), "w").close()
+class EvilConfig(LlamaConfig):
+    model_type = "evil"
+'''
+
+PTH = 'import os; open(os.path.join(%r, "PWNED_pth_uid%%d" %% os.getuid()), "w").close()\n'
+
+
+@pytest.fixture(scope="module")
+def verl_py():
+    from envs import real_env
+
+    return real_env("verl091-core", ["verl[verl-core]==0.9.1", "torch==2.13.0"])
+
+
+def _pwn(tmp_path):
+    d = tmp_path / "pwn"
+    d.mkdir()
+    os.chmod(str(d), 0o1777)  # the witness can be written by any uid the code runs as
+    return str(d)
+
+
+def _theirs(path):
+    """Give ``path`` and everything under it to uid 65534 (what they planted)."""
+    for d, dirs, files in os.walk(str(path)):
+        for n in [d] + [os.path.join(d, f) for f in files]:
+            os.lchown(n, NOBODY, NOBODY)
+
+
+def _parquet(py, path):
+    code = ("import json,sys,pyarrow as pa,pyarrow.parquet as pq; d = json.load(sys.stdin); "
+            "pq.write_table(pa.Table.from_pylist(d['rows']), d['path'])")
+    subprocess.run([py, "-c", code], input=json.dumps({"rows": ROWS, "path": str(path)}), universal_newlines=True,
+                   check=True)
+    return str(path)
+
+
+def _run(*args, timeout=400):
+    p = subprocess.run([sys.executable, "-m", "preflight"] + list(args), cwd=ROOT, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout,
+                       env=dict(os.environ, COLUMNS="400"))
+    return p
+
+
+def _rows(report):
+    with open(str(report)) as fh:
+        return json.load(fh)["results"]
+
+
+def _refused(rows, path):
+    return [r for r in rows if r["status"] in ("fail", "error") and "not run:" in r["message"] and path in r["message"]]
+
+
+def _reward(tmp_path, pwn, foreign):
+    d = tmp_path / ("eve" if foreign else "mine")
+    d.mkdir()
+    rw = d / "reward.py"
+    rw.write_text(REWARD % pwn)
+    if foreign:
+        _theirs(d)
+    return str(rw)
+
+
+# A01: the reward file
+
+
+@EXEC
+@pytest.mark.realenv
+@pytest.mark.parametrize("foreign", [True, False], ids=["theirs", "root's"])
+def test_a01_data_custom_reward(verl_py, tmp_path, foreign):
+    need_root()
+    pwn = _pwn(tmp_path)
+    rw = _reward(tmp_path, pwn, foreign)
+    train = _parquet(verl_py, tmp_path / "train.parquet")
+    out = tmp_path / "r.json"
+    p = _run("data", "--python", verl_py, "--custom-reward", rw, train, "--json", str(out))
+    rows = _rows(out)
+    if foreign:
+        assert os.listdir(pwn) == [], p.stdout[-3000:]
+        assert _refused(rows, rw), p.stdout[-3000:]
+        assert p.returncode != 0
+    else:
+        assert os.listdir(pwn) == ["PWNED_reward_uid0"], p.stdout[-3000:]
+        assert not _refused(rows, rw)
+
+
+@EXEC
+@pytest.mark.realenv
+@pytest.mark.parametrize("key", ["custom_reward_function.path", "reward.custom_reward_function.path", "root's"])
+def test_a01_config_reward_in_smoke_and_verl_startup(verl_py, tmp_path, key):
+    need_root()
+    pwn = _pwn(tmp_path)
+    foreign = key != "root's"
+    rw = _reward(tmp_path, pwn, foreign)
+    train = _parquet(verl_py, tmp_path / "train.parquet")
+    out = tmp_path / "r.json"
+    p = _run("config", "--python", verl_py, "--verl", "0.9.1", "--json", str(out), "--",
+             "data.train_files=%s" % train, "data.val_files=%s" % train,
+             "%s=%s" % (key if foreign else "custom_reward_function.path", rw))
+    rows = _rows(out)
+    if foreign:
+        assert os.listdir(pwn) == [], p.stdout[-3000:]
+        ids = {r["id"] for r in _refused(rows, rw)}
+        assert "config.verl.startup" in ids, p.stdout[-3000:]
+        if key == "custom_reward_function.path":  # the release's own key (0.9.1 reads both)
+            assert any(i.startswith("config.data") for i in ids), ids
+        assert p.returncode != 0
+    else:
+        assert "PWNED_reward_uid0" in os.listdir(pwn), p.stdout[-3000:]
+        assert not _refused(rows, rw)
+
+
+# A02: a model directory's auto_map code with trust_remote_code=True
+
+
+def _model(tmp_path, pwn, foreign):
+    d = tmp_path / ("evil-model" if foreign else "my-model")
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({
+        "model_type": "evil", "auto_map": {"AutoConfig": "configuration_evil.EvilConfig"},
+        "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2,
+        "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 256, "max_position_embeddings": 2048}))
+    (d / "configuration_evil.py").write_text(CONFIGURATION % pwn)
+    if foreign:
+        _theirs(d)
+    return str(d)
+
+
+@EXEC
+@pytest.mark.realenv
+@pytest.mark.parametrize("foreign", [True, False], ids=["theirs", "root's"])
+def test_a02_model_auto_map_with_trust_remote_code(verl_py, tmp_path, foreign):
+    need_root()
+    pwn = _pwn(tmp_path)
+    model = _model(tmp_path, pwn, foreign)
+    train = _parquet(verl_py, tmp_path / "train.parquet")
+    out = tmp_path / "r.json"
+    p = _run("config", "--python", verl_py, "--verl", "0.9.1", "--json", str(out), "--",
+             "data.train_files=%s" % train, "data.val_files=%s" % train, "data.max_prompt_length=512",
+             "actor_rollout_ref.model.path=%s" % model, "actor_rollout_ref.model.trust_remote_code=True")
+    rows = _rows(out)
+    if foreign:
+        assert os.listdir(pwn) == [], p.stdout[-3000:]
+        assert "config.verl.startup" in {r["id"] for r in _refused(rows, model)}, p.stdout[-3000:]
+        assert p.returncode != 0
+    else:
+        assert "PWNED_model_uid0" in os.listdir(pwn), p.stdout[-3000:]
+        assert not _refused(rows, model)
+
+
+# A04: the target interpreter's start-up
+
+
+def _venv(tmp_path, pwn, shape):
+    v = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(v)], check=True)
+    sp = subprocess.run([str(v / "bin" / "python"), "-c", "import site; print(site.getsitepackages()[0])"],
+                        check=True, stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
+    if shape == "sitecustomize":
+        with open(os.path.join(sp, "sitecustomize.py"), "w") as fh:
+            fh.write(PTH.replace("pth", "sitecustomize") % pwn)
+        planted = os.path.join(sp, "sitecustomize.py")
+    else:
+        with open(os.path.join(sp, "zz_evil.pth"), "w") as fh:
+            fh.write(PTH % pwn)
+        planted = os.path.join(sp, "zz_evil.pth")
+    if shape == "site-packages":
+        _theirs(sp)
+        planted = sp
+    elif shape in ("pth", "sitecustomize"):
+        os.lchown(planted, NOBODY, NOBODY)
+    elif shape == "prefix":
+        os.chmod(str(v), 0o777)
+        planted = str(v)
+    return str(v / "bin" / "python"), planted
+
+
+@EXEC
+@pytest.mark.parametrize("shape", ["site-packages", "pth", "sitecustomize", "prefix", "root's"])
+def test_a04_interpreter_start_up_of_another_user(tmp_path, shape):
+    need_root()
+    pwn = _pwn(tmp_path)
+    py, planted = _venv(tmp_path, pwn, shape)
+    out = tmp_path / "r.json"
+    p = _run("check", "--python", py, "--stage", "python,packages", "--json", str(out), timeout=120)
+    rows = _rows(out)
+    if shape != "root's":
+        assert os.listdir(pwn) == [], p.stdout[-3000:]
+        refused = _refused(rows, planted)
+        assert [r["id"] for r in refused] == ["python.interpreter"], p.stdout[-3000:]
+        assert "uid 65534" in refused[0]["message"] or "writable" in refused[0]["message"]
+        assert p.returncode != 0
+    else:
+        assert os.listdir(pwn) == ["PWNED_pth_uid0"], p.stdout[-3000:]
+        assert not [r for r in rows if "not run:" in r["message"]]
