@@ -124,6 +124,8 @@ def check_pylock(data: Dict[str, Any]) -> Optional[str]:
         for f in files:
             if not isinstance(f, dict) or "path" in f or not _URL.match(str(f.get("url") or "")):
                 return "package %r has a file that is not an http(s) URL" % (p.get("name"),)
+            if "=***" in str(f.get("url")):  # its credential was hidden when written: pip cannot fetch it
+                return "package %r has a file URL whose credential was hidden" % (p.get("name"),)
             if not re.match(r"[0-9a-fA-F]{64}$", str((f.get("hashes") or {}).get("sha256") or "")):
                 return "package %r has a file without a sha256" % (p.get("name"),)
     return None
