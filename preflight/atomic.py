@@ -54,6 +54,9 @@ _ALLOW_SHARED = [False]
 _MAX_LINKS = 40
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: Permission bits the writer never gives a file or directory it creates (group and others' write):
+#: under ``umask 000`` it would otherwise make what its own owner check refuses.
+_NO_OTHERS = 0o022
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _FD_DIR = re.compile(r"^/(?:proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd|dev/fd)$")
 
@@ -129,6 +132,7 @@ class _Walk:
     def __init__(self, label: str) -> None:
         self.label = label
         self.links = 0
+        self.made: List[str] = []
 
     def _link(self, fd: int, name: str, where: str) -> str:
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
@@ -143,7 +147,9 @@ class _Walk:
 
     def open_dir(self, path: str, create: bool = False) -> Tuple[int, str]:
         """(descriptor, resolved path) of the directory ``path`` (absolute); with ``create``, missing
-        components are made (mode 0777 minus the umask)."""
+        components are made, mode 0755 minus the umask (:data:`_NO_OTHERS`: never writable by
+        others, whatever the umask, so the writer never makes what it refuses), and recorded in
+        ``self.made`` (outermost first)."""
         todo = _split(path)
         fd = os.open("/", os.O_RDONLY | _DIRECTORY | _CLOEXEC)
         where = "/"
@@ -163,7 +169,8 @@ class _Walk:
                                     "create it or pass another path" + (" (the path goes back up through it with "
                                                                         "'..')" if ".." in todo else ""))
                     try:
-                        os.mkdir(comp, 0o777, dir_fd=fd)
+                        os.mkdir(comp, 0o777 & ~_NO_OTHERS, dir_fd=fd)
+                        self.made.append(os.path.join(where, comp))
                     except FileExistsError:
                         pass
                     todo.insert(0, comp)
@@ -323,10 +330,20 @@ def make_dirs(path: str, option: str = "") -> str:
     try:
         why = owner_problem(os.fstat(fd), is_dir=True)
         if why and not shared_allowed():
+            _unmake(w.made)  # refused: what this call made goes (a default ACL, a setgid group's bits)
             raise _fail(w.label, "directory %s is %s" % (where, why), _SHARED_FIX)
     finally:
         os.close(fd)
     return where
+
+
+def _unmake(made: List[str]) -> None:
+    """Remove the directories a walk made (innermost first), where they are still empty."""
+    for d in reversed(made):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
 
 
 def _write_all(fd: int, raw: bytes) -> None:
@@ -375,7 +392,8 @@ def open_atomic(path: str, option: str = "", mode: Optional[int] = None,
     Args:
         path: destination; ``~`` is expanded.
         option: how the user named it (``--json``), for messages.
-        mode: permission bits of a new file (default 0o666 minus the umask, like ``open``).
+        mode: permission bits of a new file (default 0o666 minus the umask, like ``open``, and
+            never group- or world-writable).
         create_dirs: make missing directories first.
 
     Raises:
@@ -387,15 +405,19 @@ def open_atomic(path: str, option: str = "", mode: Optional[int] = None,
     tmp = None
     fd = -1
     try:
-        kind = _check_place(w.label, dfd, where, name, st)
+        try:
+            kind = _check_place(w.label, dfd, where, name, st)
+        except OutputError:
+            _unmake(w.made)  # refused: the directories this call made for it go too
+            raise
         try:
             if kind in ("through", "fd"):
                 fd = _through(w.label, dfd, where, name, st, kind)
             else:
-                if mode is None:
+                if mode is None:  # as open() does, but never writable by others (umask 000 included)
                     umask = os.umask(0)
                     os.umask(umask)
-                    mode = 0o666 & ~umask
+                    mode = 0o666 & ~(umask | _NO_OTHERS)
                 for _ in range(100):
                     tmp = ".%s.%s.tmp" % (name[:200], uuid.uuid4().hex[:12])
                     try:

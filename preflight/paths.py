@@ -8,12 +8,12 @@ import json
 import os
 import re
 import stat
-from typing import Any, List, Optional, Union
+from typing import Any, List, Optional, Tuple, Union
 
 from .errors import UsageError
 
 __all__ = ["check_output_file", "check_output_dir", "code_problem", "model_code_problem", "tree_code_problem",
-           "not_run", "CODE_FIX", "file_problem", "foreign_link", "kernel_file", "loads_json",
+           "not_run", "CODE_FIX", "dir_files", "file_problem", "foreign_link", "kernel_file", "loads_json",
            "read_regular", "read_text"]
 
 
@@ -122,6 +122,31 @@ def file_problem(path: str) -> Optional[str]:
             "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode) else
             "a socket" if stat.S_ISSOCK(mode) else "not a file")
     return "not a regular file (%s)" % kind
+
+
+def dir_files(path: str, suffix: str) -> Tuple[Optional[str], List[str], List[str]]:
+    """A directory of inputs, judged as a named file is: (why the directory itself must not be
+    listed, or None; its regular ``*suffix`` files directly in it, sorted; ``"FILE: why"`` for each
+    such entry that must not be read, :func:`file_problem`). A directory reached through another
+    user's link to what they cannot list themselves (root's 0700 directory) is not listed at all;
+    a link of theirs inside their directory to root's 0600 file is named, never read. Entries that
+    are not regular files (a FIFO, a directory named ``x.parquet``) are left out, unopened."""
+    full = os.path.expanduser(path)
+    why = foreign_link(full) or kernel_file(full)
+    if why:
+        return why, [], []
+    ok: List[str] = []
+    bad: List[str] = []
+    for f in sorted(os.listdir(full)):
+        entry = os.path.join(path, f)
+        if not f.endswith(suffix) or not os.path.isfile(os.path.expanduser(entry)):
+            continue
+        problem = file_problem(entry)
+        if problem:
+            bad.append("%s: %s" % (entry, problem))
+        else:
+            ok.append(entry)
+    return None, ok, bad
 
 
 def read_regular(path: str, max_bytes: int) -> bytes:

@@ -19,7 +19,11 @@ What is hidden (replaced by ``***``):
   ``Bearer`` tokens, ``wandb login`` keys, PEM private-key blocks, URL userinfo (all of it, to the
   last ``@`` of the authority, on http(s)/ray/redis URLs: ``https://***@host``; the password of
   other schemes: ``s3://user:***@host``; ``ssh://git@host`` stays), ``curl -u user:***``,
-  ``mysql -p***``, ``<password>***</password>``;
+  ``mysql -p***``, ``<password>***</password>``, NVIDIA API keys (``nvapi-``);
+* in prose: the word after ``password``/``passwd``/``passphrase`` and a blank (``password hunter2``,
+  ``passwd abc``), unless that word is a common word of prose (:data:`_PROSE_AFTER`: ``password
+  reset``, ``the password is required``, ``password for root``) or starts with punctuation (an
+  aside in brackets): a value is hidden, a sentence about passwords stays readable;
 * in the forms ``('KEY', 'v')`` and ``['--api-key', 'v']`` (a quoted name, a comma, a quoted value),
   YAML blocks (``key: |`` or ``key:`` followed by deeper-indented lines: all of them hidden), and
   with any blank but a line end around the separator (a no-break space too);
@@ -44,7 +48,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 __all__ = ["MASK", "redact", "redact_text", "is_secret_key", "secret_strength", "plainly_secret", "plain_value", "hides", "add_secret", "collect", "collect_environ",
            "forget_secrets",
-           "strip_userinfo", "url_has_userinfo"]
+           "strip_userinfo", "url_has_userinfo", "url_has_secret"]
 
 MASK = "***"
 
@@ -279,7 +283,25 @@ _SHAPES = [
     (("api.telegram.org/bot",), re.compile(r"(?<=api\.telegram\.org/bot)\d+:[A-Za-z0-9_-]{20,}")),
     (("sig=",), re.compile(r"(?<=[?&]sig=)[A-Za-z0-9%+/=]{16,}")),
     (("AGE-SECRET-KEY-1",), re.compile(r"\bAGE-SECRET-KEY-1[0-9A-Z]{20,}")),
+    (("nvapi-",), re.compile(r"\bnvapi-[A-Za-z0-9_-]{20,}")),  # NVIDIA API keys (build.nvidia.com, NGC)
 ]
+# the word after "password" in prose (password hunter2): the keyword is a whole word, its value one
+# run of non-blanks after blanks (no line end): linear
+_PROSE = re.compile(r"(?<![\w\-])(?P<head>(?:[Pp]ass(?:word|wd|phrase)|PASS(?:WORD|WD|PHRASE))[^\S\r\n]+)"
+                    r"(?P<val>[^\s\"'`]+)")
+#: Words that follow "password" in sentences, not values: never hidden (lower case, trailing
+#: punctuation ignored).
+_PROSE_AFTER = frozenset("""
+a about above after again against all an and any are as at be been before being below between but by
+can cannot change changed changes could did do does expired expires field file for from given had has
+have hash hashes here how if in incorrect into invalid is it its manager may mismatch missing must
+needed new no not of off old on once only or other our out over please policy prompt protected
+provided required reset rules set should so than that the their then there these this those to too
+under until updated used uses using via was we were what when where which while who will with
+without wrong you your login authentication prompts stored storage length characters check never always
+hidden masked itself
+""".split())
+
 _AFTER = re.compile(r"(?P<head>\b(?:[Bb]earer|BEARER)[ \t]+|\bwandb login[ \t]+(?:--\S+[ \t]+)*)"
                     r"(?P<val>[A-Za-z0-9._~+/=\-:]{8,})")
 # scheme://userinfo@ : the scheme cannot start inside a longer run of scheme characters
@@ -547,7 +569,17 @@ def redact_text(s: str) -> str:
             s = pat.sub(MASK, s)
     if "earer" in s or "EARER" in s or "wandb login" in s:
         s = _AFTER.sub(lambda m: m.group("head") + MASK, s)
+    if "ass" in s or "ASS" in s:
+        s = _PROSE.sub(_prose, s)
     return s
+
+
+def _prose(m: "re.Match[str]") -> str:
+    val = m.group("val")
+    word = val.rstrip(".,;:!?)").lower()
+    if val == MASK or not word or not word[0].isalnum() or word in _PROSE_AFTER:
+        return m.group(0)
+    return m.group("head") + MASK
 
 
 def _collect(value: Any, key: str = "") -> None:
@@ -611,18 +643,48 @@ def url_has_userinfo(url: str) -> bool:
         return False
 
 
+#: Query parameters that carry a credential though their name is no secret's (Azure SAS ``sig``).
+_QUERY_SECRETS = ("sig", "signature", "key", "code")
+
+
+def _secret_param(name: str) -> bool:
+    from urllib.parse import unquote_plus
+
+    name = unquote_plus(name)
+    return is_secret_key(name) or name.lower() in _QUERY_SECRETS
+
+
+def _mask_query(query: str) -> str:
+    """``query`` with the value of every secret-named parameter (``token``, ``private_token``,
+    ``access_token``, ``X-Amz-Signature``, ``sig``) as ``***``; the rest byte for byte."""
+    out = []
+    for part in query.split("&"):
+        name, eq, value = part.partition("=")
+        out.append("%s=%s" % (name, MASK) if eq and value and value != MASK and _secret_param(name) else part)
+    return "&".join(out)
+
+
+def url_has_secret(url: str) -> bool:
+    """True when ``url`` carries a credential: a user name or password, or a secret-named query
+    parameter (``https://h/simple?token=...``): :func:`strip_userinfo` hides it in a shared file,
+    so the run that needs it passes the real URL to pip through its environment."""
+    return url_has_userinfo(url) or strip_userinfo(url) != url
+
+
 def strip_userinfo(url: str) -> str:
-    """``url`` without its userinfo (``https://u:pw@host/x`` -> ``https://host/x``), for files meant
-    to be shared (locks, environment.json, images); the user passes the credentials to pip
-    another way (see README, "Index credentials"). A URL that does not parse is returned masked."""
+    """``url`` without its userinfo (``https://u:pw@host/x`` -> ``https://host/x``) and with the
+    values of secret-named query parameters masked (``?token=***``), for files meant to be shared
+    (locks, environment.json, images); the user passes the credentials to pip another way (see
+    README, "Index credentials"). A URL that does not parse is returned masked."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return redact_text(url)
-    if "@" not in (parts.netloc or ""):
+    query = _mask_query(parts.query) if parts.query else parts.query
+    if "@" not in (parts.netloc or "") and query == parts.query:
         return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    host = parts.netloc.rsplit("@", 1)[1] if "@" in (parts.netloc or "") else parts.netloc
+    return urlunsplit((parts.scheme, host, parts.path, query, parts.fragment))
 
 
 def strip_all(urls: Iterable[str]) -> List[str]:

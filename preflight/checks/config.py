@@ -347,12 +347,16 @@ def data_check(ctx: Context) -> List[Outcome]:
         if real not in seen:  # train and val may name the same file: read and report it once
             seen.add(real)
             paths.append(p)
-    local = [p for p in paths if os.path.isfile(os.path.expanduser(p))]
-    dirs = [p for p in paths if os.path.isdir(os.path.expanduser(p))]
+    from ..paths import dir_files, file_problem
+
+    # a file or directory reached through another user's link to what they cannot read is never read
+    # nor listed: it is a 'not_regular' row below, with the reason (paths.foreign_link)
+    local = [p for p in paths if os.path.isfile(os.path.expanduser(p)) and not file_problem(p)]
+    dirs = [p for p in paths if os.path.isdir(os.path.expanduser(p)) and not dir_files(p, ".parquet")[0]]
     out: List[Outcome] = []
     rs, _note = ruleset(rules_release(ctx, c))
     for d in dirs:
-        inside = sorted(f for f in os.listdir(os.path.expanduser(d)) if f.endswith(".parquet"))
+        inside = [os.path.basename(f) for f in dir_files(d, ".parquet")[1]]
         fix = ("list the files instead: [%s]" % ",".join(os.path.join(d, f) for f in inside[:3]) +
                (" (and the other %d)" % (len(inside) - 3) if len(inside) > 3 else "")) if inside else \
             "point it at the parquet files (the directory has none)"
@@ -365,11 +369,10 @@ def data_check(ctx: Context) -> List[Outcome]:
         else:
             out.append(warned("%s is a directory: verl 0.9.1 stops on it (ValueError 'Unsupported file format'); "
                               "not recorded for verl %s" % (d, rs["label"]), fix, ev, item=item))
-    from ..paths import file_problem
-
     odd = [p for p in paths if p not in local and p not in dirs and os.path.exists(os.path.expanduser(p))]
     for p in odd:  # a FIFO or a device: never opened (a FIFO blocks), and verl cannot read it as a table
-        out.append(failed("%s: %s" % (p, file_problem(p)), "point data.train_files / data.val_files at the parquet "
+        why = file_problem(p) if not os.path.isdir(os.path.expanduser(p)) else dir_files(p, ".parquet")[0]
+        out.append(failed("%s: %s" % (p, why), "point data.train_files / data.val_files at the parquet "
                           "files", {"path": p}, item="not_regular"))
     if not local and out:
         return out

@@ -6,7 +6,7 @@ from typing import Sequence
 
 from ..errors import UsageError
 
-__all__ = ["positive_int", "non_negative_int", "positive_seconds", "MAX_SECONDS", "Parser", "refuse_empty"]
+__all__ = ["positive_int", "non_negative_int", "positive_seconds", "url_value", "MAX_SECONDS", "Parser", "refuse_empty"]
 
 #: Longest time limit accepted (one week, in seconds): beyond it a deadline is a typo, and the
 #: operating system's waits overflow.
@@ -54,6 +54,16 @@ def positive_seconds(text: str) -> float:
     if v > MAX_SECONDS:
         raise argparse.ArgumentTypeError("%s s is more than a week; give a limit in seconds, e.g. 600" % text)
     return v
+
+
+def url_value(text: str) -> str:
+    """A URL option's value (``--torch-index``): refused at parse time when it holds white space or
+    a control character (a newline would split every line that names it; a URL writes them as
+    ``%0A``, ``%20``). The message does not repeat the value."""
+    if any(c.isspace() or ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 or c in "\u2028\u2029" for c in text):
+        raise argparse.ArgumentTypeError("a URL holds no white space or control character (a line break, a tab); "
+                                         "percent-encode them (%0A, %20)")
+    return text
 
 
 class Parser(argparse.ArgumentParser):

@@ -13,7 +13,7 @@ import time
 from typing import List, Tuple
 
 from ..errors import UsageError
-from ..paths import file_problem
+from ..paths import dir_files, file_problem
 from .argtypes import non_negative_int, positive_seconds
 from .output import add_output_options, check_outputs, emit
 from .stack import resolve_python
@@ -168,9 +168,11 @@ def expand_files(paths: List[str]) -> Tuple[List[str], List[Tuple[str, List[str]
     if odd:
         raise UsageError("%s; pass the parquet files of data.train_files / data.val_files" % "; ".join(odd))
     for p in paths:
-        if os.path.isdir(p):
-            inside = sorted(os.path.join(p, f) for f in os.listdir(p)
-                            if f.endswith(".parquet") and os.path.isfile(os.path.join(p, f)))
+        if os.path.isdir(p):  # the directory and every file in it judged as a named file is, before any read
+            why, inside, refused = dir_files(p, ".parquet")
+            if why or refused:
+                raise UsageError("%s; pass the parquet files of data.train_files / data.val_files (files of yours, "
+                                 "or readable by their owner)" % ("%s: %s" % (p, why) if why else "; ".join(refused)))
             if not inside:
                 raise UsageError("%s is a directory with no *.parquet file in it; pass the parquet files of "
                                  "data.train_files / data.val_files" % p)

@@ -109,10 +109,18 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(prefix, "--prefix")
 
     if args.lock:  # read before anything is made: a lock that is not text, or pins nothing, is a usage error
+        from ..atomic import run_problem
         from ..outputs.lock import parse_lock
+        from ..outputs.lockcheck import check_lock
 
         fix = "run 'preflight spec -o DIR' and pass DIR/requirements.lock"
-        if not parse_lock(read_text(args.lock, LOCK_MAX_BYTES, "--lock", fix)):
+        text = read_text(args.lock, LOCK_MAX_BYTES, "--lock", fix)
+        theirs = run_problem(args.lock)
+        if theirs:  # what it pins (and from where) runs as this user: another user must not choose it
+            raise UsageError("--lock %s: another user can change it (%s); review it and copy it to a file only you "
+                             "can write, or %s" % (args.lock, theirs, fix))
+        check_lock(text, args.lock)
+        if not parse_lock(text):
             raise UsageError("--lock %s: no pinned requirement (name==version) in it; %s" % (args.lock, fix))
     pip_args = []
     if args.wheelhouse:

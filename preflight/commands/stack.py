@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import UsageError
 from ..redact import redact_text
 from ..report.render import print_safe
+from .argtypes import url_value
 
 __all__ = ["resolve_python", "add_stack_options", "machine_facts", "resolve_args", "resolve_stack", "machine_doc",
            "dry_run", "make_spec"]
@@ -66,7 +67,7 @@ def add_stack_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-probe", action="store_true", help="do not read this machine's GPUs (NVML)")
     p.add_argument("--torch", metavar="VERSION", default=None,
                    help="pin torch to this release instead of the resolved one (torchvision/torchaudio follow)")
-    p.add_argument("--torch-index", metavar="URL", default=None,
+    p.add_argument("--torch-index", metavar="URL", default=None, type=url_value,
                    help="index for torch ('none': only pip's configured indexes, e.g. a mirror or find-links); "
                         "a user:password in it is used for resolving but never written to a file")
     p.add_argument("--force", action="store_true",

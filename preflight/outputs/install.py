@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
-from ..atomic import absolute, make_dirs, open_lock, owner_problem, remove_file, tree_problem, write_atomic
+from ..atomic import (absolute, make_dirs, open_lock, owner_problem, remove_file, run_problem, tree_problem, write_atomic,
+                      write_new)
 from ..errors import UsageError
 from ..probes import child
 from ..redact import redact_text
@@ -245,8 +246,10 @@ def pylock_beside(lock_path: str, lock_text: str) -> Optional[str]:
 
     from .lock import parse_lock
 
+    from .lockcheck import check_pylock
+
     cand = os.path.join(os.path.dirname(os.path.abspath(lock_path)), "pylock.toml")
-    if not os.path.isfile(cand):
+    if not os.path.isfile(cand) or run_problem(cand):  # one another user can change is never used
         return None
     try:
         try:
@@ -254,9 +257,11 @@ def pylock_beside(lock_path: str, lock_text: str) -> Optional[str]:
         except ImportError:  # pragma: no cover - 3.8-3.10
             import tomli as toml  # type: ignore[no-redef]
         with open(cand, "rb") as fh:
-            rows = toml.load(fh).get("packages", [])
-        pinned = {canonicalize_name(r["name"]): str(r.get("version")) for r in rows}
-    except (OSError, ValueError, KeyError, TypeError):
+            data = toml.load(fh)
+        if check_pylock(data):  # a local path, directory, VCS checkout or a file without a hash: not used
+            return None
+        pinned = {canonicalize_name(r["name"]): str(r.get("version")) for r in data.get("packages", [])}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     want = {canonicalize_name(k): v for k, v in parse_lock(lock_text).items()}
     return cand if pinned == want else None
@@ -287,6 +292,9 @@ def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], 
             lock_text = fh.read()
     except OSError as exc:
         raise UsageError("lock file %s: %s; run 'preflight spec' first" % (lock_path, exc.strerror or exc))
+    from .lockcheck import check_lock
+
+    check_lock(lock_text, lock_path)  # pip reads no option, path or URL of the lock's choosing
     prefix = absolute(prefix)  # "..": the kernel's walk, never the text
     # pip/uv may start in a private directory (probes.child: a cwd others can plant is never used)
     lock_path = os.path.abspath(lock_path)
@@ -298,11 +306,15 @@ def install(lock_path: str, prefix: str, base_python: str, say: Callable[[str], 
                      "made by verl-preflight: 'preflight install' changes only prefixes with this file\n", "--prefix")
     with prefix_lock(prefix, say, timeout):
         check_prefix(prefix)  # again, now that it exists: another user may have made it since the first check
-        return _install_locked(lock_text, lock_path, prefix, base_python, say, timeout, use_uv, pip_args,
-                               system_site_packages, index_urls)
+        # pip and uv read the very text that was checked, from a private copy: never the file again
+        with child.scratch("preflight-lock-") as tmp:
+            checked = os.path.join(tmp, "requirements.lock")
+            write_new(checked, lock_text)
+            return _install_locked(lock_text, lock_path, checked, prefix, base_python, say, timeout, use_uv,
+                                   pip_args, system_site_packages, index_urls)
 
 
-def _install_locked(lock_text: str, lock_path: str, prefix: str, base_python: str, say: Callable[[str], None],
+def _install_locked(lock_text: str, lock_path: str, checked: str, prefix: str, base_python: str, say: Callable[[str], None],
                     timeout: float, use_uv: Optional[bool], pip_args: Sequence[str], system_site_packages: bool,
                     index_urls: Sequence[str]) -> InstallResult:
     digest = lock_digest(lock_text)
@@ -348,7 +360,7 @@ def _install_locked(lock_text: str, lock_path: str, prefix: str, base_python: st
                  log, say, timeout, env)
         else:
             _run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-deps", "--compile-bytecode"] + extra
-                 + ["-r", lock_path], log, say, timeout, env)
+                 + ["-r", checked], log, say, timeout, env)
         if resuming:  # uv skips what the interrupted run installed, and with it the bytecode it never wrote
             _compile_prefix(py, prefix, log, say, timeout)
         tool = "uv"
@@ -368,7 +380,7 @@ def _install_locked(lock_text: str, lock_path: str, prefix: str, base_python: st
             if ssp:
                 _see_base_venv(base_python, prefix, say)
         pylock = pylock_beside(lock_path, lock_text)
-        source = lock_path
+        source = checked
         if pylock and _version_of([py, "-m", "pip", "--version"]) >= PIP_PYLOCK:
             source = pylock  # pip >= 26.1 reads PEP 751 locks (experimental), hashes included
         _run([py, "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--no-deps"]

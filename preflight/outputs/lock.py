@@ -327,8 +327,8 @@ def _upstream_url(ix: Optional[Any], url: Optional[str]) -> Optional[str]:
 
 
 def render_lock(res: LockResult, header: Sequence[str] = ()) -> str:
-    """requirements.lock text: comment header, index lines (without userinfo: credentials are
-    passed to pip another way), then ``name==version`` with its ``--hash`` lines, sorted by name.
+    """requirements.lock text: comment header, index lines (without userinfo, secret query values
+    as ``***``: credentials are passed to pip another way, :func:`preflight.redact.strip_userinfo`), then ``name==version`` with its ``--hash`` lines, sorted by name.
     Same input, same bytes."""
     from ..redact import redact_text, strip_userinfo
 
@@ -355,7 +355,7 @@ def render_pylock(res: LockResult) -> str:
     (uv >= 0.6.15). Built with ``packaging.pylock`` (which validates it) and written with
     tomli-w; same input, same bytes (no timestamps). The lock is for one platform: its
     ``environments`` marker says which."""
-    from urllib.parse import unquote
+    from urllib.parse import unquote, urlsplit
 
     from ..redact import strip_userinfo
     import tomli_w
@@ -371,8 +371,8 @@ def render_pylock(res: LockResult) -> str:
         for h in p.hashes:
             algo, _, hexd = h.partition(":")
             hashes.setdefault(algo, hexd)
-        url = strip_userinfo(p.url) if p.url else None  # never an index's credentials in a shared file
-        name = unquote(url.rsplit("/", 1)[-1].split("#", 1)[0]) if url else None
+        url = strip_userinfo(p.url) if p.url else None  # never an index's credentials (userinfo, ?token=) in a shared file
+        name = unquote(urlsplit(url).path.rsplit("/", 1)[-1]) if url else None  # no ?query, no #fragment
         kw: Dict[str, Any] = {}
         if name and name.endswith(".whl"):
             kw["wheels"] = [PackageWheel(name=name, url=url, size=p.size, hashes=hashes)]

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from .. import __version__
 from ..errors import UsageError
-from ..redact import redact, strip_userinfo, url_has_userinfo
+from ..redact import redact, strip_userinfo, url_has_secret
 from .environment import render_environment
 from .install import lock_digest
 from .lock import LockResult, render_lock, render_pylock, resolve_lock
@@ -118,7 +118,7 @@ def build_spec(mx, res, opts: SpecOptions, pip_python: Optional[str] = None) -> 
     header += ["after it: %s" % p for p in post]
     text = render_lock(lock, header)
     torch_pin = next((r.split("==")[1] for r in reqs if r.startswith("torch==")), None)
-    creds = [u for u in extra if url_has_userinfo(u)]
+    creds = [u for u in extra if url_has_secret(u)]  # userinfo or ?token=: given to pip by environment
     overrides = {k: v for k, v in opts.__dict__.items() if v}
     if overrides.get("torch_index"):
         overrides["torch_index"] = strip_userinfo(overrides["torch_index"])
