@@ -627,3 +627,28 @@ def model_dir_plain(cfg, name):
     with open(os.path.join(d, "config.json"), "w") as fh:
         json.dump(cfg, fh)
     return d
+
+
+@pytest.mark.realenv
+def test_a_model_directory_without_config_json_fails(tmp_path):
+    """A model path that is a directory but no checkpoint (no config.json): a FAIL naming it, as
+    transformers' own AutoConfig (what verl's start-up calls) refuses it in a real verl env."""
+    import subprocess
+
+    from envs import real_env
+
+    py = real_env("verl091-core", ["verl[verl-core]==0.9.1", "torch==2.13.0"])
+    d = tmp_path / "not-a-model"
+    d.mkdir()
+    truth = subprocess.run([py, "-c", "import sys\nfrom transformers import AutoConfig\ntry:\n"
+                            "    AutoConfig.from_pretrained(sys.argv[1])\n    print('loaded')\n"
+                            "except Exception as e:\n    print(type(e).__name__)\n", str(d)],
+                           stdout=subprocess.PIPE, universal_newlines=True, timeout=300,
+                           env=dict(os.environ, HF_HUB_OFFLINE="1")).stdout.split()
+    assert truth and truth[-1] != "loaded", truth
+    words = ["python3", "-m", "verl.trainer.main_ppo", "actor_rollout_ref.model.path=%s" % d]
+    comp = compose_stored(parse_launch(words), None, "0.9.1")
+    model, why = read_model(str(d))
+    assert model is None and why.endswith("has no config.json")
+    found = [f for f in evaluate(comp.get, "0.9.1", {}, model, why)[1] if f.rule == "model_path"]
+    assert [f.status for f in found] == ["fail"] and str(d) in found[0].message

@@ -31,6 +31,11 @@ def model_rules(x: RuleContext, v: Values, model: Optional[ModelFacts], why: str
     """Rules ``ulysses_heads`` and ``max_position`` against the model's facts; with no model, each is a SKIP saying
     ``why``."""
     if model is None:
+        if why.endswith(" has no config.json"):  # a local directory that is not a model: verl's load fails
+            x.add("model_path", "fail", "%s: verl loads the model's config and tokenizer from it (transformers' "
+                  "AutoConfig / AutoTokenizer) and stops there" % why,
+                  "point actor_rollout_ref.model.path at the directory that holds the checkpoint's config.json (a "
+                  "Hugging Face model directory: config.json, tokenizer files, weights), or at a hub id")
         for rule in ("ulysses_heads", "max_position"):
             if rule == "ulysses_heads" and v.sp <= 1 and v.critic_sp <= 1:
                 x.add(rule, "pass", "Ulysses sequence parallel is off (size 1)")
