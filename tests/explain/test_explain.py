@@ -453,3 +453,38 @@ def test_vllm_kv_cache_errors_ask_for_more_memory_not_less(mx):
     assert ex.id == "trainer-cuda-oom" and "ppo_micro_batch_size_per_gpu" in ex.fix and "lower actor" in ex.fix
     assert explain_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB.\n", mx).id != \
         "trainer-cuda-oom"  # no trainer frame: the generic row
+
+
+@pytest.mark.realenv
+def test_verl_validate_config_texts_from_the_installed_source(mx):
+    """validate_config's two commonest refusals (new-user review B5), rendered from the installed verl
+    0.6.1's own f-strings in verl/utils/config.py and workers/config/*.py with a launch's values, are
+    explained with the rule and the key to change."""
+    import ast
+
+    from envs import real_env
+
+    py = real_env("verl061-tf4", ["verl==0.6.1", "torch==2.13.0", "transformers>=4.51,<5", "pyarrow>=19,<20"])
+    root = subprocess.run([py, "-c", "import verl.utils, os; print(os.path.dirname(os.path.dirname(verl.utils.__file__)))"],
+                          stdout=subprocess.PIPE, universal_newlines=True, check=True, timeout=300).stdout.split()[-1]
+    env = {"real_train_batch_size": 5000, "minimal_bsz": 6, "n_gpus": 6, "name": "actor_rollout_ref.actor",
+           "param": "ppo_micro_batch_size", "param_per_gpu": "ppo_micro_batch_size_per_gpu"}
+    texts = []
+    for rel in ("utils/config.py", "workers/config/actor.py", "workers/config/critic.py"):
+        with open(os.path.join(root, rel)) as fh:
+            tree = ast.parse(fh.read())
+        for n in ast.walk(tree):
+            src = ast.unparse(n) if isinstance(n, ast.JoinedStr) else ""
+            if "minimal possible batch size" in src or ("Please set at least one of" in src and "{name}" in src):
+                names = {x.id for x in ast.walk(n) if isinstance(x, ast.Name)}
+                texts.append(eval(compile(ast.Expression(n), "verl", "eval"),  # noqa: S307 - verl's own f-string
+                                  {k: env.get(k, 6) for k in names}))
+    kinds = {("minimal" if "minimal" in t else "micro") for t in texts}
+    assert kinds == {"minimal", "micro"}, texts
+    for t in texts:
+        ex = explain_text("AssertionError: " + t if "minimal" in t else "ValueError: " + t, mx)
+        if "minimal" in t:
+            assert ex.id == "verl-train-batch-minimal" and ex.groups["minimal"] == "6" and ex.verl_rule == \
+                "train_batch_divisible", (t, ex.id)
+        else:
+            assert ex.id == "verl-micro-batch-unset" and "ppo_micro_batch_size_per_gpu" in ex.fix, (t, ex.id)
