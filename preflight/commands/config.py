@@ -7,7 +7,10 @@ failures, each with the smallest fix.
 """
 
 import argparse
+import re
+import shlex
 import time
+from typing import List, Optional, Union
 
 from ..errors import UsageError
 from ..paths import file_problem
@@ -53,6 +56,26 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("launch", nargs="*", metavar="-- COMMAND", help="the launch command or its overrides, after --")
 
 
+_ENV_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def one_string_launch(words: List[str]) -> Optional[str]:
+    """The launch given as one quoted word (``config -- "python3 -m verl.trainer.main_ppo a=1"``), as
+    ``check --launch`` takes it: the string when ``words`` is one word that reads as a command (its
+    first shell word is a program or a ``VAR=value``, and a later one runs ``-m`` or names verl's
+    entry point); else None (one override whose value holds a space, ``trainer.experiment_name=a b``)."""
+    if len(words) != 1 or not words[0].split() or len(words[0].split()) < 2:
+        return None
+    try:
+        ws = shlex.split(words[0].replace("\\\n", " "), comments=True)
+    except ValueError:
+        return None
+    head = ws[0] if ws else ""
+    if "=" in head and not _ENV_WORD.match(head):
+        return None
+    return words[0] if any(w == "-m" or "verl.trainer" in w for w in ws[1:]) else None
+
+
 def run(args: argparse.Namespace) -> int:
     """Check the launch; return 0 (passes), 1 (would fail)."""
     from rich.text import Text
@@ -78,8 +101,9 @@ def run(args: argparse.Namespace) -> int:
     words = list(args.launch or [])
     if words and words[0] == "--":
         words = words[1:]
+    given: Union[str, List[str]] = one_string_launch(words) or words
     opts = Options(python=python, verl=args.verl, timeout=args.timeout,
-                   launch=LaunchOptions(words=words, config_file=args.file, gpus=args.gpus, nnodes=args.nnodes,
+                   launch=LaunchOptions(words=given, config_file=args.file, gpus=args.gpus, nnodes=args.nnodes,
                                         startup=not args.no_startup,
                                         given=True))
     ctx = Context(opts, mx)

@@ -451,3 +451,23 @@ def test_a_fifo_named_as_train_files_is_not_a_regular_file(pyz, bare_python, tmp
     row = res["config.data.not_regular"]
     assert row["status"] == "fail" and row["message"] == "%s: not a regular file (a FIFO)" % fifo, row
     assert fifo not in json.dumps(res.get("config.data.absent") or {}) and p.returncode == 1
+
+
+def test_config_takes_a_launch_given_as_one_quoted_word(pyz, tmp_path, bare_python):
+    """``config -- "python3 -m verl.trainer.main_ppo k=v ..."`` is read as ``check --launch`` reads the same
+    string (new-user review B3: Hydra was handed the whole string as one override); one override whose
+    value holds a space stays one override."""
+    line = "python3 -m verl.trainer.main_ppo data.train_batch_size=64 actor_rollout_ref.rollout.name=vllm"
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    pyz_run(pyz, "config", "--python", bare_python, "--verl", "0.9.1", "--no-startup", "--json", str(a), "--", line)
+    pyz_run(pyz, "check", "--python", bare_python, "--verl", "0.9.1", "--no-startup", "--stage", "config", "--launch",
+            line, "--json", str(b))
+    ra = {r["id"]: r["status"] for r in json.loads(a.read_text())["results"]}
+    rb = {r["id"]: r["status"] for r in json.loads(b.read_text())["results"]}
+    assert ra["config.compose"] == "pass" and ra["config.compose"] == rb["config.compose"]
+    assert {k: v for k, v in ra.items() if k.startswith("config.rules.")} == \
+        {k: v for k, v in rb.items() if k.startswith("config.rules.")}
+    c = tmp_path / "c.json"
+    pyz_run(pyz, "config", "--python", bare_python, "--verl", "0.9.1", "--no-startup", "--json", str(c), "--",
+            "trainer.experiment_name=my run")
+    assert {r["id"]: r for r in json.loads(c.read_text())["results"]}["config.compose"]["status"] == "pass"
