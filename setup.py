@@ -11,7 +11,8 @@ setup(
     packages=find_packages(include=["preflight", "preflight.*"]) + ["preflight._matrices", "preflight.schema"],
     package_dir={"preflight._matrices": "matrices"},
     package_data={
-        "preflight._matrices": ["*.toml", "*.md", "*.json", "metadata/*.json", "verl_config/*.json", "verl_config/*/*.json"],
+        "preflight._matrices": ["*.toml", "*.md", "*.json", "metadata/*.json", "verl_config/*.json", "verl_config/*/*.json",
+                                "verl_config/*/*.yaml", "verl_config/*/*/*.yaml"],
         "preflight.schema": ["*.json"],
     },
     include_package_data=False,

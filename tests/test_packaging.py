@@ -23,7 +23,7 @@ def _repo_matrix_files():
     out = set()
     for dirpath, _, files in os.walk(os.path.join(ROOT, "matrices")):
         for f in files:
-            if f.endswith((".toml", ".json", ".md")):
+            if f.endswith((".toml", ".json", ".md", ".yaml")):
                 out.add(os.path.relpath(os.path.join(dirpath, f), os.path.join(ROOT, "matrices")))
     return out
 
@@ -55,6 +55,11 @@ def test_pip_install_gives_a_working_preflight(tmp_path):
                       if not f.endswith((".pyc",))}
     assert installed == _repo_matrix_files()
     assert os.path.isfile(os.path.join(site, "schema", "report-1.json"))
+    # config composes with the installed package's stored verl configs and its own Hydra (new-user B2)
+    cfg = _run([exe, "config", "--no-startup", "--verl", "0.9.1", "--json", "-", "-q", "--",
+                "data.train_batch_size=7"], cwd=str(tmp_path))
+    rows = {r["id"]: r for r in validate_report(cfg.stdout)["results"]}
+    assert rows["config.compose"]["status"] == "pass", rows["config.compose"]
 
 
 def test_zipapp_vendors_inside_the_package(pyz_file):
