@@ -22,6 +22,9 @@ __all__ = ["check_lock", "check_pylock", "lock_problem"]
 _INDEX = re.compile(r"(--index-url|--extra-index-url|-i)(?:=|[ \t]+)(\S+)$")
 _HASH = re.compile(r"--hash[= ]sha256:[0-9a-fA-F]{64}$")
 _URL = re.compile(r"https?://[^\s${}\\]+$")
+#: A pylock file may also be a file:// URL: `spec` writes one where the index served the wheel from this
+#: machine's own mirror; its sha256 pins the bytes, so whoever can write that path cannot change what installs.
+_FILE_URL = re.compile(r"(?:https?|file)://[^\s${}\\]+$")
 #: pip's comment rule: ``#`` at the start of a line or after white space
 _COMMENT = re.compile(r"(^|\s+)#.*$")
 
@@ -110,8 +113,8 @@ def check_lock(text: str, path: str, option: str = "--lock") -> None:
 
 
 def check_pylock(data: Dict[str, Any]) -> Optional[str]:
-    """Why the parsed pylock.toml ``data`` names something other than remote http(s) files with a
-    sha256 (a local path, a directory, a VCS checkout, an archive), or None."""
+    """Why the parsed pylock.toml ``data`` names something other than http(s) or file:// URLs of
+    files with a sha256 (a bare local path, a directory, a VCS checkout, an archive), or None."""
     for p in data.get("packages") or []:
         if not isinstance(p, dict):
             return "a [[packages]] entry that is not a table"
@@ -122,8 +125,8 @@ def check_pylock(data: Dict[str, Any]) -> Optional[str]:
         if not files:
             return "package %r names no file" % p.get("name")
         for f in files:
-            if not isinstance(f, dict) or "path" in f or not _URL.match(str(f.get("url") or "")):
-                return "package %r has a file that is not an http(s) URL" % (p.get("name"),)
+            if not isinstance(f, dict) or "path" in f or not _FILE_URL.match(str(f.get("url") or "")):
+                return "package %r has a file that is not an http(s) or file:// URL" % (p.get("name"),)
             if "=***" in str(f.get("url")):  # its credential was hidden when written: pip cannot fetch it
                 return "package %r has a file URL whose credential was hidden" % (p.get("name"),)
             if not re.match(r"[0-9a-fA-F]{64}$", str((f.get("hashes") or {}).get("sha256") or "")):

@@ -114,11 +114,14 @@ def test_a_continued_refused_option_is_refused_too():
     ({"name": "six", "version": "1", "wheels": [{"url": "https://f/six.whl", "hashes": {"sha256": H}}]}, True),
     ({"name": "six", "version": "1", "sdist": {"url": "https://f/six.tar.gz", "hashes": {"sha256": H}}}, True),
     ({"name": "six", "version": "1", "wheels": [{"path": "/home/eve/six.whl", "hashes": {"sha256": H}}]}, False),
-    ({"name": "six", "version": "1", "wheels": [{"url": "file:///home/eve/six.whl", "hashes": {"sha256": H}}]}, False),
+    # a file:// URL is what spec writes for a wheel the index served from this machine's mirror; its sha256
+    # pins the bytes, so who can write that path cannot change what installs
+    ({"name": "six", "version": "1", "wheels": [{"url": "file:///opt/pypi/six.whl", "hashes": {"sha256": H}}]}, True),
+    ({"name": "six", "version": "1", "wheels": [{"url": "file:///home/eve/six.whl", "hashes": {}}]}, False),
     ({"name": "six", "version": "1", "wheels": [{"url": "https://f/six.whl", "hashes": {}}]}, False),
     ({"name": "six", "version": "1", "directory": {"path": "/home/eve/six"}}, False),
     ({"name": "six", "version": "1", "vcs": {"type": "git", "url": "https://x"}}, False),
     ({"name": "six", "version": "1", "archive": {"path": "/home/eve/six.zip"}}, False),
 ])
-def test_a_pylock_names_only_remote_files_with_hashes(pkg, ok):
+def test_a_pylock_names_only_url_files_with_hashes(pkg, ok):
     assert (check_pylock({"packages": [pkg]}) is None) == ok
