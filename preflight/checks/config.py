@@ -82,9 +82,9 @@ def launch_facts(ctx: Context) -> Optional[Dict[str, Any]]:
 def launch_wrapper(ctx: Any) -> Any:
     """(inner launch words, :class:`preflight.launch.facts.wrapper.Wrapper`) of this run's launch
     (memoised): ``ray job submit``, ``torchrun`` or a shell script around verl's entry point."""
-    from ..launch.facts.wrapper import unwrap
+    from ..launch.facts.wrapper import launch_wrapper as memoised
 
-    return ctx.memo("launch_wrapper", lambda: unwrap(ctx.options.launch.words or []))
+    return memoised(ctx)
 
 
 def _job_paths(ctx: Any, paths: List[str]) -> List[str]:
@@ -352,11 +352,12 @@ def data_check(ctx: Context) -> List[Outcome]:
     # a file or directory reached through another user's link to what they cannot read is never read
     # nor listed: it is a 'not_regular' row below, with the reason (paths.foreign_link)
     local = [p for p in paths if os.path.isfile(os.path.expanduser(p)) and not file_problem(p)]
-    dirs = [p for p in paths if os.path.isdir(os.path.expanduser(p)) and not dir_files(p, ".parquet")[0]]
+    listed = {p: dir_files(p, ".parquet") for p in paths if os.path.isdir(os.path.expanduser(p))}  # listed once
+    dirs = [p for p, (why, _ok, _bad) in listed.items() if not why]
     out: List[Outcome] = []
     rs, _note = ruleset(rules_release(ctx, c))
     for d in dirs:
-        inside = [os.path.basename(f) for f in dir_files(d, ".parquet")[1]]
+        inside = [os.path.basename(f) for f in listed[d][1]]
         fix = ("list the files instead: [%s]" % ",".join(os.path.join(d, f) for f in inside[:3]) +
                (" (and the other %d)" % (len(inside) - 3) if len(inside) > 3 else "")) if inside else \
             "point it at the parquet files (the directory has none)"
@@ -371,7 +372,7 @@ def data_check(ctx: Context) -> List[Outcome]:
                               "not recorded for verl %s" % (d, rs["label"]), fix, ev, item=item))
     odd = [p for p in paths if p not in local and p not in dirs and os.path.exists(os.path.expanduser(p))]
     for p in odd:  # a FIFO or a device: never opened (a FIFO blocks), and verl cannot read it as a table
-        why = file_problem(p) if not os.path.isdir(os.path.expanduser(p)) else dir_files(p, ".parquet")[0]
+        why = listed[p][0] if p in listed else file_problem(p)
         out.append(failed("%s: %s" % (p, why), "point data.train_files / data.val_files at the parquet "
                           "files", {"path": p}, item="not_regular"))
     if not local and out:

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional
 
 from ..launch.compose.run import config_dir
 from ..launch.facts.env import job_env
-from ..launch.facts.wrapper import job_cwd, unwrap
+from ..launch.facts.wrapper import job_cwd, launch_wrapper
 from ..launch.startup import (FULL_ROWS, Startup, beyond_startup, classify, compare, first_line, run_startup,
                               run_startup_batch, silent_rows, where)
 from .base import Context, Outcome, failed, passed, skipped, warned
@@ -48,7 +48,7 @@ def code_refusal(ctx: Context, facts: Optional[Dict[str, Any]]) -> Optional[str]
     def judge() -> str:
         from ..launch.code import launch_code_refusal
 
-        cwd = job_cwd(ctx.memo("launch_wrapper", lambda: unwrap(ctx.options.launch.words or []))[1])
+        cwd = job_cwd(launch_wrapper(ctx)[1])
         return launch_code_refusal(comp, cwd) or ""
     return ctx.memo("verl_startup_refusal", judge) or None
 
@@ -70,7 +70,7 @@ def startup_of(ctx: Context, facts: Optional[Dict[str, Any]], extra: Optional[Li
     base = list(spec.override_texts)
     ep = facts.get("entry") or {}
     entry = ep.get("module") if ep.get("kind") == "ppo" else None
-    cwd = job_cwd(ctx.memo("launch_wrapper", lambda: unwrap(ctx.options.launch.words or []))[1])
+    cwd = job_cwd(launch_wrapper(ctx)[1])
     if code_refusal(ctx, facts):
         return None  # startup_rows says "not run"
     want = [extra] + ([also] if also is not None else [])
@@ -113,7 +113,7 @@ def startup_rows(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]
     comp = (facts or {}).get("composed")
     model = comp.get("actor_rollout_ref.model.path") if comp is not None else None
     offline = hub_offline(job_env(getattr(comp, "env", None) or {},
-                                  ctx.memo("launch_wrapper", lambda: unwrap(ctx.options.launch.words or []))[1]))
+                                  launch_wrapper(ctx)[1]))
     if st.error is not None and classify(st.error)[0] == "hub_not_cached" and is_hub_id(model) and offline:
         ev["kind"] = "hub_not_cached"
         out.append(failed("the model %s is not in this machine's Hugging Face cache and the job runs offline (%s): "

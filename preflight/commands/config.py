@@ -8,11 +8,11 @@ failures, each with the smallest fix.
 
 import argparse
 import re
-import shlex
 import time
 from typing import List, Optional, Union
 
 from ..errors import UsageError
+from ..launch.facts.wrapper import split_words
 from ..paths import file_problem
 from ..redact import redact
 from .argtypes import NO_STARTUP_HELP, positive_int, positive_seconds
@@ -67,7 +67,7 @@ def one_string_launch(words: List[str]) -> Optional[str]:
     if len(words) != 1 or not words[0].split() or len(words[0].split()) < 2:
         return None
     try:
-        ws = shlex.split(words[0].replace("\\\n", " "), comments=True)
+        ws = split_words(words[0])
     except ValueError:
         return None
     head = ws[0] if ws else ""

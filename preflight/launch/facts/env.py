@@ -14,6 +14,7 @@ import os
 from typing import Any, Dict, List
 
 from ..rules import Finding
+from .probe import ALLOC_VARS
 
 __all__ = ["job_env", "check"]
 
@@ -155,7 +156,7 @@ def _vllm_values(env: Dict[str, str], facts: Dict[str, Any], get: Any, wrapper: 
 def _alloc_parse(env: Dict[str, str], facts: Dict[str, Any], wrapper: Any) -> List[Finding]:
     a = facts.get("alloc")
     if not a:
-        names = [n for n in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF") if n in env]
+        names = [n for n in ALLOC_VARS if n in env]
         probe = facts.get("_probe") or {}
         if names and probe and not probe.get("ok"):
             return [Finding("env", "skip", "%s not parsed by the installed torch: the probe did not finish (%s)" % (
@@ -177,8 +178,7 @@ def _alloc_parse(env: Dict[str, str], facts: Dict[str, Any], wrapper: Any) -> Li
         out.append(Finding("env", "pass", "%s=%s is accepted by the installed torch %s's parser (%s)" % (
             name, env.get(name), a.get("torch"), a.get("parser")), item="alloc_parse.%s" % name,
             evidence={"torch": a.get("torch"), "parser": a.get("parser")}))
-    unread = [n for n in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
-              if n in env and read and n not in read]
+    unread = [n for n in ALLOC_VARS if n in env and read and n not in read]
     for name in unread:
         out.append(Finding("env", "warn", "%s is set but the installed torch %s does not read it (its libc10 has no "
                            "such name): the setting does nothing" % (name, a.get("torch")),

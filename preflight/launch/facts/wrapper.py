@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-__all__ = ["Wrapper", "unwrap", "job_cwd", "SCRIPT_MAX_BYTES"]
+__all__ = ["Wrapper", "unwrap", "split_words", "launch_wrapper", "job_cwd", "SCRIPT_MAX_BYTES"]
 
 #: a launch script larger than this (1 MiB) is not read
 SCRIPT_MAX_BYTES = 1 << 20
@@ -78,7 +78,10 @@ class Wrapper:
                 "nnodes": self.nnodes, "script": self.script, "notes": self.notes}
 
 
-def _words(command: Union[str, Sequence[str]]) -> List[str]:
+def split_words(command: Union[str, Sequence[str]]) -> List[str]:
+    """The words of a launch given as one string (split as a POSIX shell does, ``\\``-newline
+    joined, comments dropped; raises ValueError on an open quote) or as argv words (a leading
+    ``--`` dropped)."""
     if isinstance(command, str):
         return shlex.split(command.replace("\\\n", " "), comments=True)
     w = list(command)
@@ -300,7 +303,7 @@ def unwrap(command: Union[str, Sequence[str]], cwd: Optional[str] = None) -> Tup
     cwd = cwd or os.getcwd()
     w = Wrapper()
     try:
-        words = _words(command)
+        words = split_words(command)
     except ValueError:  # unbalanced quotes: parse_launch reports them
         return command, w  # type: ignore[return-value]
     lead: List[str] = []
@@ -354,3 +357,9 @@ def unwrap(command: Union[str, Sequence[str]], cwd: Optional[str] = None) -> Tup
     if w.kind is None:
         return (list(command) if not isinstance(command, str) else command), w  # type: ignore[return-value]
     return lead + words, w
+
+
+def launch_wrapper(ctx: Any) -> Tuple[List[str], "Wrapper"]:
+    """(inner launch words, :class:`Wrapper`) of the run's launch (``ctx.options.launch.words``),
+    unwrapped once per run (memoised on ``ctx`` as ``launch_wrapper``)."""
+    return ctx.memo("launch_wrapper", lambda: unwrap(ctx.options.launch.words or []))
