@@ -71,7 +71,9 @@ def fixture_env(base: str, kind: str) -> str:
     if kind == "segfault":
         torch_src = "import ctypes\nctypes.string_at(0)\n"
     elif kind == "hang":
-        verl_src = "import time\nwhile True:\n    time.sleep(1)\n"
+        # leaves a mark (its pid) beside itself, so a test can wait for the hanging import itself
+        verl_src = ("import os, time\ntry:\n    open(os.path.join(os.path.dirname(__file__), 'started-%d' % os.getpid()), 'w').close()\n"
+                    "except OSError:\n    pass\nwhile True:\n    time.sleep(1)\n")
     elif kind == "malformed":
         _dist_info(site, "broken-meta", "1.0", metadata="Metadata-Version: 2.1\nName: broken-meta\n")
         bad = os.path.join(site, "garbage-1.0.dist-info")

@@ -193,7 +193,7 @@ def run_ranks(python: str, world: int, backend: str, sizes: List[int], warmup: i
         args = {"rank": rank, "world_size": world, "port": port, "backend": backend, "sizes": sizes,
                 "warmup": warmup, "iters": iters, "min_timed_s": min_timed_s, "max_iters": max_iters,
                 "init_timeout_s": max(10.0, timeout * 0.8), "inject": inject}
-        procs.append(spawn_script(python, "nccl_rank", args, env=dict(env, **nccl_log_env(logdir, rank))))
+        procs.append(spawn_script(python, "nccl_rank", args, env=dict(env, **nccl_log_env(logdir, rank)), timeout=timeout))
     deadline = t0 + timeout
     timed_out = False
     while True:

@@ -42,7 +42,7 @@ MARKER = "@@PREFLIGHT@@ "
 TAIL_CHARS = 4000
 
 __all__ = ["ProbeOutput", "run_script", "run_argv", "load_script", "spawn_script", "collect", "kill_all", "MARKER",
-           "target_argv", "supervisor_argv", "LOADER", "SCRIPT_ENV", "ARGS_ENV", "CodeRefused", "tree_refusal"]
+           "target_argv", "supervisor_argv", "LOADER", "SCRIPT_ENV", "ARGS_ENV", "CodeRefused", "NoAnswer", "tree_refusal"]
 
 
 @dataclass
@@ -381,7 +381,7 @@ def target_argv(python: str) -> List[str]:
 
 
 def spawn_script(python: str, name: str, args: Any = None, env: Optional[Mapping[str, str]] = None,
-                 cwd: Optional[str] = None, to_files: bool = False) -> _Probe:
+                 cwd: Optional[str] = None, to_files: bool = False, timeout: float = 30.0) -> _Probe:
     """Start target script ``name`` (``preflight/target/<name>.py``) under ``python`` and a
     supervisor; return the running probe (``poll()``/``wait()`` like a Popen). Use :func:`collect`
     to wait for it and read it.
@@ -394,11 +394,15 @@ def spawn_script(python: str, name: str, args: Any = None, env: Optional[Mapping
 
     Output is read as it comes into a bounded tail, so no probe blocks on a full pipe however
     chatty it is (``to_files`` is accepted for callers of the older API and changes nothing).
+    Before the first script under an interpreter, :func:`tree_refusal` reads its start-up under
+    ``-I -S`` within ``timeout`` seconds.
+
     Raises OSError if the supervisor cannot be started (TypeError/ValueError when ``args`` is
-    not JSON-serialisable); an interpreter that cannot be executed shows as ``launch_error`` in
-    :func:`collect`'s result.
+    not JSON-serialisable), :class:`CodeRefused` when the interpreter's start-up is code another
+    user can change, :class:`NoAnswer` when its ``-I -S`` start did not answer within ``timeout``;
+    an interpreter that cannot be executed shows as ``launch_error`` in :func:`collect`'s result.
     """
-    why = tree_refusal(python, env)
+    why = tree_refusal(python, env, timeout)
     if why:
         raise CodeRefused(why)
     code = load_script(name).encode("utf-8")
@@ -412,16 +416,29 @@ class CodeRefused(OSError):
     change (its message is :func:`preflight.paths.not_run`'s)."""
 
 
+class NoAnswer(OSError):
+    """A target script was not started: the interpreter's ``-I -S`` start (which reads what it
+    would run before any script) did not answer within the deadline; ``duration_s`` is the wait in
+    seconds. Never cached, so a slow start is read again, never taken as clean."""
+
+    def __init__(self, duration_s: float) -> None:
+        super().__init__("no answer within %.0f s" % duration_s)
+        self.duration_s = duration_s
+
+
 _TREES: Dict[Tuple[str, ...], Optional[str]] = {}
 _TREE_VARS = ("PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONUSERBASE")
 
 
-def tree_refusal(python: str, env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+def tree_refusal(python: str, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0) -> Optional[str]:
     """Why ``python`` must not run any target script: the ``not run: ...`` message when its prefix,
     site directories, ``.pth`` files or sitecustomize/usercustomize (what runs before any script,
     read by ``target/info.py`` under ``-I -S``, so none of it ran) are code another user can change
-    (:func:`preflight.paths.tree_code_problem`); None when none is, or when the interpreter did not
-    answer (its own start then fails and is reported). Judged once per interpreter and variables."""
+    (:func:`preflight.paths.tree_code_problem`); None when none is, or when the interpreter cannot
+    be executed or exits without answering (its own start then fails and is reported). Judged once
+    per interpreter and variables, within ``timeout`` seconds.
+
+    Raises :class:`NoAnswer` when the ``-I -S`` start was still running at ``timeout`` (not cached)."""
     merged = _child_env(env)
     key = (python,) + tuple(merged.get(k, "") for k in _TREE_VARS)
     if key not in _TREES:
@@ -431,14 +448,16 @@ def tree_refusal(python: str, env: Optional[Mapping[str, str]] = None) -> Option
                  ARGS_ENV: ("args.json", b'{"tree": true}')}
         why = None
         try:
-            out = collect(_start([python, "-I", "-S", "-c", LOADER], env, None, files), 30.0,
+            out = collect(_start([python, "-I", "-S", "-c", LOADER], env, None, files), timeout,
                           [python, "-I", "-S", "-c", "<script info tree>"])
-            tree = out.last("tree")
-            problem = tree_code_problem(tree)
-            if problem:
-                why = not_run("the interpreter's start-up (%s)" % (tree or {}).get("prefix"), problem)
         except OSError:
-            pass
+            out = None
+        if out is not None and out.timed_out:
+            raise NoAnswer(out.duration_s)
+        tree = out.last("tree") if out is not None else None
+        problem = tree_code_problem(tree)
+        if problem:
+            why = not_run("the interpreter's start-up (%s)" % (tree or {}).get("prefix"), problem)
         _TREES[key] = why
     return _TREES[key]
 
@@ -556,7 +575,9 @@ def run_script(python: str, name: str, args: Any = None, timeout: float = 60.0,
     label = [python, "-c", "<script %s>" % name]
     t0 = time.monotonic()
     try:
-        proc = spawn_script(python, name, args, env=env, cwd=cwd)
+        proc = spawn_script(python, name, args, env=env, cwd=cwd, timeout=timeout)
+    except NoAnswer:
+        return ProbeOutput(argv=label, timed_out=True, duration_s=time.monotonic() - t0)
     except OSError as exc:
         return ProbeOutput(argv=label, launch_error=str(exc), duration_s=time.monotonic() - t0)
     return collect(proc, timeout, label, started=t0)

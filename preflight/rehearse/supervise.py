@@ -209,7 +209,7 @@ def run(python: str, overrides: Sequence[str], workdir: str, timeout: float, env
     outcome = RunOutcome(returncode=None, timed_out=False, seconds=0.0)
     proc = None
     try:
-        proc = spawn_script(python, "rehearse_run", args, env={TAG_VAR: tag}, cwd=workdir)
+        proc = spawn_script(python, "rehearse_run", args, env={TAG_VAR: tag}, cwd=workdir, timeout=timeout)
         out = collect(proc, timeout, [python, "-c", "<script rehearse_run>"], started=t0)
         proc = None
         done = out.last("done")

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from envs import fixture_env
+from envs import _site, fixture_env
 
 from preflight.probes.process import run_script
 
@@ -113,24 +113,57 @@ def _procs_running(marker, exclude=()):
     return out
 
 
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
 def test_interrupting_the_checker_kills_its_probes(pyz, envs, sig):
     """A scheduler's SIGTERM (or Ctrl-C) stops the checker and every probe it started."""
     import signal
 
     venv = os.path.dirname(os.path.dirname(envs["hang"]))
+    marks = os.path.join(_site(venv), "verl")
+    before = set(os.listdir(marks))
     proc = subprocess.Popen([sys.executable, "-I", "-S", pyz, "check", "--python", envs["hang"], "--stage", "imports",
                              "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             universal_newlines=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # not inherited ignored
-    deadline = time.time() + 90  # on a loaded machine the checker may take long to reach its probes
-    # the checker's own command line names the venv too: wait for a probe, not for the checker
-    while time.time() < deadline and not _procs_running(venv, exclude=(proc.pid,)):
+    deadline = time.time() + 100  # on a loaded machine the checker may take long to reach its probes
+    # the hanging import marks itself with its pid: wait for that, not for a command line
+    new = set()
+    while time.time() < deadline and not new and proc.poll() is None:
         time.sleep(0.2)
-    assert _procs_running(venv, exclude=(proc.pid,)), "the probe never started"
+        new = {m for m in os.listdir(marks) if m.startswith("started-")} - before
+    if not new:
+        proc.kill()
+        out, err = proc.communicate(timeout=30)
+        raise AssertionError("the hanging import never started (checker exit %s)\nstdout: %s\nstderr: %s"
+                             % (proc.returncode, out[-3000:], err[-3000:]))
+    probe = int(new.pop().split("-", 1)[1])
     time.sleep(1.0)
     proc.send_signal(getattr(signal, sig))
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and "interrupted" in err
     time.sleep(0.5)
-    assert _procs_running(venv) == []
+    assert _procs_running(venv) == [] and not _alive(probe)
+
+
+def test_an_interpreter_silent_under_I_S_is_never_run_without_it(tmp_path):
+    """The start-up read (``-I -S``) shares the probe's deadline; when it does not answer, the probe
+    is a timeout and the interpreter is not started again without ``-I -S`` (where its site code
+    would run unread), however fast it answers that way."""
+    ran = tmp_path / "ran-without-I-S"
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\nif [ "$1" = "-I" ]; then sleep 1000; fi\ntouch %s\nexec %s "$@"\n' % (ran, sys.executable))
+    fake.chmod(0o755)
+    t0 = time.monotonic()
+    out = run_script(str(fake), "info", timeout=2)
+    assert out.timed_out and "no answer within 2 s" in out.describe() and time.monotonic() - t0 < 10
+    assert not ran.exists()
+    again = run_script(str(fake), "info", timeout=2)  # not cached as clean
+    assert again.timed_out and not ran.exists()
