@@ -561,3 +561,55 @@ def test_tool_config_looked_for_where_verl_looks(verl_py, tmp_path):
     bad = f["inputs.agent_loop_config_path"]
     assert bad["status"] == "warn" and "no_agent.yaml: no such file on this machine" in bad["message"], bad
     assert str(job / "no_agent.yaml") in bad["message"] and "absolute path" in bad["fix"]
+
+
+
+def _verl_loads(py, values, cwd):
+    """verl's own answers for module files: its load_extern_object (0.9.1's get_custom_reward_fn and
+    create_rl_dataset) run in the target from ``cwd``, one process for all ``values``: "ok" or the
+    exception's type, per value."""
+    code = "import sys\nfrom verl.utils.import_utils import load_extern_object\nfor v in sys.argv[1:]:\n" \
+           "    try:\n        load_extern_object(v, 'compute_score')\n        print('ok')\n" \
+           "    except Exception as e:\n        print(type(e).__name__)\n"
+    out = subprocess.run([py, "-c", code] + list(values), cwd=str(cwd), capture_output=True, text=True,
+                         timeout=300).stdout.strip().splitlines()
+    return dict(zip(values, out[-len(values):]))
+
+
+def test_reward_and_dataset_files_looked_for_where_verl_looks(verl_py, tmp_path):
+    """The reward function's file and a custom dataset class's file, read by verl at start-up (so
+    without the dry start-up only these rows name a missing one): the release's own reward key
+    (0.9.1: reward.custom_reward_function.path), file:// stripped, a relative path from the job's
+    directory; each row agrees with verl's own load_extern_object run from the same directory. A
+    pkg:// module is no file and gets no row."""
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "score.py").write_text("def compute_score(*a, **k):\n    return 0.0\n")
+    truth = _verl_loads(verl_py, ["nope.py", "file://score.py", "file://sub/nope.py", "score.py"], job)
+    runs = [("nope.py", "file://score.py"), ("file://score.py", "file://sub/nope.py"), ("score.py", None)]
+    for reward, dataset in runs:
+        launch = BASE + ["reward.custom_reward_function.path=%s" % reward]
+        launch += ["data.custom_cls.path=%s" % dataset, "data.custom_cls.name=compute_score"] if dataset else []
+        _, rows = config(launch, python=verl_py, cwd=str(job))
+        f = facts(rows)
+        for item, value in (("custom_reward_function", reward), ("custom_cls", dataset)):
+            if value is None:
+                assert "inputs." + item not in f
+                continue
+            row = f["inputs." + item]
+            want = {"ok": "pass", "FileNotFoundError": "warn"}[truth[value]]
+            assert row["status"] == want, (value, truth[value], row)
+            if want == "warn":
+                assert "FileNotFoundError at start-up" in row["message"] and "absolute path" in row["fix"], row
+    _, rows = config(BASE + ["reward.custom_reward_function.path=pkg://verl.utils.reward_score.gsm8k"],
+                     python=verl_py, cwd=str(job))
+    assert "inputs.custom_reward_function" not in facts(rows)
+
+
+def test_reward_file_of_an_older_release_is_its_own_key(tmp_path):
+    """verl 0.6 reads custom_reward_function.path (its ruleset's key); a missing file there is named
+    without any verl in the target (stored defaults)."""
+    _, rows = config(BASE + ["custom_reward_function.path=%s" % (tmp_path / "gone.py")], verl="0.6.1",
+                     cwd=str(tmp_path))
+    row = facts(rows)["inputs.custom_reward_function"]
+    assert row["status"] == "warn" and "gone.py: no such file" in row["message"], row

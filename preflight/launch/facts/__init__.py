@@ -11,8 +11,9 @@
   features per release (LoRA with Megatron, multi-turn tool configs, SGLang TP across nodes).
 * :mod:`.datafacts`: the reward scorer imports for each data_source in the data, and prompt
   lengths in tokens with the user's tokenizer against data.max_prompt_length.
-* :mod:`.inputs`: the files the job opens after Ray starts (a tool config, an agent-loop config),
-  looked for where verl's own resolve_config_path looks.
+* :mod:`.inputs`: the files the job opens (a tool config, an agent-loop config after Ray starts,
+  looked for where verl's own resolve_config_path looks; the reward function's and a custom
+  dataset class's file at start-up).
 * :mod:`.probe`: the one target script run that reads the installed packages' tables.
 
 Data: matrices/launch_facts.toml (limits and per-release features, with sources). Every fact
@@ -39,6 +40,7 @@ def gather(python: str, get: Any, release: Optional[str], launch_env: Dict[str, 
     ``overridden``: the keys the launch sets (a logger the launch names is held to a FAIL).
     """
     from . import datafacts, env, inputs, launcher, loggers, parallel, probe, raytmp
+    from ..rules.table import ruleset
     from .wrapper import job_cwd
 
     job_env = env.job_env(launch_env, wrapper)
@@ -51,5 +53,6 @@ def gather(python: str, get: Any, release: Optional[str], launch_env: Dict[str, 
                          explicit="trainer.logger" in set(overridden))
     out += parallel.check(get, model, release, wrapper, facts, bool(data_files))
     out += datafacts.check(get, facts, data_files, model)
-    out += inputs.check(get, job_cwd(wrapper), facts)
+    out += inputs.check(get, job_cwd(wrapper), facts,
+                        ruleset(release)[0].get("custom_reward_key", "reward.custom_reward_function"))
     return out

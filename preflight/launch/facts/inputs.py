@@ -1,8 +1,10 @@
-"""Files the job opens after Ray starts (matrices/launch_facts.toml ``input_file``): a tool config,
-a function-tool file, an agent-loop config. verl's dry start-up stops before the worker that opens
-them, so a missing one is found here, resolved as verl's own ``resolve_config_path`` resolves it:
-an absolute path as is, else the job's working directory, else verl's project root (the directory
-above the installed verl package, which the target reports)."""
+"""Files the job opens (matrices/launch_facts.toml ``input_file``). A tool config, a function-tool
+file, an agent-loop config are opened after Ray starts, where verl's dry start-up never reaches, and
+looked for as verl's own ``resolve_config_path`` looks: an absolute path as is, else the job's
+working directory, else verl's project root (the directory above the installed verl package, which
+the target reports). The reward function's file and a custom dataset class's file are read at
+start-up with ``os.path.exists`` on the path as given; without the dry start-up only these rows
+name a missing one."""
 
 import os
 from typing import Any, Dict, List, Optional
@@ -23,31 +25,40 @@ def candidates(value: str, cwd: str, verl_root: Optional[str]) -> List[str]:
     return out
 
 
-def check(get: Any, cwd: str, facts: Dict[str, Any]) -> List[Finding]:
-    """One row per input file the launch sets: PASS where verl would find a regular file, WARN
-    (with every place looked in) where it would not: as for data files, the check may run on
-    another machine than the job (a login node), and verl's dry start-up accepts the launch. ``facts["verl"]["root"]``: verl's project root
-    in the target (absent: only the working directory is looked in)."""
+def check(get: Any, cwd: str, facts: Dict[str, Any], reward_key: str = "reward.custom_reward_function") -> List[Finding]:
+    """One row per input file the launch sets (matrices/launch_facts.toml ``input_file``): PASS
+    where verl would find a regular file, WARN (with every place looked in) where it would not: as
+    for data files, the check may run on another machine than the job (a login node).
+    ``cwd``: the job's working directory; ``facts["verl"]["root"]``: verl's project root in the
+    target (absent: only the working directory is looked in); ``reward_key``: where the release
+    configures its custom reward function (its ruleset's ``custom_reward_key``)."""
     from .data import load_facts
 
     root = (facts.get("verl") or {}).get("root")
     out: List[Finding] = []
     for row in load_facts().get("input_file", []):
-        value = get(row["key"], None)
+        key = reward_key + ".path" if row.get("reward") else row["key"]
+        value = get(key, None)
         if not isinstance(value, str) or not value.strip():
             continue
-        item = row["key"].rsplit(".", 1)[-1]
-        looked = candidates(os.path.expanduser(value), cwd, root)
+        path = value
+        if row.get("lookup") == "cwd":
+            if path.startswith("pkg://"):
+                continue  # a module verl imports, not a file
+            path = path[len("file://"):] if path.startswith("file://") else path
+        item = key.rsplit(".", 2)[-2] if key.endswith(".path") else key.rsplit(".", 1)[-1]
+        looked = candidates(os.path.expanduser(path), cwd, root if row.get("lookup") == "config_path" else None)
         found = next((p for p in looked if os.path.isfile(p)), None)
-        ev = {"key": row["key"], "looked_in": looked, "opens": row["opens"], "source": row["source"]}
+        ev = {"key": key, "looked_in": looked, "opens": row["opens"], "source": row["source"]}
         if found:
-            out.append(Finding("inputs", "pass", "%s=%s is the file %s" % (row["key"], value, found), item=item,
+            out.append(Finding("inputs", "pass", "%s=%s is the file %s" % (key, value, found), item=item,
                                evidence=ev))
             continue
         what = "a directory" if any(os.path.isdir(p) for p in looked) else "no such file"
-        out.append(Finding("inputs", "warn", "%s=%s: %s on this machine (looked in %s, as verl's resolve_config_path "
-                           "does); a job started here raises FileNotFoundError when the agent loop worker opens it, "
-                           "after Ray and the workers started" % (row["key"], value, what, ", ".join(looked)),
-                           "give %s the absolute path of the file (or create it there)" % row["key"], item=item,
-                           evidence=ev, stops="FileNotFoundError in %s, after Ray starts" % row["opens"]))
+        how = "as verl's resolve_config_path does" if row.get("lookup") == "config_path" else \
+            "from the job's working directory, as verl does"
+        out.append(Finding("inputs", "warn", "%s=%s: %s on this machine (looked in %s, %s); a job started here "
+                           "raises FileNotFoundError %s" % (key, value, what, ", ".join(looked), how, row["when"]),
+                           "give %s the absolute path of the file (or create it there)" % key, item=item,
+                           evidence=ev, stops="FileNotFoundError in %s, %s" % (row["opens"], row["when"])))
     return out
