@@ -59,6 +59,8 @@ def check(get: Any, cwd: str, facts: Dict[str, Any], reward_key: str = "reward.c
             "from the job's working directory, as verl does"
         out.append(Finding("inputs", "warn", "%s=%s: %s on this machine (looked in %s, %s); a job started here "
                            "raises FileNotFoundError %s" % (key, value, what, ", ".join(looked), how, row["when"]),
-                           "give %s the absolute path of the file (or create it there)" % key, item=item,
+                           "give %s the absolute path of the file%s (or create it there)" % (
+                               key, " (file:///abs/path.py keeps the file:// form)" if value.startswith("file://") else ""),
+                           item=item,
                            evidence=ev, stops="FileNotFoundError in %s, %s" % (row["opens"], row["when"])))
     return out
