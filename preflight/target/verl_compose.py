@@ -108,11 +108,14 @@ class _LoadOnce:
     """OmegaConf.load for one batch: each distinct YAML text is parsed once and every later load of
     it gets a deep copy of that DictConfig (a copy costs about a tenth of the pure-Python parse, and a
     composition of ppo_trainer loads some 30 files). Only the public OmegaConf.load is replaced, and
-    only while the batch runs; the texts are read from the files each time, so an edit is seen."""
+    only while the batch runs; the texts are read from the files each time, so an edit is seen. An
+    OmegaConf without its own load (a stub, a fork) is left alone: composing then fails or not on its
+    own terms, never on this cache."""
 
     def __init__(self, omegaconf):
-        self.oc, self.orig, self.seen = omegaconf, omegaconf.load, {}
-        self.descriptor = omegaconf.__dict__["load"]  # the staticmethod itself, put back as it was
+        self.oc, self.orig, self.seen = omegaconf, getattr(omegaconf, "load", None), {}
+        # the staticmethod itself, put back as it was
+        self.descriptor = vars(omegaconf).get("load") if isinstance(omegaconf, type) else None
 
     def load(self, file_):
         import copy
@@ -126,11 +129,13 @@ class _LoadOnce:
         return copy.deepcopy(self.seen[text])
 
     def __enter__(self):
-        self.oc.load = self.load
+        if self.descriptor is not None and callable(self.orig):
+            self.oc.load = self.load
         return self
 
     def __exit__(self, *exc):
-        self.oc.load = self.descriptor
+        if self.descriptor is not None and callable(self.orig):
+            self.oc.load = self.descriptor
 
 
 def _batch(verl_dir, config_name, cases, resolve):
