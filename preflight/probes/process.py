@@ -427,12 +427,14 @@ class NoAnswer(OSError):
 
 
 _TREES: Dict[Tuple[str, ...], Optional[str]] = {}
-_TREE_VARS = ("PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONUSERBASE")
+_TREE_VARS = ("PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONHOME", "PYTHONPLATLIBDIR", "PATH",
+              "PYTHONPYCACHEPREFIX")
 
 
 def tree_refusal(python: str, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0) -> Optional[str]:
-    """Why ``python`` must not run any target script: the ``not run: ...`` message when its prefix,
-    site directories, ``.pth`` files or sitecustomize/usercustomize (what runs before any script,
+    """Why ``python`` must not run any target script: the ``not run: ...`` message when the
+    executable itself (found on the child's PATH when a bare name; judged without running it), the
+    PYTHONPYCACHEPREFIX directory its compiled modules are read from, its prefix, site directories, ``.pth`` files or sitecustomize/usercustomize (what runs before any script,
     read by ``target/info.py`` under ``-I -S``, so none of it ran) are code another user can change
     (:func:`preflight.paths.tree_code_problem`); None when none is, or when the interpreter cannot
     be executed or exits without answering (its own start then fails and is reported). Judged once
@@ -442,8 +444,23 @@ def tree_refusal(python: str, env: Optional[Mapping[str, str]] = None, timeout: 
     merged = _child_env(env)
     key = (python,) + tuple(merged.get(k, "") for k in _TREE_VARS)
     if key not in _TREES:
-        from ..paths import not_run, tree_code_problem
+        from ..paths import code_problem, not_run, tree_code_problem
 
+        # the executable first, and without running it: a binary another user can change may answer
+        # -I -S with silence or a made-up tree and do anything without them
+        exe = python if os.sep in python else shutil.which(python, path=merged.get("PATH"))
+        problem = code_problem(exe) if exe and os.path.exists(exe) else None
+        if problem:
+            _TREES[key] = not_run("the interpreter (%s)" % exe, problem)
+            return _TREES[key]
+        # compiled modules are read from under PYTHONPYCACHEPREFIX in place of the judged sources
+        cache = merged.get("PYTHONPYCACHEPREFIX")
+        if cache and os.path.isabs(cache) and os.path.isdir(cache):
+            problem = code_problem(cache, is_dir=True)
+            if problem:
+                _TREES[key] = not_run("the bytecode read in place of the sources (PYTHONPYCACHEPREFIX=%s)" % cache,
+                                      problem)
+                return _TREES[key]
         files = {SCRIPT_ENV: ("target_info.py", load_script("info").encode("utf-8")),
                  ARGS_ENV: ("args.json", b'{"tree": true}')}
         why = None

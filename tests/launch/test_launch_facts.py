@@ -613,3 +613,25 @@ def test_reward_file_of_an_older_release_is_its_own_key(tmp_path):
                      cwd=str(tmp_path))
     row = facts(rows)["inputs.custom_reward_function"]
     assert row["status"] == "warn" and "gone.py: no such file" in row["message"], row
+
+
+def test_an_input_that_is_a_pipe_is_named_as_one(tmp_path):
+    """A named pipe (or socket, or device) exists, so verl's os.path.exists passes it, but it is no
+    file to read: the row says what it is, not "no such file"; a directory and a missing path keep
+    their own words. Truth: the file system's own stat of each."""
+    import stat
+
+    from preflight.launch.facts.inputs import check
+
+    os.mkfifo(str(tmp_path / "reward.py"))
+    (tmp_path / "tools.yaml").mkdir()
+    assert stat.S_ISFIFO(os.stat(str(tmp_path / "reward.py")).st_mode)
+    values = {"reward.custom_reward_function.path": "reward.py",
+              "actor_rollout_ref.rollout.multi_turn.tool_config_path": "tools.yaml",
+              "data.custom_cls.path": "gone.py"}
+    rows = {r.item: r for r in check(lambda k, d=None: values.get(k, d), str(tmp_path), {})}
+    assert rows["custom_reward_function"].status == "warn"
+    assert "reward.py: not a regular file" in rows["custom_reward_function"].message
+    assert "FileNotFoundError" not in rows["custom_reward_function"].message
+    assert "tools.yaml: a directory" in rows["tool_config_path"].message
+    assert "gone.py: no such file" in rows["custom_cls"].message

@@ -225,3 +225,75 @@ def test_a04_interpreter_start_up_of_another_user(tmp_path, shape):
     else:
         assert os.listdir(pwn) == ["PWNED_pth_uid0"], p.stdout[-3000:]
         assert not [r for r in rows if "not run:" in r["message"]]
+
+
+SILENT = """#!/bin/sh
+# answers the checker's -I -S read with silence, and runs anything else with a witness
+for a in "$@"; do [ "$a" = "-I" ] && exit 0; done
+: > %s/PWNED_binary_uid$(id -u)
+exec %s "$@"
+"""
+
+
+@EXEC
+@pytest.mark.parametrize("how", ["path", "name on PATH"])
+def test_a04_an_interpreter_of_another_user_silent_under_I_is_never_run(tmp_path, how):
+    """The executable itself is judged before it runs: one owned by uid 65534 that exits without a
+    word under -I (so no start-up tree comes back to judge) must not then be run without it."""
+    need_root()
+    pwn = _pwn(tmp_path)
+    d = tmp_path / "eve" / "bin"
+    d.mkdir(parents=True)
+    py = d / "python3"
+    py.write_text(SILENT % (pwn, sys.executable))
+    os.chmod(str(py), 0o755)
+    _theirs(tmp_path / "eve")
+    out = tmp_path / "r.json"
+    if how == "path":
+        p = _run("check", "--python", str(py), "--stage", "python,packages", "--json", str(out), timeout=120)
+    else:
+        p = subprocess.run([sys.executable, "-m", "preflight", "check", "--python", "python3", "--stage",
+                            "python,packages", "--json", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=120,
+                           env=dict(os.environ, COLUMNS="400", PATH="%s:%s" % (d, os.environ["PATH"])))
+    rows = _rows(out)
+    assert os.listdir(pwn) == [], p.stdout[-3000:]
+    refused = _refused(rows, str(py))
+    assert [r["id"] for r in refused] == ["python.interpreter"], p.stdout[-3000:]
+    assert "uid 65534" in refused[0]["message"] and p.returncode != 0
+
+
+@EXEC
+def test_a04_a_bytecode_cache_prefix_of_another_user_is_not_read_by_the_target(tmp_path):
+    """PYTHONPYCACHEPREFIX names where compiled modules are read from: a .pyc planted there for the
+    standard library's json (stamped with the real source's mtime and size, so it passes as fresh)
+    runs in its place. The attack works on a plain run; when another user owns that directory the
+    checker's probes never start (the checker's own prefix is judged in tests/probes/test_bytecode.py)."""
+    need_root()
+    pwn = _pwn(tmp_path)
+    cache = tmp_path / "cache"
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=str(cache))
+    plant = ("import importlib.util, json, marshal, os, struct, sys\n"
+             "src = json.__file__\n"
+             "st = os.stat(src)\n"
+             "code = compile(sys.argv[1], src, 'exec')\n"
+             "pyc = importlib.util.cache_from_source(src)\n"
+             "os.makedirs(os.path.dirname(pyc), exist_ok=True)\n"
+             "with open(pyc, 'wb') as fh:\n"
+             "    fh.write(importlib.util.MAGIC_NUMBER + struct.pack('<III', 0, int(st.st_mtime) & 0xFFFFFFFF,\n"
+             "             st.st_size & 0xFFFFFFFF) + marshal.dumps(code))\n")
+    subprocess.run([sys.executable, "-c", plant, PTH.replace("pth", "pyc") % pwn], env=env, check=True)
+    subprocess.run([sys.executable, "-c", "import json"], env=env, check=True)
+    assert os.listdir(pwn) == ["PWNED_pyc_uid%d" % os.getuid()]  # the planted .pyc runs on a plain import
+    os.remove(os.path.join(pwn, os.listdir(pwn)[0]))
+    _theirs(cache)  # a cache directory another user made (a shared /tmp/pycache, say)
+    out = tmp_path / "r.json"
+    # the checker itself runs isolated (-I ignores the variable, as `python -I preflight.pyz` does);
+    # its environment, variable included, is what the target's probes inherit
+    boot = "import runpy, sys; sys.path.insert(0, %r); runpy.run_module('preflight', run_name='__main__', alter_sys=True)"
+    p = subprocess.run([sys.executable, "-I", "-c", boot % ROOT, "check", "--python", sys.executable, "--stage",
+                        "python,packages,imports", "--json", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=120, env=env)
+    assert os.listdir(pwn) == [], p.stdout[-3000:]
+    refused = _refused(_rows(out), str(cache))
+    assert [r["id"] for r in refused] == ["python.interpreter"] and "uid 65534" in refused[0]["message"], p.stdout

@@ -75,8 +75,8 @@ def test_install_refuses_a_prefix_another_user_can_change(pyz, tmp_path, shared,
 
 
 @EXEC
-def test_a_python_another_user_owns_is_a_warn(pyz, tmp_path, shared):
-    # root running their interpreter runs their code: the python stage says so
+def test_a_python_another_user_owns_is_not_run(pyz, tmp_path, shared):
+    # root running their interpreter runs their code: it is judged as a file, never started
     theirs = os.path.join(shared, "py")
     as_nobody("sh", "-c", 'printf "#!/bin/sh\\nexec %s \\"\\$@\\"\\n" > "$1" && chmod 755 "$1"' % sys.executable,
               "sh", theirs)
@@ -86,14 +86,14 @@ def test_a_python_another_user_owns_is_a_warn(pyz, tmp_path, shared):
     p = pf(pyz, "check", "--stage", "python", "-q", "--python", theirs, "--json", out)
     rows = {r["id"]: r for r in json.load(open(out))["results"]}
     row = rows["python.interpreter"]
-    assert row["status"] == "warn" and "another user" in row["message"], row
+    assert row["status"] in ("fail", "error") and "not run:" in row["message"] and theirs in row["message"], row
+    assert "uid 65534" in row["message"] and row["fix"] and p.returncode != 0, row
     mine = str(tmp_path / "mine-py")
     with open(mine, "w") as fh:
         fh.write("#!/bin/sh\nexec %s \"$@\"\n" % sys.executable)
     os.chmod(mine, 0o755)
     pf(pyz, "check", "--stage", "python", "-q", "--python", mine, "--json", out)
     assert {r["id"]: r for r in json.load(open(out))["results"]}["python.interpreter"]["status"] == "pass"
-    assert p.returncode in (0, 1)
 
 
 @EXEC

@@ -54,13 +54,17 @@ def check(get: Any, cwd: str, facts: Dict[str, Any], reward_key: str = "reward.c
             out.append(Finding("inputs", "pass", "%s=%s is the file %s" % (key, value, found), item=item,
                                evidence=ev))
             continue
-        what = "a directory" if any(os.path.isdir(p) for p in looked) else "no such file"
+        what = ("a directory" if any(os.path.isdir(p) for p in looked) else
+                "not a regular file"
+                if any(os.path.exists(p) for p in looked) else "no such file")
         how = "as verl's resolve_config_path does" if row.get("lookup") == "config_path" else \
             "from the job's working directory, as verl does"
+        fate = "raises FileNotFoundError" if what != "not a regular file" else "blocks or fails reading it"
         out.append(Finding("inputs", "warn", "%s=%s: %s on this machine (looked in %s, %s); a job started here "
-                           "raises FileNotFoundError %s" % (key, value, what, ", ".join(looked), how, row["when"]),
+                           "%s %s" % (key, value, what, ", ".join(looked), how, fate, row["when"]),
                            "give %s the absolute path of the file%s (or create it there)" % (
                                key, " (file:///abs/path.py keeps the file:// form)" if value.startswith("file://") else ""),
-                           item=item,
-                           evidence=ev, stops="FileNotFoundError in %s, %s" % (row["opens"], row["when"])))
+                           item=item, evidence=ev,
+                           stops="%s in %s, %s" % ("FileNotFoundError" if what != "not a regular file" else
+                                                   "a read that blocks or fails", row["opens"], row["when"])))
     return out
