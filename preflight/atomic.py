@@ -98,16 +98,17 @@ def _group(gid: int) -> str:
         return "gid %d" % gid
 
 
-def owner_problem(st: os.stat_result, is_dir: bool) -> Optional[str]:
+def owner_problem(st: os.stat_result, is_dir: bool, sticky_ok: bool = True) -> Optional[str]:
     """Why a file or directory with ``st`` is not this run's own (a phrase), or None.
 
     Owned by someone other than the invoking user or root; for a directory also writable by other
     users (world-writable without the sticky bit, or group-writable by a group other than the
-    user's own and root's)."""
+    user's own and root's). ``sticky_ok=False``: the sticky bit does not excuse it (a directory
+    whose entries are looked up by name: others may add a new name there)."""
     if not _trusted(st.st_uid):
         return "owned by %s, another user" % _who(st.st_uid)
     if is_dir:
-        sticky = bool(st.st_mode & stat.S_ISVTX)
+        sticky = bool(st.st_mode & stat.S_ISVTX) and sticky_ok
         if st.st_mode & stat.S_IWOTH and not sticky:
             return "writable by every user"
         if st.st_mode & stat.S_IWGRP and not sticky and st.st_gid not in (0, os.getegid()):
@@ -649,7 +650,7 @@ def _has_acl(path: str) -> bool:
         return False
 
 
-def run_problem(path: str, is_dir: bool = False) -> Optional[str]:
+def run_problem(path: str, is_dir: bool = False, by_name: bool = False) -> Optional[str]:
     """Why running the program ``path`` runs code another user controls (a phrase), or None.
 
     Every directory on its way and every link followed (to the real file) must be owned by the
@@ -657,7 +658,10 @@ def run_problem(path: str, is_dir: bool = False) -> Optional[str]:
     fine for directories: others cannot swap what is in it); the file itself must be owned by the
     invoking user or root and not writable by others. ``is_dir``: ``path`` is a directory whose
     entries must be safe from other users (a temporary root): it is judged like the directories on
-    its way. A missing path is None (the caller reports it)."""
+    its way. ``by_name``: with ``is_dir``, code is looked up by name inside ``path`` (a directory on
+    ``sys.path``, a library search path, a bytecode cache): there a sticky bit is no excuse, since
+    others may still add a new name (``/tmp/json.py`` in ``PYTHONPATH=/tmp``). A missing path is
+    None (the caller reports it)."""
     todo = _split(_full(path))
     cur = "/"
     hops = 0
@@ -679,7 +683,7 @@ def run_problem(path: str, is_dir: bool = False) -> Optional[str]:
             todo[:0] = _split(target)
             continue
         last = not todo and not is_dir
-        why = owner_problem(st, is_dir=not last)
+        why = owner_problem(st, is_dir=not last, sticky_ok=not (by_name and is_dir and not todo))
         if why is None and not last and _has_acl(nxt):
             why = "given a POSIX ACL (other users may be allowed to write it)"
         if why is None and last and st.st_mode & (stat.S_IWOTH | stat.S_IWGRP) and not (

@@ -306,14 +306,15 @@ def code_problem(path: str, is_dir: bool = False) -> Optional[str]:
 
     Unsafe: the file, or any directory above it (``path`` itself when ``is_dir``), or a link on the
     way, is owned by a user other than the invoking one or root, or writable by other users
-    (POSIX ACLs on the directories count; a sticky directory such as /tmp is fine: others cannot
-    rename what is in it; ``atomic.run_problem``). A file of yours in a
+    (POSIX ACLs on the directories count; a sticky directory such as /tmp is fine on the way to a
+    file: others cannot rename what is in it; but not as the ``is_dir`` directory itself, whose
+    files are imported by name: others may add one there; ``atomic.run_problem``). A file of yours in a
     directory another user can write (no sticky bit) is unsafe too: they can rename another file
     over it. A missing path is None (the caller reports it)."""
     from .atomic import run_problem
 
     full = os.path.abspath(os.path.expanduser(path))
-    return run_problem(full, is_dir=is_dir)
+    return run_problem(full, is_dir=is_dir, by_name=is_dir)
 
 
 def model_code_problem(directory: str) -> Optional[str]:

@@ -20,6 +20,10 @@ def interpreter(ctx: Context) -> CheckResult:
     ev = out.evidence()
     ev["python"] = ctx.options.python
     if info is None:
+        if out.launch_error and "not Python 3.6 or newer" in out.launch_error and not out.launch_error.startswith(
+                "not run:"):  # probes.process.tree_refusal: a Python 2, or one that cannot parse the probe
+            return failed(out.launch_error, "point --python at the Python 3.10-3.12 interpreter of your verl environment",
+                          ev)
         if out.launch_error and out.launch_error.startswith("not run: "):  # probes.process.tree_refusal
             from ..paths import CODE_FIX
 

@@ -32,15 +32,15 @@ def resolve_python(path: Optional[str]) -> str:
         import shutil
 
         found = shutil.which(expanded)
-        if found:
-            return found
+        if found:  # absolute: an empty PATH entry finds it in this directory, not the probe's
+            return os.path.abspath(found)
     if not os.path.exists(expanded):
         raise UsageError("--python %s: no such file; pass the path of a Python interpreter "
                          "(e.g. ~/venvs/verl/bin/python)" % path)
     if os.path.isdir(expanded):
         cand = os.path.join(expanded, "bin", "python")
         if os.path.exists(cand):
-            return cand
+            return os.path.abspath(cand)
         raise UsageError("--python %s is a directory without bin/python; pass the interpreter itself" % path)
     if not os.access(expanded, os.X_OK):
         raise UsageError("--python %s is not executable; pass the path of a Python interpreter" % path)

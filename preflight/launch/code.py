@@ -1,13 +1,19 @@
 """Code a launch hands to the target that another user can change (``paths.code_problem``): the
-``*.py`` files it names (``custom_reward_function.path``, ``reward.custom_reward_function.path``,
-``data.custom_cls.path``, a reward manager's ``module.path``...) and model directories whose
+module files it names (``*.py``, ``*.pyc``, ``*.so``: :data:`CODE_SUFFIXES`; in
+``custom_reward_function.path``, ``reward.custom_reward_function.path``, ``data.custom_cls.path``,
+a reward manager's ``module.path``...) and model directories whose
 ``auto_map`` code transformers imports with ``trust_remote_code=True``. verl's dry start-up
 (``checks/verl_startup.py``) and the rehearsal refuse to run such a launch."""
 
 import os
 from typing import Any, Optional
 
-__all__ = ["MODELS", "launch_code_refusal"]
+__all__ = ["CODE_SUFFIXES", "MODELS", "launch_code_refusal"]
+
+#: What ``importlib.util.spec_from_file_location`` (verl's ``load_extern_object``) loads as a module
+#: by the name's ending: source, bytecode (``.pyc`` runs without any source beside it) and extension
+#: modules (``.so``, ``.cpython-312-x86_64-linux-gnu.so`` included).
+CODE_SUFFIXES = (".py", ".pyw", ".pyc", ".pyo", ".so")
 
 #: Model directories verl loads, each with the key of its trust_remote_code.
 MODELS = (("actor_rollout_ref.model.path", "actor_rollout_ref.model.trust_remote_code"),
@@ -25,7 +31,7 @@ def launch_code_refusal(comp: Any, cwd: Optional[str] = None) -> Optional[str]:
 
     cwd = cwd or os.getcwd()
     for key, value in sorted(flatten(comp.resolved).items()):
-        if not isinstance(value, str) or not value.endswith(".py"):
+        if not isinstance(value, str) or not value.endswith(CODE_SUFFIXES):
             continue
         file = value[len("file://"):] if value.startswith("file://") else value
         path = os.path.join(cwd, os.path.expanduser(file))

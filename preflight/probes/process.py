@@ -38,6 +38,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .startup import exe_chain, exe_path, static_refusal
+
 MARKER = "@@PREFLIGHT@@ "
 TAIL_CHARS = 4000
 
@@ -402,13 +404,17 @@ def spawn_script(python: str, name: str, args: Any = None, env: Optional[Mapping
     user can change, :class:`NoAnswer` when its ``-I -S`` start did not answer within ``timeout``;
     an interpreter that cannot be executed shows as ``launch_error`` in :func:`collect`'s result.
     """
+    if cwd and not os.path.isabs(_child_env(env).get("PYTHONPYCACHEPREFIX", "/")):
+        # read relative to the job's directory: judged (and given) as that absolute path
+        env = dict(env or {}, PYTHONPYCACHEPREFIX=os.path.join(cwd, _child_env(env)["PYTHONPYCACHEPREFIX"]))
     why = tree_refusal(python, env, timeout)
     if why:
         raise CodeRefused(why)
     code = load_script(name).encode("utf-8")
     payload = json.dumps(args if args is not None else {}).encode("utf-8")
     files = {SCRIPT_ENV: ("target_%s.py" % name, code), ARGS_ENV: ("args.json", payload)}
-    return _start(target_argv(python), env, cwd, files)
+    # the path that was judged, never a bare name the child's PATH could answer differently
+    return _start(target_argv(exe_path(python, _child_env(env)) or python), env, cwd, files)
 
 
 class CodeRefused(OSError):
@@ -428,55 +434,92 @@ class NoAnswer(OSError):
 
 _TREES: Dict[Tuple[str, ...], Optional[str]] = {}
 _TREE_VARS = ("PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONHOME", "PYTHONPLATLIBDIR", "PATH",
-              "PYTHONPYCACHEPREFIX")
+              "PYTHONPYCACHEPREFIX", "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH")
+
+
+def _read_version(python: str, env: Mapping[str, str], timeout: float) -> Optional[str]:
+    """``X.Y.Z`` of an interpreter that gave no tree under ``-I -S`` (Python 2 rejects ``-I``),
+    read with ``-E -s -S`` (no site, no environment); None when it does not say."""
+    out = collect(_start([python, "-E", "-s", "-S", "-c", "import sys; print('@@V %d.%d.%d' % sys.version_info[:3])"],
+                         env, None), timeout, [python, "-E", "-s", "-S", "-c", "<version>"])
+    for line in out.stdout_tail.splitlines():
+        if line.startswith("@@V "):
+            return line[4:].strip()
+    return None
 
 
 def tree_refusal(python: str, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0) -> Optional[str]:
-    """Why ``python`` must not run any target script: the ``not run: ...`` message when the
-    executable itself (found on the child's PATH when a bare name; judged without running it), the
-    PYTHONPYCACHEPREFIX directory its compiled modules are read from, its prefix, site directories, ``.pth`` files or sitecustomize/usercustomize (what runs before any script,
-    read by ``target/info.py`` under ``-I -S``, so none of it ran) are code another user can change
-    (:func:`preflight.paths.tree_code_problem`); None when none is, or when the interpreter cannot
-    be executed or exits without answering (its own start then fails and is reported). Judged once
-    per interpreter and variables, within ``timeout`` seconds.
+    """Why ``python`` must not run any target script, or None.
 
-    Raises :class:`NoAnswer` when the ``-I -S`` start was still running at ``timeout`` (not cached)."""
+    Judged without running anything first (:func:`preflight.paths.code_problem`): what the kernel
+    runs (the executable found on the child's PATH when a bare name, each ``#!`` interpreter of a
+    script), the standard library's directories of its installation and of PYTHONHOME, a venv's
+    pyvenv.cfg, the PYTHONPYCACHEPREFIX directory its compiled modules are read from, and what
+    LD_PRELOAD, LD_AUDIT and LD_LIBRARY_PATH load. Then what runs before any script (its prefix,
+    site directories, ``.pth`` files, sitecustomize/usercustomize, PYTHONPATH; read by
+    ``target/info.py`` under ``-I -S``, so none of it ran; :func:`preflight.paths.tree_code_problem`),
+    and the executable that read reports when it is not the one judged (a wrapper's). Refused too:
+    an interpreter that starts but gives no such read (``<python> is Python 2.7.18, not Python 3.6
+    or newer`` when it is an old one): what it would run at start-up is unknown. None when none is, or when
+    the interpreter cannot be executed (its own start then fails and is reported). Judged once per
+    interpreter and variables, within ``timeout`` seconds.
+
+    Returns the ``not run: ...`` message (:func:`preflight.paths.not_run`). Raises
+    :class:`NoAnswer` when the ``-I -S`` start was still running at ``timeout`` (not cached)."""
     merged = _child_env(env)
     key = (python,) + tuple(merged.get(k, "") for k in _TREE_VARS)
     if key not in _TREES:
-        from ..paths import code_problem, not_run, tree_code_problem
-
-        # the executable first, and without running it: a binary another user can change may answer
-        # -I -S with silence or a made-up tree and do anything without them
-        exe = python if os.sep in python else shutil.which(python, path=merged.get("PATH"))
-        problem = code_problem(exe) if exe and os.path.exists(exe) else None
-        if problem:
-            _TREES[key] = not_run("the interpreter (%s)" % exe, problem)
-            return _TREES[key]
-        # compiled modules are read from under PYTHONPYCACHEPREFIX in place of the judged sources
-        cache = merged.get("PYTHONPYCACHEPREFIX")
-        if cache and os.path.isabs(cache) and os.path.isdir(cache):
-            problem = code_problem(cache, is_dir=True)
-            if problem:
-                _TREES[key] = not_run("the bytecode read in place of the sources (PYTHONPYCACHEPREFIX=%s)" % cache,
-                                      problem)
-                return _TREES[key]
-        files = {SCRIPT_ENV: ("target_info.py", load_script("info").encode("utf-8")),
-                 ARGS_ENV: ("args.json", b'{"tree": true}')}
-        why = None
-        try:
-            out = collect(_start([python, "-I", "-S", "-c", LOADER], env, None, files), timeout,
-                          [python, "-I", "-S", "-c", "<script info tree>"])
-        except OSError:
-            out = None
-        if out is not None and out.timed_out:
-            raise NoAnswer(out.duration_s)
-        tree = out.last("tree") if out is not None else None
-        problem = tree_code_problem(tree)
-        if problem:
-            why = not_run("the interpreter's start-up (%s)" % (tree or {}).get("prefix"), problem)
-        _TREES[key] = why
+        _TREES[key] = _judge_tree(python, env, merged, timeout)
     return _TREES[key]
+
+
+def _judge_tree(python: str, env: Optional[Mapping[str, str]], merged: Mapping[str, str],
+                timeout: float) -> Optional[str]:
+    from ..paths import code_problem, not_run, tree_code_problem
+
+    chain = exe_chain(python, merged)
+    why = static_refusal(chain, merged)
+    if why:
+        return why
+    files = {SCRIPT_ENV: ("target_info.py", load_script("info").encode("utf-8")),
+             ARGS_ENV: ("args.json", b'{"tree": true}')}
+    start = chain[0] if chain else python
+    try:
+        out = collect(_start([start, "-I", "-S", "-c", LOADER], env, None, files), timeout,
+                      [python, "-I", "-S", "-c", "<script info tree>"])
+    except OSError:
+        return None
+    if out.timed_out:
+        raise NoAnswer(out.duration_s)
+    if out.launch_error:
+        return None  # it cannot be executed: its own start fails the same way and says why
+    tree = out.last("tree")
+    if not isinstance(tree, dict):
+        version = None
+        said = [ln for ln in out.stderr_tail.splitlines() if ln.strip()]
+        if "-I" in out.stderr_tail or "SyntaxError" in out.stderr_tail:  # Python 2 ("Unknown option: -I"), or
+            # one that cannot parse the read: its version, read without site
+            try:
+                version = _read_version(start, env or {}, timeout)
+            except OSError:
+                pass
+        parts = (version or "").split(".")
+        if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() and (int(parts[0]), int(parts[1])) < (3, 6):
+            return "%s is Python %s, not Python 3.6 or newer" % (python, version)
+        if "SyntaxError" in out.stderr_tail:
+            return "%s is not Python 3.6 or newer (it cannot parse the probe: %s)" % (python, said[-1][:200])
+        return ("not run: %s started but did not say what it runs at start-up under -I -S (%s%s), so that code "
+                "could not be judged" % (python, out.describe(), ": " + said[-1][:200] if said else ""))
+    problem = tree_code_problem(tree)
+    if problem:
+        return not_run("the interpreter's start-up (%s)" % tree.get("prefix"), problem)
+    real = tree.get("executable")
+    if isinstance(real, str) and real.startswith("/") and chain and os.path.realpath(real) not in {
+            os.path.realpath(c) for c in chain}:
+        problem = code_problem(real)
+        if problem:
+            return not_run("the interpreter %s starts (%s)" % (python, real), problem)
+    return None
 
 
 def kill_all() -> int:

@@ -99,12 +99,36 @@ def test_console_to_a_closed_pipe(pyz, tmp_path, stream):
     _no_crash(proc)
 
 
+def _answers_tree(tmp_path, event: str):
+    """A fake 'python' that answers the start-up read (-I -S) with a clean tree, and anything else
+    with ``event`` (one JSON line)."""
+    fake = tmp_path / "g.sh"
+    tree = json.dumps({"event": "tree", "executable": str(fake), "prefix": "/usr", "site_dirs": [], "path_dirs": [],
+                       "startup": []})
+    fake.write_text("#!/bin/sh\nif [ \"$1\" = -I ]; then echo '@@PREFLIGHT@@ %s'; exit 0; fi\n"
+                    "echo '@@PREFLIGHT@@ %s'\n" % (tree, event))
+    fake.chmod(0o755)
+    return fake
+
+
+def test_an_interpreter_that_does_not_answer_the_start_up_read_is_not_run(pyz, tmp_path):
+    """B10 (threat review): a 'python' that exits 0 to -I -S without the read (so what its normal
+    start runs is unknown) is never started again; before, it was taken as clean and ran."""
+    mark = tmp_path / "ran"
+    fake = tmp_path / "g.sh"
+    fake.write_text("#!/bin/sh\nif [ \"$1\" = -I ]; then exit 0; fi\ntouch %s\n" % mark)
+    fake.chmod(0o755)
+    proc = run_pyz(pyz, "check", "--python", str(fake), "--stage", "python", "--json", str(tmp_path / "r.json"))
+    _no_crash(proc)
+    r = {r["id"]: r for r in json.load(open(str(tmp_path / "r.json")))["results"]}["python.interpreter"]
+    assert r["status"] == "fail" and "did not say what it runs at start-up" in r["message"], r
+    assert not mark.exists()
+
+
 def test_malformed_info_event_is_a_fail_row(pyz, tmp_path):
     """c12: a 'python' that prints an info event with missing fields: a FAIL row naming what is
     missing, not 'check crashed: KeyError'."""
-    fake = tmp_path / "g.sh"
-    fake.write_text("#!/bin/sh\necho '@@PREFLIGHT@@ {\"event\":\"info\",\"version\":\"x\"}'\n")
-    fake.chmod(0o755)
+    fake = _answers_tree(tmp_path, '{"event":"info","version":"x"}')
     proc = run_pyz(pyz, "check", "--python", str(fake), "--stage", "python,packages,imports", "--json",
                    str(tmp_path / "r.json"))
     _no_crash(proc)
@@ -127,9 +151,7 @@ def test_wrong_types_in_info_event(tmp_path, matrix, event):
     from preflight.context import Context, Options
     from preflight.runner import run
 
-    fake = tmp_path / "g.sh"
-    fake.write_text("#!/bin/sh\necho '@@PREFLIGHT@@ %s'\n" % json.dumps(event))
-    fake.chmod(0o755)
+    fake = _answers_tree(tmp_path, json.dumps(event))
     ctx = Context(Options(python=str(fake), timeout=20), matrix)
     rows = {r.id: r for r in run(ctx, ["python", "packages"])}
     assert rows["python.interpreter"].status.value == "fail"

@@ -93,7 +93,9 @@ def test_target_that_is_not_python3(tmp_path):
     fake.write_text("#!/bin/sh\necho 'SyntaxError: invalid syntax' >&2\nexit 1\n")
     fake.chmod(0o755)
     out = run_script(str(fake), "info", timeout=10)
-    assert out.last("info") is None and out.returncode == 1 and "SyntaxError" in out.stderr_tail
+    # refused at the start-up read (-I -S), which it cannot parse either: the script never starts
+    assert out.last("info") is None and out.returncode is None and out.launch_error
+    assert "not Python 3.6 or newer" in out.launch_error and "SyntaxError" in out.launch_error
 
 
 def _procs_running(marker, exclude=()):
