@@ -17,7 +17,7 @@ from . import __version__
 from .commands import COMMANDS
 from .commands.argtypes import Parser, refuse_empty
 from .errors import UsageError
-from .limits import limit_message
+from .limits import access_message, limit_message
 from .redact import redact_text
 from .report import EXIT_USAGE
 
@@ -199,6 +199,12 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     except (MemoryError, RecursionError, OSError, RuntimeError) as exc:  # ulimit -v/-u/-n, deep input
         msg = limit_message(exc)
         if msg is None:
+            msg = access_message(exc)
+            if msg is not None:  # a path this user cannot use: one line naming it, not a crash
+                from .report.text import one_line
+
+                print("error: %s" % one_line(redact_text(msg)), file=sys.stderr)
+                return EXIT_USAGE
             return _crash(exc)
         _AT_A_LIMIT.append(msg)
         from .report.text import one_line

@@ -4,6 +4,7 @@ launcher: a login node with ``ulimit -v 400000`` or a small ``ulimit -u`` gets a
 the limit and the fix, never a traceback."""
 
 import errno
+import os
 from typing import Optional
 
 __all__ = ["limit_message"]
@@ -44,3 +45,18 @@ def limit_message(exc: BaseException) -> Optional[str]:
         return ("too many open files (%s); raise the limit (ulimit -n 4096)" % (_limit("NOFILE") or "ulimit -n")
                 if exc.errno == errno.EMFILE else "the system's table of open files is full; try again later")
     return None
+
+
+def access_message(exc: BaseException) -> Optional[str]:
+    """The one-line message for an OSError about one named path that this user may not read or
+    use (permission denied, a directory where a file was wanted, gone since it was named), else
+    None: ``PATH: cannot be used (Permission denied); FIX``. The last stop for any input a command
+    opens without saying so itself (SECURITY.md: bad input is one line, never a traceback)."""
+    if not isinstance(exc, OSError) or exc.filename is None or exc.errno not in (
+            errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.ENOENT, errno.ELOOP, errno.ENAMETOOLONG):
+        return None
+    fix = {errno.EACCES: "make it readable by you, or pass a copy of yours",
+           errno.EPERM: "make it readable by you, or pass a copy of yours",
+           errno.EISDIR: "name a file, not a directory",
+           errno.ENOENT: "check the path (it is gone, or was never there)"}.get(exc.errno, "name another path")
+    return "%s: cannot be used (%s); %s" % (os.fsdecode(exc.filename), exc.strerror or exc, fix)

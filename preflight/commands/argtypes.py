@@ -6,7 +6,8 @@ from typing import Sequence
 
 from ..errors import UsageError
 
-__all__ = ["positive_int", "non_negative_int", "positive_seconds", "url_value", "MAX_SECONDS", "Parser", "refuse_empty"]
+__all__ = ["positive_int", "non_negative_int", "positive_seconds", "url_value", "index_url", "verl_release",
+           "MAX_SECONDS", "Parser", "refuse_empty"]
 
 #: Longest time limit accepted (one week, in seconds): beyond it a deadline is a typo, and the
 #: operating system's waits overflow.
@@ -63,6 +64,41 @@ def url_value(text: str) -> str:
     if any(c.isspace() or ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 or c in "\u2028\u2029" for c in text):
         raise argparse.ArgumentTypeError("a URL holds no white space or control character (a line break, a tab); "
                                          "percent-encode them (%0A, %20)")
+    return text
+
+
+def index_url(text: str) -> str:
+    """A package index option's value (``--torch-index``): ``none``, or an absolute ``http(s)://``
+    or ``file://`` URL with a host or path (what pip's ``--index-url`` takes), checked by
+    :func:`url_value` too. ``notaurl`` would otherwise reach pip's every install line."""
+    from urllib.parse import urlsplit
+
+    text = url_value(text)
+    if text == "none":
+        return text
+    parts = urlsplit(text)
+    if parts.scheme.lower() in ("http", "https") and parts.netloc or parts.scheme.lower() == "file" and parts.path:
+        return text
+    raise argparse.ArgumentTypeError("not an index URL: give https://HOST/PATH (e.g. https://download.pytorch.org/whl/"
+                                     "cu128), file:///DIR, or none")
+
+
+def verl_release(text: str) -> str:
+    """A ``--verl`` value, as the matrix names the release (``v0.9.1`` -> ``0.9.1``, ``0.9`` ->
+    ``0.9.0``: PEP 440 equality, as pip's ``verl==0.9`` means); one the matrix does not hold is kept
+    as given (the command says it is unknown and lists the known ones). Raises
+    ArgumentTypeError when it is not a version at all."""
+    from packaging.version import InvalidVersion, Version
+
+    from ..matrix import load
+
+    try:
+        wanted = Version(text)
+    except InvalidVersion:
+        raise argparse.ArgumentTypeError("not a version: give a verl release such as 0.9.1 (see 'preflight matrix')")
+    for known in load().verl_versions():
+        if Version(known) == Version(wanted.public):
+            return known
     return text
 
 

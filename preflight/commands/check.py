@@ -9,7 +9,7 @@ from ..errors import UsageError
 from ..paths import check_output_dir, file_problem
 from ..result import Result, Status
 from ..stages import STAGE_NAMES
-from .argtypes import NO_STARTUP_HELP, positive_int, positive_seconds
+from .argtypes import NO_STARTUP_HELP, positive_int, positive_seconds, verl_release
 from .output import add_output_options, check_outputs, console_stream, emit
 from .stack import resolve_python
 
@@ -58,7 +58,7 @@ def register(p: argparse.ArgumentParser) -> None:
     """Add ``check``'s options to its parser."""
     p.add_argument("--python", metavar="PATH", default=None,
                    help="interpreter to check (a venv's or conda env's python); default: the one running this")
-    p.add_argument("--verl", metavar="VERSION", default=None,
+    p.add_argument("--verl", metavar="VERSION", default=None, type=verl_release,
                    help="verl release to check against when verl is not installed (default: the installed one, "
                         "else the newest in the matrix)")
     p.add_argument("--backend", choices=("vllm", "sglang", "none"), default=None,

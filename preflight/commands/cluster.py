@@ -19,7 +19,7 @@ from ..errors import UsageError
 from ..probes import child
 from ..result import Status
 from ..stages import STAGE_NAMES
-from .argtypes import positive_int, positive_seconds
+from .argtypes import positive_int, positive_seconds, verl_release
 from .output import add_output_options, check_outputs, console_stream, emit
 from .stack import resolve_python
 
@@ -77,7 +77,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="stages each node runs (default: %s)" % ",".join(_NODE_STAGES))
     p.add_argument("--skip", type=_stages_arg, action="append", default=None, metavar="NAMES",
                    help="leave out these node stages")
-    p.add_argument("--verl", metavar="VERSION", default=None, help="verl release the nodes are checked against")
+    p.add_argument("--verl", metavar="VERSION", default=None, type=verl_release, help="verl release the nodes are checked against")
     p.add_argument("--backend", choices=("vllm", "sglang", "none"), default=None,
                    help="rollout backend every node must have (default: each node's installed one)")
     p.add_argument("--collective", choices=("auto", "nccl", "gloo", "none"), default="auto",

@@ -15,7 +15,7 @@ from ..errors import UsageError
 from ..launch.facts.wrapper import split_words
 from ..paths import file_problem
 from ..redact import redact
-from .argtypes import NO_STARTUP_HELP, positive_int, positive_seconds
+from .argtypes import NO_STARTUP_HELP, positive_int, positive_seconds, verl_release
 from .output import add_output_options, check_outputs, emit
 from .stack import resolve_python
 
@@ -38,7 +38,7 @@ def register(p: argparse.ArgumentParser) -> None:
     """Add ``config``'s options to its parser."""
     p.add_argument("--python", metavar="PATH", default=None,
                    help="interpreter of the verl environment (composes with its Hydra; default: the one running this)")
-    p.add_argument("--verl", metavar="VERSION", default=None,
+    p.add_argument("--verl", metavar="VERSION", default=None, type=verl_release,
                    help="verl release whose defaults and rules apply when the target has no verl")
     p.add_argument("--gpus", type=positive_int, default=None, metavar="N",
                    help="GPUs per node for the job (sets trainer.n_gpus_per_node)")

@@ -14,7 +14,7 @@ from typing import List, Tuple
 
 from ..errors import UsageError
 from ..paths import dir_files, file_problem
-from .argtypes import non_negative_int, positive_seconds
+from .argtypes import non_negative_int, positive_seconds, verl_release
 from .output import add_output_options, check_outputs, emit
 from .stack import resolve_python
 
@@ -36,7 +36,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    "or a directory: its *.parquet files")
     p.add_argument("--python", metavar="PATH", default=None,
                    help="interpreter whose pyarrow reads the files (the verl environment's; default: this one)")
-    p.add_argument("--verl", metavar="VERSION", default=None,
+    p.add_argument("--verl", metavar="VERSION", default=None, type=verl_release,
                    help="verl release whose default reward functions apply (default: the installed one)")
     p.add_argument("--prompt-key", default="prompt", help="data.prompt_key (default prompt)")
     p.add_argument("--reward-fn-key", default="data_source", help="data.reward_fn_key (default data_source)")

@@ -4,6 +4,7 @@ import argparse
 import os
 import sys
 
+from .argtypes import verl_release
 from ..errors import UsageError
 from ..report.render import print_safe
 
@@ -39,7 +40,7 @@ def register(p: argparse.ArgumentParser) -> None:
     msub = p.add_subparsers(dest="matrix_command", parser_class=type(p))
     show = msub.add_parser("show", help="print matrix rows", epilog=SHOW_EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    show.add_argument("--verl", metavar="VERSION", default=None, help="only this verl release")
+    show.add_argument("--verl", metavar="VERSION", default=None, type=verl_release, help="only this verl release")
     ref = msub.add_parser("refresh", help="re-read package metadata through pip and rewrite matrices/metadata",
                           epilog=REFRESH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     ref.add_argument("--dir", default="matrices", help="the matrices/ directory to update (default ./matrices)")

@@ -7,7 +7,7 @@ import time
 from typing import Any, List, Optional
 
 from ..errors import UsageError
-from .argtypes import positive_int, positive_seconds
+from .argtypes import positive_int, positive_seconds, verl_release
 
 NAME = "rehearse"
 HELP = "run the launch for two steps with a small model of its architecture"
@@ -34,7 +34,7 @@ def register(p: argparse.ArgumentParser) -> None:
     add_rehearse_options(p)
     p.add_argument("--python", metavar="PATH", default=None,
                    help="the verl environment's interpreter (default: the one running this)")
-    p.add_argument("--verl", metavar="VERSION", default=None,
+    p.add_argument("--verl", metavar="VERSION", default=None, type=verl_release,
                    help="verl release whose config tree composes the launch when the target has no verl")
     from .output import add_output_options
 

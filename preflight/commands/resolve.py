@@ -4,6 +4,7 @@ each choice with the matrix row it comes from; or why none does and the nearest 
 import argparse
 from typing import Any, Dict, List
 
+from .argtypes import verl_release
 from .stack import resolve_args
 
 NAME = "resolve"
@@ -21,7 +22,7 @@ exit codes: 0 a stack works (warnings allowed), 1 no stack works, 2 bad input
 
 def register(p: argparse.ArgumentParser) -> None:
     """Add ``resolve``'s options to its parser."""
-    p.add_argument("--verl", metavar="VERSION", default=None, help="verl release (default: the newest in the matrix)")
+    p.add_argument("--verl", metavar="VERSION", default=None, type=verl_release, help="verl release (default: the newest in the matrix)")
     p.add_argument("--backend", choices=("vllm", "sglang", "none"), default=None,
                    help="rollout backend (default: vllm; 'none': verl without a rollout engine, its core extra "
                         "only, as spec --backend none)")

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import UsageError
 from ..redact import redact_text
 from ..report.render import print_safe
-from .argtypes import url_value
+from .argtypes import index_url, verl_release
 
 __all__ = ["resolve_python", "add_stack_options", "machine_facts", "resolve_args", "resolve_stack", "machine_doc",
            "dry_run", "make_spec"]
@@ -49,7 +49,7 @@ def resolve_python(path: Optional[str]) -> str:
 
 def add_stack_options(p: argparse.ArgumentParser) -> None:
     """The options spec, install and image share: the release, the machine, overrides."""
-    p.add_argument("--verl", metavar="VERSION", default=None, help="verl release (default: the newest in the matrix)")
+    p.add_argument("--verl", metavar="VERSION", default=None, type=verl_release, help="verl release (default: the newest in the matrix)")
     p.add_argument("--backend", choices=("vllm", "sglang", "none"), default=None,
                    help="rollout backend (default: vllm; 'none': verl without a rollout engine, its core extra only, "
                         "e.g. CPU-only test environments; the same spelling as check --backend none)")
@@ -67,7 +67,7 @@ def add_stack_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-probe", action="store_true", help="do not read this machine's GPUs (NVML)")
     p.add_argument("--torch", metavar="VERSION", default=None,
                    help="pin torch to this release instead of the resolved one (torchvision/torchaudio follow)")
-    p.add_argument("--torch-index", metavar="URL", default=None, type=url_value,
+    p.add_argument("--torch-index", metavar="URL", default=None, type=index_url,
                    help="index for torch ('none': only pip's configured indexes, e.g. a mirror or find-links); "
                         "a user:password in it is used for resolving but never written to a file")
     p.add_argument("--force", action="store_true",

@@ -87,7 +87,11 @@ def read_log(path: Optional[str], cap: int = DEFAULT_CAP, stdin: Optional[Binary
     why = kernel_file(full) or foreign_link(full)
     if why is not None:
         raise ValueError("%s: %s; copy the log somewhere of yours, or pipe it into 'explain -'" % (path, why))
-    fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ValueError("%s: cannot be read (%s); make it readable by you, or pipe the log into 'explain -'" % (
+            path, exc.strerror or exc))
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             raise ValueError("%s is not a regular file" % path)

@@ -45,3 +45,33 @@ def test_unknown_argument_names_the_subcommand(pyz, args, sub, bad):
     assert "unrecognized arguments: %s" % bad in line
     assert line.startswith("error: %s %s: " % (how, sub)), line
     assert "(see '%s %s --help')" % (how, sub) in line
+
+
+@pytest.mark.fault("WRONG")
+@pytest.mark.parametrize("given", ["v0.9.1", "0.9", "V0.7.0", "0.9.1+local"])
+def test_a_verl_release_spelled_another_way_is_the_matrix_release(pyz, given):
+    """New-user review: ``--verl v0.9.1`` was echoed unnormalised and ``0.9`` shown as a release of
+    its own. The truth: packaging's PEP 440 equality against the matrix's own release names."""
+    from packaging.version import Version
+
+    from preflight.matrix import load
+
+    want = [v for v in load().verl_versions() if Version(v) == Version(Version(given).public)]
+    assert len(want) == 1
+    p = _run(pyz, "resolve", "--verl", given, "--no-probe", "--json", "-")
+    assert p.returncode in (0, 1), p.stderr
+    import json
+
+    doc = json.loads(p.stdout)
+    assert doc["verl"]["version"] == want[0], doc["verl"]
+
+
+@pytest.mark.fault("WRONG")
+@pytest.mark.parametrize("args,needle", [
+    (["resolve", "--verl", "banana"], "argument --verl: not a version"),
+    (["spec", "--torch-index", "notaurl", "-o", "x"], "argument --torch-index: not an index URL"),
+    (["spec", "--torch-index", "ftp://host/simple", "-o", "x"], "argument --torch-index: not an index URL"),
+    (["spec", "--torch-index", "https://", "-o", "x"], "argument --torch-index: not an index URL"),
+])
+def test_a_value_of_the_wrong_kind_is_one_line_naming_the_option(pyz, args, needle):
+    assert needle in _one_line(_run(pyz, *args))

@@ -564,6 +564,24 @@ def test_tool_config_looked_for_where_verl_looks(verl_py, tmp_path):
 
 
 
+def test_tool_config_file_url_and_dot_dot_as_verl_resolves_them(verl_py, tmp_path):
+    """New-user review B2 and more of its kind: verl's resolve_config_path does not strip file://
+    (file:///abs is a relative name there) and does not follow a relative path out of the directory
+    it joins it to (../job/tools.yaml from the job's own directory). Each row agrees with verl's own
+    answer from the same directory, and no fix offers the file:// form verl cannot read."""
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "tools.yaml").write_text("tools: []\n")
+    key = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
+    for value in ("file://%s" % (job / "tools.yaml"), "../job/tools.yaml", str(job / "tools.yaml")):
+        truth = _verl_resolves(verl_py, value, job)
+        _, rows = config(BASE + ["%s=%s" % (key, value)], python=verl_py, cwd=str(job))
+        row = facts(rows)["inputs.tool_config_path"]
+        assert row["status"] == ("warn" if truth == "FileNotFoundError" else "pass"), (value, truth, row)
+        if value.startswith("file://"):
+            assert truth == "FileNotFoundError" and "keeps the file:// form" not in row["fix"], row
+
+
 def _verl_loads(py, values, cwd):
     """verl's own answers for module files: its load_extern_object (0.9.1's get_custom_reward_fn and
     create_rl_dataset) run in the target from ``cwd``, one process for all ``values``: "ok" or the

@@ -6,7 +6,7 @@ import re
 from typing import Any, Dict
 
 from ...errors import UsageError
-from ...paths import file_problem
+from ...paths import file_problem, read_regular
 from .errors import FileUnreadable
 
 #: Largest config file read (bytes). A verl config is a few KB (a full dump of ppo_trainer about
@@ -25,16 +25,47 @@ def check_user_file(path: str) -> None:
     if size > MAX_CONFIG_BYTES:
         raise FileUnreadable("config file %s is %.1f MiB, over the %d MiB a config can be (a verl config is a few KB); "
                              "pass the config itself, not data" % (path, size / float(1 << 20), MAX_CONFIG_BYTES >> 20))
+    try:
+        raw = read_regular(path, MAX_CONFIG_BYTES)
+    except OSError as exc:  # unreadable by this user (mode, ACL), or swapped since the stat above
+        raise FileUnreadable("config file %s: cannot be read (%s); make it readable by you or pass a copy of yours" % (
+            path, exc.strerror or exc))
     if path.lower().endswith(".json"):
         try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
+            data = json.loads(raw.decode("utf-8"))
         except RecursionError:
             raise FileUnreadable("config file %s: not valid JSON (nested too deep for a config); fix the file" % path)
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:
             raise FileUnreadable("config file %s: not valid JSON (%s); fix the file or pass the YAML" % (path, exc))
-        if not isinstance(data, dict):
-            raise FileUnreadable("config file %s: the top level must be a mapping of config keys" % path)
+    else:
+        data = _yaml_top(raw)
+    if data is not None and not isinstance(data, dict):
+        raise FileUnreadable("config file %s: the top level is %s, not a mapping of config keys (a saved verl "
+                             "config reads 'trainer:', 'data:', ...); pass the YAML or JSON config itself" % (
+                                 path, _kind(data)))
+
+
+def _kind(data: Any) -> str:
+    if isinstance(data, list):
+        return "a list"
+    if isinstance(data, str):
+        return "one string (%r...)" % data[:40] if len(data) > 40 else "one string (%r)" % data
+    if isinstance(data, bool):
+        return "a boolean (%s)" % str(data).lower()
+    if isinstance(data, (int, float)):
+        return "a number (%s)" % data
+    return "a value of type %s" % type(data).__name__
+
+
+def _yaml_top(raw: bytes) -> Any:
+    """What a YAML file's top level is, by the vendored PyYAML's safe loader; None where it does not
+    parse here (Hydra's OmegaConf, with its own loader, then reads it and names the error)."""
+    try:
+        import yaml  # type: ignore[import-untyped]  # vendored PyYAML
+
+        return yaml.safe_load(raw.decode("utf-8"))
+    except Exception:  # not this function's verdict: the composition reads the file and says why
+        return None
 
 
 def unreadable_error(file: str, fe: Dict[str, Any]) -> FileUnreadable:

@@ -16,12 +16,18 @@ __all__ = ["check", "candidates"]
 
 def candidates(value: str, cwd: str, verl_root: Optional[str]) -> List[str]:
     """Where verl looks for ``value`` (a config path), in its order: [value] when absolute, else
-    the job's working directory ``cwd``, then ``verl_root`` (None: not known, left out)."""
+    the job's working directory ``cwd``, then ``verl_root`` (the project root) and the verl package
+    in it (None: not known, left out). As verl's ``resolve_config_path`` does, a relative path that
+    leaves the directory it is joined to (``../x``) is not looked for there, and ``file://`` is
+    not stripped (``file:///abs`` is a relative name)."""
     if os.path.isabs(value):
         return [value]
-    out = [os.path.abspath(os.path.join(cwd, value))]
-    if verl_root:
-        out.append(os.path.abspath(os.path.join(verl_root, value)))
+    out = []
+    for base in [cwd] + ([verl_root, os.path.join(verl_root, "verl")] if verl_root else []):
+        base = os.path.abspath(base)
+        cand = os.path.abspath(os.path.join(base, value))
+        if cand.startswith(base + os.sep):
+            out.append(cand)
     return out
 
 
@@ -61,9 +67,12 @@ def check(get: Any, cwd: str, facts: Dict[str, Any], reward_key: str = "reward.c
             "from the job's working directory, as verl does"
         fate = "raises FileNotFoundError" if what != "not a regular file" else "blocks or fails reading it"
         out.append(Finding("inputs", "warn", "%s=%s: %s on this machine (looked in %s, %s); a job started here "
-                           "%s %s" % (key, value, what, ", ".join(looked), how, fate, row["when"]),
-                           "give %s the absolute path of the file%s (or create it there)" % (
-                               key, " (file:///abs/path.py keeps the file:// form)" if value.startswith("file://") else ""),
+                           "%s %s" % (key, value, what, ", ".join(looked) or "nowhere: the path leaves every directory verl joins it to",
+                                       how, fate, row["when"]),
+                           "give %s the absolute path of the file%s (or create it there)" % (key, (
+                               " (file:///abs/path.py keeps the file:// form)" if row.get("lookup") == "cwd" else
+                               ", without file:// (verl's resolve_config_path takes a plain path)")
+                               if value.startswith("file://") else ""),
                            item=item, evidence=ev,
                            stops="%s in %s, %s" % ("FileNotFoundError" if what != "not a regular file" else
                                                    "a read that blocks or fails", row["opens"], row["when"])))
