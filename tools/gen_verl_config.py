@@ -9,8 +9,10 @@ in the cache, checked against the recorded sha256), then
   configs and no defaults list names them). Each file's sha256 is checked against the wheel's
   RECORD before it is written;
 * ``matrices/verl_config/<X>.json``: the wheel and its sha256, the files with their sha256, the
-  primary configs and config groups, and the fields of every config dataclass a ``_target_``
-  names, read from the release's own source with ``ast`` (preflight/target/verl_fields.py);
+  primary configs and config groups, the fields of every config dataclass a ``_target_``
+  names, and what the release's code builds into dataclasses (``built``: the config paths and
+  classes it hands to ``omega_conf_to_dataclass``), read from the release's own source with
+  ``ast`` (preflight/target/verl_fields.py);
 * ``matrices/verl_config/index.json``: the releases stored;
 * ``matrices/verl_config/renames.json``: the keys of each primary config that a release dropped,
   found by composing every release's defaults with Hydra (the one running this tool) and comparing
@@ -212,7 +214,9 @@ def generate(out: str, versions, index_old: dict) -> None:
                "source": "https://pypi.org/project/verl/%s/ (%s, %s*.yaml)" % (ver, os.path.basename(path), PREFIX),
                "files": {rel: sha256_bytes(data) for rel, data in files.items()},
                "configs": configs, "groups": groups,
-               "dataclasses": verl_fields.extract(read, targets)}
+               "dataclasses": verl_fields.extract(read, targets),
+               "built": verl_fields.built(read, [n for n in zipfile.ZipFile(path).namelist()
+                                                 if n.startswith("verl/") and n.endswith(".py")])}
         with open(os.path.join(out, ver + ".json"), "wb") as fh:
             fh.write(dump(doc))
         index["versions"][ver] = {"wheel": os.path.basename(path), "sha256": digest, "configs": configs}

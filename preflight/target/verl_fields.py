@@ -165,6 +165,75 @@ def dir_reader(root):
     return read
 
 
+#: The functions through which verl turns a config node into its `_target_` class.
+BUILDERS = ("omega_conf_to_dataclass",)
+
+
+def _chain(node):
+    """The attribute names below the object holding a config: `self.config.actor.fsdp_config` ->
+    ["actor", "fsdp_config"] (self's attribute holds it), `config.actor_rollout_ref.actor` ->
+    ["actor_rollout_ref", "actor"] (the name holds it), `config.get("profiler", {})` -> ["profiler"];
+    None for the holder itself (a parameter: which node it holds is not visible here)."""
+    names = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            names.insert(0, node.attr)
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and \
+                node.args and isinstance(node.args[0], ast.Constant if hasattr(ast, "Constant") else ast.Str):
+            key = getattr(node.args[0], "value", getattr(node.args[0], "s", None))
+            if not isinstance(key, str):
+                return None
+            names.insert(0, key)
+            node = node.func.value
+        else:
+            break
+    if isinstance(node, ast.Name) and node.id == "self" and names:
+        names = names[1:]  # self.config...: the attribute holding the config
+    return names or None
+
+
+def built(read, names):
+    """What the release's code turns into dataclasses: {"paths": config-path suffixes it passes to
+    omega_conf_to_dataclass (`self.config.actor.fsdp_config` -> "actor.fsdp_config", the name
+    holding the config dropped), "classes": the class names given as its dataclass_type}, read
+    with `ast` over the package's modules `names` (relative paths under the package's parent).
+    A `_target_` node neither reaches is never built by that release, so its fields bind nothing."""
+    paths, classes = set(), set()
+    for rel in sorted(names):
+        data = read(rel)
+        if data is None:
+            continue
+        try:
+            tree = ast.parse(data.decode("utf-8", "replace"))
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else None
+            if name not in BUILDERS:
+                continue
+            for kw in node.keywords:
+                if kw.arg == "dataclass_type":
+                    cls = kw.value.attr if isinstance(kw.value, ast.Attribute) else getattr(kw.value, "id", None)
+                    if cls:
+                        classes.add(cls)
+            chain = _chain(node.args[0]) if node.args else None
+            if chain:
+                paths.add(".".join(chain))
+    return {"paths": sorted(paths), "classes": sorted(classes)}
+
+
+def package_modules(root):
+    """Relative paths (``verl/...py``) of every module of the `verl` package under ``root``."""
+    out = []
+    for d, _dirs, files in os.walk(os.path.join(root, "verl")):
+        out += [os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/") for f in files if f.endswith(".py")]
+    return out
+
+
 def extract(read, targets):
     """{target: {"file", "fields"} or None} for each `_target_` path, sorted."""
     ex = Extractor(read)
@@ -181,7 +250,9 @@ def main():
         emit("no_verl")  # noqa: F821 (the prelude defines emit and ARGS)
         return
     root = os.path.dirname(list(spec.submodule_search_locations)[0])
-    emit("fields", verl_root=root, fields=extract(dir_reader(root), ARGS.get("targets") or []))  # noqa: F821
+    read = dir_reader(root)
+    emit("fields", verl_root=root, fields=extract(read, ARGS.get("targets") or []),  # noqa: F821
+         built=built(read, package_modules(root)))
 
 
 if __name__ == "__main__":

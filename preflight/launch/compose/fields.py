@@ -12,6 +12,31 @@ from .stored import stored_json
 from .tree import HYDRA_KEYS, has_path, key_parts, flatten, get_path
 
 
+#: The key, beside the ``_target_`` names, of what the release's code builds into dataclasses
+#: (``target/verl_fields.py built``: ``{"paths": [...], "classes": [...]}``).
+BUILT = "@built"
+
+
+def built_node(path: Sequence[str], target: str, dataclasses_: Mapping[str, Any]) -> bool:
+    """Whether the release turns the ``_target_`` node at ``path`` into its class: the class is
+    given by name to verl's builder, or the node or a node above it (Hydra's instantiate is
+    recursive) ends with a config path the release's code passes to it. True when that is not
+    known (a tree read before it was recorded): every ``_target_`` node then counts, as verl's
+    YAML says. Source: verl's own calls of ``omega_conf_to_dataclass`` (0.6.1 never builds
+    ``reward_model`` into RewardModelConfig, so its extra keys bind nothing)."""
+    info = dataclasses_.get(BUILT)
+    if not isinstance(info, dict):
+        return True
+    if target.rsplit(".", 1)[-1] in (info.get("classes") or []):
+        return True
+    suffixes = info.get("paths") or []
+    for i in range(len(path), 0, -1):
+        sub = ".".join(path[:i])
+        if any(sub == s or sub.endswith("." + s) for s in suffixes):
+            return True
+    return False
+
+
 def unknown_fields(final: Dict[str, Any], defaults: Dict[str, Any],
                    dataclasses_: Dict[str, Any]) -> List[Tuple[str, str]]:
     """Keys the user added to a node that verl turns into a dataclass lacking them.
@@ -30,7 +55,7 @@ def unknown_fields(final: Dict[str, Any], defaults: Dict[str, Any],
         if not isinstance(node, dict):
             return
         target = node.get("_target_")
-        info = dataclasses_.get(target) if isinstance(target, str) else None
+        info = dataclasses_.get(target) if isinstance(target, str) and built_node(path, target, dataclasses_) else None
         fields = (info or {}).get("fields")
         base = get_path(defaults, ".".join(path)) if path else defaults
         for k, v in node.items():
@@ -173,7 +198,8 @@ def key_fix(key: str, release: Optional[str], config_name: str, tree: Dict[str, 
     parts = key_parts(key)
     parent = get_path(tree, ".".join(parts[:-1])) if len(parts) > 1 else tree
     target = parent.get("_target_") if isinstance(parent, dict) else None
-    fields = (dataclasses_.get(target) or {}).get("fields") if isinstance(target, str) else None
+    fields = (dataclasses_.get(target) or {}).get("fields") if isinstance(target, str) and built_node(
+        parts[:-1], target, dataclasses_) else None
     if fields is not None and parts[-1] in fields:
         return "not in the YAML, but a field of %s" % target, "add it with %s" % quote("+" + text.lstrip("+"))
     ren = _renames(config_name)

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..overrides import ConfigError, LaunchSpec
 from .errors import ComposeUnsupported
-from .fields import key_fix, launch_strategies, unknown_fields
+from .fields import BUILT, key_fix, launch_strategies, unknown_fields
 from .files import check_user_file, unreadable_error
 from .gate import check_config_dirs
 from .inprocess import run_here
@@ -56,7 +56,12 @@ def _target_fields(python: str, final: Dict[str, Any], env: Dict[str, str], time
     walk(final)
     out = run_script(python, "verl_fields", {"targets": sorted(targets)}, timeout=timeout, env=env)
     ev = out.last("fields")
-    return dict(ev["fields"]) if ev else {}
+    if not ev:
+        return {}
+    fields = dict(ev["fields"])
+    if isinstance(ev.get("built"), dict):
+        fields[BUILT] = ev["built"]
+    return fields
 
 
 def _build(out: Any, spec: LaunchSpec, file: Optional[str], method: str, notes: List[str], python: str,
@@ -177,7 +182,7 @@ def compose_stored(spec: LaunchSpec, file: Optional[str] = None, release: Option
                                  "run the checker with a Python 3.8+ that can import the zipapp's hydra (stderr: "
                                  "%s)" % (out.stderr_tail.strip().splitlines() or ["-"])[-1][:200])
     doc = release_doc(pick)
-    return _build(out, spec, file, "stored", list(notes), sys.executable, timeout, pick, doc.get("dataclasses") or {})
+    return _build(out, spec, file, "stored", list(notes), sys.executable, timeout, pick, dict(doc.get("dataclasses") or {}, **({BUILT: doc["built"]} if isinstance(doc.get("built"), dict) else {})))
 
 
 def _hint(err: Dict[str, Any], spec: LaunchSpec, release: Optional[str], tree: Dict[str, Any],
