@@ -350,11 +350,48 @@ def tree_code_problem(tree: Any) -> Optional[str]:
     dirs = ([prefix] if isinstance(prefix, str) and prefix.startswith("/") else []) + strs("site_dirs") + strs(
         "path_dirs")
     for d in dirs:
-        why = code_problem(d, is_dir=True)
+        while not os.path.lexists(d) and os.path.dirname(d) != d:
+            d = os.path.dirname(d)  # not there yet: whoever can make it there decides what is imported
+        why = code_problem(d, is_dir=os.path.isdir(d))
+        if why:
+            return why
+    for d in strs("site_dirs") + strs("path_dirs"):  # what is imported by name: the entries themselves
+        why = entries_problem(d)
         if why:
             return why
     for f in strs("startup"):
         why = code_problem(f, is_dir=os.path.isdir(f))
+        if why:
+            return why
+    return None
+
+
+def entries_problem(directory: str) -> Optional[str]:
+    """:func:`code_problem`'s phrase for the first entry of ``directory`` (a site-packages, a
+    ``sys.path`` directory: each entry is a package or module imported by its name) that another
+    user owns or can write, a link included (judged through to what it names); None when none is
+    or it cannot be listed. Only the entries themselves: what is inside a package directory of
+    root's or yours was put there by one of you."""
+    from .atomic import owner_problem
+
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return None
+    for n in names:
+        path = os.path.join(directory, n)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            why = code_problem(path, is_dir=os.path.isdir(path))
+        else:
+            is_dir = stat.S_ISDIR(st.st_mode)
+            why = owner_problem(st, is_dir=is_dir, sticky_ok=False)
+            if why is None and not is_dir and st.st_mode & stat.S_IWOTH:
+                why = "writable by every user"
+            why = "%s is %s" % (path, why) if why else None
         if why:
             return why
     return None

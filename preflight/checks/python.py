@@ -27,6 +27,13 @@ def interpreter(ctx: Context) -> CheckResult:
         if out.launch_error and out.launch_error.startswith("not run: "):  # probes.process.tree_refusal
             from ..paths import CODE_FIX
 
+            if "did not say what it runs at start-up" in out.launch_error:  # not a refusal of its owner
+                return failed("%s: %s" % (ctx.options.python, out.launch_error),
+                              ("it could not find the program it runs (exit status 127: command not found; a pyenv "
+                               "shim whose Python is not active here answers so: see 'pyenv versions'); "
+                               if "status 127" in out.launch_error else "") +
+                              "pass the Python interpreter itself with --python (e.g. ~/venvs/verl/bin/python), not a "
+                              "wrapper that drops or changes its arguments", ev)
             return failed("%s: %s" % (ctx.options.python, out.launch_error), CODE_FIX, ev)
         if out.launch_error:
             return failed("cannot run %s: %s" % (ctx.options.python, out.launch_error),

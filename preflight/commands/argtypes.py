@@ -95,7 +95,8 @@ def verl_release(text: str) -> str:
     try:
         wanted = Version(text)
     except InvalidVersion:
-        raise argparse.ArgumentTypeError("not a version: give a verl release such as 0.9.1 (see 'preflight matrix')")
+        raise argparse.ArgumentTypeError("%r is not a version: give a verl release such as 0.9.1 (the known ones: "
+                                         "'preflight matrix show')" % text)
     for known in load().verl_versions():
         if Version(known) == Version(wanted.public):
             return known

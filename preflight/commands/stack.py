@@ -34,9 +34,11 @@ def resolve_python(path: Optional[str]) -> str:
         found = shutil.which(expanded)
         if found:  # absolute: an empty PATH entry finds it in this directory, not the probe's
             return os.path.abspath(found)
-    if not os.path.exists(expanded):
-        raise UsageError("--python %s: no such file; pass the path of a Python interpreter "
-                         "(e.g. ~/venvs/verl/bin/python)" % path)
+    try:
+        os.stat(expanded)
+    except OSError as exc:  # no such file, a link loop, a name too long, a directory not searchable
+        raise UsageError("--python %s: %s; pass the path of a Python interpreter (e.g. ~/venvs/verl/bin/python)" % (
+            path, "no such file" if isinstance(exc, FileNotFoundError) else (exc.strerror or exc)))
     if os.path.isdir(expanded):
         cand = os.path.join(expanded, "bin", "python")
         if os.path.exists(cand):

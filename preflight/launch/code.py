@@ -34,10 +34,12 @@ def launch_code_refusal(comp: Any, cwd: Optional[str] = None) -> Optional[str]:
         if not isinstance(value, str) or not value.endswith(CODE_SUFFIXES):
             continue
         file = value[len("file://"):] if value.startswith("file://") else value
-        path = os.path.join(cwd, os.path.expanduser(file))
-        why = code_problem(path) if os.path.isfile(path) else None
-        if why:
-            return not_run("%s=%s" % (key, value), why)
+        # as written (verl opens it as given: a ~ stays a directory named ~ in the job's directory)
+        # and as a shell would have expanded it
+        for path in dict.fromkeys([os.path.join(cwd, file), os.path.join(cwd, os.path.expanduser(file))]):
+            why = code_problem(path) if os.path.isfile(path) else None
+            if why:
+                return not_run("%s=%s" % (key, value), why)
     for key, trust_key in MODELS:
         where = comp.get(key, None)
         trust = comp.get(trust_key, False) or comp.get("data.trust_remote_code", False)

@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .startup import exe_chain, exe_path, static_refusal
+from .startup import exe_path, static_refusal
 
 MARKER = "@@PREFLIGHT@@ "
 TAIL_CHARS = 4000
@@ -404,10 +404,7 @@ def spawn_script(python: str, name: str, args: Any = None, env: Optional[Mapping
     user can change, :class:`NoAnswer` when its ``-I -S`` start did not answer within ``timeout``;
     an interpreter that cannot be executed shows as ``launch_error`` in :func:`collect`'s result.
     """
-    if cwd and not os.path.isabs(_child_env(env).get("PYTHONPYCACHEPREFIX", "/")):
-        # read relative to the job's directory: judged (and given) as that absolute path
-        env = dict(env or {}, PYTHONPYCACHEPREFIX=os.path.join(cwd, _child_env(env)["PYTHONPYCACHEPREFIX"]))
-    why = tree_refusal(python, env, timeout)
+    why = tree_refusal(python, env, timeout, cwd)
     if why:
         raise CodeRefused(why)
     code = load_script(name).encode("utf-8")
@@ -448,37 +445,39 @@ def _read_version(python: str, env: Mapping[str, str], timeout: float) -> Option
     return None
 
 
-def tree_refusal(python: str, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0) -> Optional[str]:
+def tree_refusal(python: str, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0,
+                 cwd: Optional[str] = None) -> Optional[str]:
     """Why ``python`` must not run any target script, or None.
 
-    Judged without running anything first (:func:`preflight.paths.code_problem`): what the kernel
-    runs (the executable found on the child's PATH when a bare name, each ``#!`` interpreter of a
-    script), the standard library's directories of its installation and of PYTHONHOME, a venv's
-    pyvenv.cfg, the PYTHONPYCACHEPREFIX directory its compiled modules are read from, and what
-    LD_PRELOAD, LD_AUDIT and LD_LIBRARY_PATH load. Then what runs before any script (its prefix,
-    site directories, ``.pth`` files, sitecustomize/usercustomize, PYTHONPATH; read by
-    ``target/info.py`` under ``-I -S``, so none of it ran; :func:`preflight.paths.tree_code_problem`),
-    and the executable that read reports when it is not the one judged (a wrapper's). Refused too:
-    an interpreter that starts but gives no such read (``<python> is Python 2.7.18, not Python 3.6
-    or newer`` when it is an old one): what it would run at start-up is unknown. None when none is, or when
-    the interpreter cannot be executed (its own start then fails and is reported). Judged once per
-    interpreter and variables, within ``timeout`` seconds.
+    Judged without running anything first (:func:`preflight.probes.startup.static_refusal`, each
+    path as a child started in ``cwd`` resolves it; None: the probe's private directory): what the
+    kernel runs (the executable found on the child's PATH when a bare name, each ``#!`` interpreter
+    and the PATH directories env searches), the directories its standard library is looked for in
+    (its installation's, PYTHONHOME's, PYTHONPLATLIBDIR's, a venv's ``home``), what LD_PRELOAD,
+    LD_AUDIT and LD_LIBRARY_PATH load, PYTHONPATH and PYTHONPYCACHEPREFIX. Then what runs before
+    any script (its prefix, site directories and their entries, ``.pth`` files and the directories
+    they add, sitecustomize/usercustomize; read by ``target/info.py`` under ``-I -S``, so none of it
+    ran; :func:`preflight.paths.tree_code_problem`), and the executable that read reports when it
+    is not the one judged (a wrapper's). Refused too: an interpreter that starts but gives no such
+    read (``<python> is Python 2.7.18, not Python 3.6 or newer`` when it is an old one): what it
+    would run at start-up is unknown. None when none is, or when the interpreter cannot be
+    executed (its own start then fails and is reported). Judged once per interpreter, directory
+    and variables, within ``timeout`` seconds.
 
     Returns the ``not run: ...`` message (:func:`preflight.paths.not_run`). Raises
     :class:`NoAnswer` when the ``-I -S`` start was still running at ``timeout`` (not cached)."""
     merged = _child_env(env)
-    key = (python,) + tuple(merged.get(k, "") for k in _TREE_VARS)
+    key = (python, cwd or "") + tuple(merged.get(k, "") for k in _TREE_VARS)
     if key not in _TREES:
-        _TREES[key] = _judge_tree(python, env, merged, timeout)
+        _TREES[key] = _judge_tree(python, env, merged, timeout, cwd)
     return _TREES[key]
 
 
 def _judge_tree(python: str, env: Optional[Mapping[str, str]], merged: Mapping[str, str],
-                timeout: float) -> Optional[str]:
+                timeout: float, cwd: Optional[str]) -> Optional[str]:
     from ..paths import code_problem, not_run, tree_code_problem
 
-    chain = exe_chain(python, merged)
-    why = static_refusal(chain, merged)
+    chain, why = static_refusal(python, merged, cwd)
     if why:
         return why
     files = {SCRIPT_ENV: ("target_info.py", load_script("info").encode("utf-8")),

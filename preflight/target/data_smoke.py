@@ -111,7 +111,8 @@ def _reward(rows, sk):
     if spec.get("cwd") and not os.path.isabs(path):
         path = os.path.join(spec["cwd"], path)
     try:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+        # loaded as verl loads it (spec_from_file_location; its directory is not put on sys.path,
+        # where a module another user adds beside it would be imported by name)
         ms = importlib.util.spec_from_file_location("custom_reward_module", path)
         mod = importlib.util.module_from_spec(ms)
         sys.modules["custom_reward_module"] = mod

@@ -191,9 +191,20 @@ def _tree():
     startup = []
     for d in site_dirs:
         try:
-            startup += sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".pth"))
+            pths = sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".pth"))
         except OSError:
-            pass
+            pths = []
+        startup += pths
+        for pth in pths:  # the directories a .pth line adds to sys.path (as site.addpackage reads them)
+            try:
+                with open(pth, encoding="utf-8", errors="replace") as fh:
+                    lines = fh.read(1 << 20).splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                line = line.rstrip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    path_dirs.append(os.path.join(d, line))
     for d in path_dirs + site_dirs:
         try:
             names = os.listdir(d)
@@ -203,7 +214,7 @@ def _tree():
                     if n.split(".")[0] in ("sitecustomize", "usercustomize")]
     emit("tree", executable=sys.executable, prefix=os.path.abspath(prefix),
          site_dirs=[os.path.abspath(d) for d in site_dirs if os.path.isdir(d)],
-         path_dirs=[os.path.abspath(d) for d in path_dirs if os.path.isdir(d)],
+         path_dirs=[os.path.abspath(d) for d in path_dirs],  # missing ones too: who could make them counts
          startup=[os.path.abspath(f) for f in startup])
 
 

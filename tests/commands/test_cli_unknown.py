@@ -68,7 +68,7 @@ def test_a_verl_release_spelled_another_way_is_the_matrix_release(pyz, given):
 
 @pytest.mark.fault("WRONG")
 @pytest.mark.parametrize("args,needle", [
-    (["resolve", "--verl", "banana"], "argument --verl: not a version"),
+    (["resolve", "--verl", "banana"], "argument --verl: 'banana' is not a version"),
     (["spec", "--torch-index", "notaurl", "-o", "x"], "argument --torch-index: not an index URL"),
     (["spec", "--torch-index", "ftp://host/simple", "-o", "x"], "argument --torch-index: not an index URL"),
     (["spec", "--torch-index", "https://", "-o", "x"], "argument --torch-index: not an index URL"),
