@@ -63,6 +63,18 @@ def launch_facts(ctx: Context) -> Optional[Dict[str, Any]]:
             return {"spec": spec, "entry": None, "not_verl": foreign}
         release = ctx.verl_release()[0]  # the stored defaults' release when the target cannot compose
         ep = entry_point(spec.entry)
+        if ep is None and spec.entry and not cfile and spec.config_name is None:
+            # a recipe's or the user's own entry point composes the config its @hydra.main names
+            from ..launch.facts.wrapper import job_cwd
+            from ..launch.own_entry import own_config
+
+            own, why = own_config(spec.entry, job_cwd(launch_wrapper(ctx)[1]), dict(os.environ, **spec.env))
+            if own is None:
+                return {"spec": spec, "entry": None, "not_verl": "%s is not one of verl's entry points and %s: the "
+                        "config it composes (not verl's ppo_trainer) is not visible here, so it is not checked" % (
+                            spec.entry, why)}
+            spec.config_path = spec.config_path or own[0]
+            spec.config_name = own[1]
         gone = _absent(ep, release)
         if gone is not None:
             return {"spec": spec, "entry": ep, "error": gone}
