@@ -207,10 +207,12 @@ def torch_build(ctx: Context) -> CheckResult:
     ev = {"torch": d.version, "build": variant, "build_from": why, "cuda": vrow.get("cuda")}
     series = ctx.matrix.torch_series(d.version) or {}
     if variant == "cpu":
-        pypi = series.get("pypi") or ctx.matrix.curated["torch"]["release"][-1]["pypi"]
+        want = _torch_to_install(ctx, d.version)
+        # the CUDA build of the torch the fix installs (its own series' PyPI variant), not the installed one's
+        pypi = (ctx.matrix.torch_series(want) or series).get("pypi") or ctx.matrix.curated["torch"]["release"][-1]["pypi"]
         idx = (ctx.matrix.torch_variant(pypi) or {}).get("index", "")
         fix = "%s (or the plain PyPI wheel, a %s build)" % (
-            command(["pip", "install", "torch==%s" % _torch_to_install(ctx, d.version), "--index-url", idx]), pypi)
+            command(["pip", "install", "torch==%s" % want, "--index-url", idx]), pypi)
         if ctx.gpu_expected():
             return failed("torch %s is a CPU-only build on a machine with NVIDIA GPUs" % d.version, fix, ev)
         return warned("torch %s is a CPU-only build (torch.version.cuda is None): verl trains on CUDA GPUs" % d.version,

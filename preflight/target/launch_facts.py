@@ -362,7 +362,7 @@ def prompt_facts(p):
     except Exception as exc:
         emit("prompts", error="tokenizer: %s: %s" % (type(exc).__name__, str(exc)[:300]))
         return
-    rows, longest, over, over_rows, failed = 0, 0, 0, [], 0
+    rows, longest, over, over_rows, failed, failed_error = 0, 0, 0, [], 0, None
     limit = int(p["limit"])
     for path in p["files"]:
         try:
@@ -377,8 +377,9 @@ def prompt_facts(p):
                         if isinstance(ids, dict) or hasattr(ids, "keys"):
                             ids = ids["input_ids"]
                         n = len(ids)
-                    except Exception:
+                    except Exception as exc:
                         failed += 1
+                        failed_error = failed_error or "%s: %s" % (type(exc).__name__, str(exc)[:200])
                         continue
                     longest = max(longest, n)
                     if n > limit:
@@ -391,7 +392,7 @@ def prompt_facts(p):
             emit("prompts", error="%s: %s: %s" % (path, type(exc).__name__, str(exc)[:300]))
             return
     emit("prompts", rows=rows, longest=longest, over=over, over_rows=over_rows, limit=limit, failed=failed,
-         tokenizer=type(tok).__name__)
+         failed_error=failed_error, tokenizer=type(tok).__name__)
 
 
 def data_sources(d):

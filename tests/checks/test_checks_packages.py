@@ -259,3 +259,16 @@ def test_the_torch_fix_names_the_torch_resolve_spec_and_install_would(ctx_factor
         assert r.status == Status.FAIL and ("torch==%s" % want) in r.fix, (backend, want, r.fix)
         if backend == "none":  # verl 0.7.0's core pins no torch: no "let pip resolve it with verl"
             assert "resolve it with verl" not in r.fix
+
+
+def test_cpu_torch_fix_names_the_cuda_build_of_the_torch_it_installs(ctx_factory, matrix):
+    """New-user review: verl 0.6.1 with a CPU torch 2.13.0 got 'pip install torch==2.8.0
+    --index-url .../cu130', a build torch 2.8 never had. The truth: the matrix's own torch series
+    rows (torch.toml), for the torch the fix installs."""
+    gpu = {"driver": "580.1", "cuda_driver": 13000, "device_count": 1, "devices": [], "pairs": []}
+    r = rows(ctx_factory(dists=[("verl", "0.6.1"), ("torch", "2.13.0+cpu")], nvml=gpu), ["packages"])
+    fix = r["packages.torch-build"].fix
+    pinned = fix.split("torch==", 1)[1].split()[0]
+    want = matrix.torch_series(pinned)["pypi"]
+    assert "whl/%s" % want in fix and "a %s build" % want in fix, fix
+    assert pinned != "2.13.0" and want != matrix.torch_series("2.13.0")["pypi"], fix  # the case reported

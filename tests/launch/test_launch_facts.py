@@ -653,3 +653,19 @@ def test_an_input_that_is_a_pipe_is_named_as_one(tmp_path):
     assert "FileNotFoundError" not in rows["custom_reward_function"].message
     assert "tools.yaml: a directory" in rows["tool_config_path"].message
     assert "gone.py: no such file" in rows["custom_cls"].message
+
+
+def test_prompt_lengths_not_counted_when_the_template_failed_on_every_row():
+    """New-user review: a model directory without a chat template made every row fail to render,
+    and the row said PASS 'the longest of 100 row(s) is 0 token(s)': nothing was counted."""
+    from preflight.launch.facts.datafacts import check
+
+    facts = {"prompts": {"rows": 100, "longest": 0, "over": 0, "limit": 512, "failed": 100,
+                         "failed_error": "ValueError: Cannot use chat template functions ... no chat template",
+                         "tokenizer": "Qwen2Tokenizer"}}
+    rows = {f.item: f for f in check(lambda k, d=None: d, facts, [], None)}
+    assert rows["prompt_tokens"].status == "warn" and "not counted" in rows["prompt_tokens"].message
+    assert "no chat template" in rows["prompt_tokens"].message
+    facts["prompts"].update(failed=3, longest=40)  # some rows counted: the verdict stands on them
+    rows = {f.item: f for f in check(lambda k, d=None: d, facts, [], None)}
+    assert rows["prompt_tokens"].status == "pass"

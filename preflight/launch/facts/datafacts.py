@@ -53,6 +53,12 @@ def _prompts(get: Any, facts: Dict[str, Any]) -> List[Finding]:
     ev = {"rows": rows, "longest": p.get("longest"), "over": over, "examples": p.get("over_rows"),
           "limit": limit, "filter_overlong_prompts": filt, "truncation": trunc, "tokenizer": p.get("tokenizer"),
           "template_failed": p.get("failed")}
+    failed = p.get("failed") or 0
+    if failed and failed >= rows:  # nothing was counted: a PASS here would judge zero prompts
+        return [Finding("data", "warn", "prompt lengths not counted: the model's chat template failed on all %d "
+                        "row(s) read (%s)" % (rows, p.get("failed_error") or "see the template row"),
+                        "give actor_rollout_ref.model.path a model directory with its tokenizer and chat template "
+                        "(tokenizer_config.json), or fix the template", item="prompt_tokens", evidence=ev)]
     if not over:
         return [Finding("data", "pass", "prompt lengths with the model's tokenizer and chat template: the longest of "
                         "%d row(s) is %d token(s) <= data.max_prompt_length %d" % (rows, p.get("longest", 0), limit),
