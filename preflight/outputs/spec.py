@@ -19,7 +19,7 @@ from .install import lock_digest
 from .lock import LockResult, render_lock, render_pylock, resolve_lock
 from .owned import OutputDir
 
-__all__ = ["SpecOptions", "Spec", "build_spec", "write_spec", "top_level", "CREDENTIALS_NOTE", "SPEC_FILES"]
+__all__ = ["SpecOptions", "Spec", "build_spec", "write_spec", "top_level", "CREDENTIALS_NOTE", "SPEC_FILES", "cited_rows"]
 
 #: What environment.json says, and the console tells, when an index URL carried credentials.
 CREDENTIALS_NOTE = ("not written: give them to pip where it runs (PIP_EXTRA_INDEX_URL, pip config, ~/.netrc or "
@@ -132,6 +132,22 @@ def build_spec(mx, res, opts: SpecOptions, pip_python: Optional[str] = None) -> 
     return Spec(reqs, lock, text, post, stack, render_pylock(lock), creds)
 
 
+def cited_rows(citations: List[Dict[str, Any]], stack: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The resolution's matrix rows, with the torch and torch-variant rows replaced by what the
+    lock holds when ``--torch``/``--torch-index`` chose otherwise (a row must cite what was locked)."""
+    given = stack.get("overrides") or {}
+    out = []
+    for c in citations:
+        if c.get("choice") == "torch" and given.get("torch") and str(c.get("value")) != str(stack.get("torch")):
+            c = {"choice": "torch", "value": str(stack.get("torch")), "row": "--torch (given)",
+                 "source": "the command line", "confidence": "V"}
+        elif c.get("choice") == "torch variant" and given.get("torch_index"):
+            c = {"choice": "torch variant", "value": str(stack.get("variant")), "row": "--torch-index (given)",
+                 "source": "the command line", "confidence": "V"}
+        out.append(c)
+    return out
+
+
 #: The files :func:`write_spec` writes into its directory.
 SPEC_FILES = ("requirements.lock", "pylock.toml", "environment.json")
 
@@ -148,7 +164,7 @@ def write_spec(spec: Spec, out_dir: str, mx, res, machine: Dict[str, Any], input
     out = out or OutputDir(out_dir, "-o")
     out.check(SPEC_FILES)
     env_text = render_environment(__version__, mx.version, redact(inputs), machine, redact(spec.stack),
-                                  res.citations, lock_digest(spec.lock_text))
+                                  cited_rows(res.citations, spec.stack), lock_digest(spec.lock_text))
     written = []
     for name, text in (("requirements.lock", spec.lock_text), ("pylock.toml", spec.pylock_text),
                        ("environment.json", env_text)):
