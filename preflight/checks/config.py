@@ -63,18 +63,21 @@ def launch_facts(ctx: Context) -> Optional[Dict[str, Any]]:
             return {"spec": spec, "entry": None, "not_verl": foreign}
         release = ctx.verl_release()[0]  # the stored defaults' release when the target cannot compose
         ep = entry_point(spec.entry)
-        if ep is None and spec.entry and not cfile and spec.config_name is None:
-            # a recipe's or the user's own entry point composes the config its @hydra.main names
-            from ..launch.facts.wrapper import job_cwd
-            from ..launch.own_entry import own_config
+        if ep is None and spec.entry and not cfile:
+            if spec.config_name is None:
+                # a recipe's or the user's own entry point composes the config its @hydra.main names
+                from ..launch.facts.wrapper import job_cwd
+                from ..launch.own_entry import own_config
 
-            own, why = own_config(spec.entry, job_cwd(launch_wrapper(ctx)[1]), dict(os.environ, **spec.env))
-            if own is None:
-                return {"spec": spec, "entry": None, "not_verl": "%s is not one of verl's entry points and %s: the "
-                        "config it composes (not verl's ppo_trainer) is not visible here, so it is not checked" % (
-                            spec.entry, why)}
-            spec.config_path = spec.config_path or own[0]
-            spec.config_name = own[1]
+                own, why = own_config(spec.entry, job_cwd(launch_wrapper(ctx)[1]), dict(os.environ, **spec.env))
+                if own is None:
+                    return {"spec": spec, "entry": None, "not_verl": "%s is not one of verl's entry points and %s: "
+                            "the config it composes (not verl's ppo_trainer) is not visible here, so it is not "
+                            "checked" % (spec.entry, why)}
+                spec.config_path = spec.config_path or own[0]
+                spec.config_name = own[1]
+            # composed (Hydra's verdict on its own config), but judged by none of main_ppo's rules
+            ep = {"module": spec.entry, "kind": "recipe", "config_name": spec.config_name}
         gone = _absent(ep, release)
         if gone is not None:
             return {"spec": spec, "entry": ep, "error": gone}
@@ -150,6 +153,10 @@ def _absent(ep: Optional[Dict[str, Any]], release: Optional[str]) -> Optional[Co
 
 
 def _not_ppo(ep: Dict[str, Any]) -> str:
+    if ep["kind"] == "recipe":
+        return "%s is not one of verl's entry points: it runs its own trainer on its own config (%s), so the " \
+               "batch, rollout and dataset rules of verl.trainer.main_ppo checked here do not apply; the " \
+               "composition above is Hydra's own verdict on that config" % (ep["module"], ep["config_name"])
     return "%s is verl's %s entry point (config %s): the batch, rollout and dataset rules checked here are those " \
            "of PPO training (verl.trainer.main_ppo) and do not apply" % (ep["module"], ep["kind"].upper() if
                                                                         ep["kind"] == "sft" else ep["kind"],

@@ -25,6 +25,7 @@ defaults:
   - _self_
 data:
   gen_batch_size: 8
+  train_batch_size: 0
 """
 
 
@@ -60,6 +61,9 @@ def test_a_recipe_entry_point_composes_its_own_config(tmp_path):
     rc, rows = _config(job, "-m", "recipe.mine.main_mine", "data.gen_batch_size=4")
     assert rows["config.compose"]["status"] == "pass", rows["config.compose"]
     assert "mine_trainer" in json.dumps(rows["config.compose"]), rows["config.compose"]
+    # its own trainer (fully_async's sets data.train_batch_size: 0): main_ppo's rules do not judge it
+    assert rows["config.batch"]["status"] == "skip" and "its own trainer" in rows["config.batch"]["message"]
+    assert not [r for r in rows.values() if r["status"] == "fail"] and rc == 0, rows
 
 
 def test_a_recipe_entry_point_not_on_this_machine_is_not_judged_as_ppo_trainer(tmp_path):
