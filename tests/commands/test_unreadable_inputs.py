@@ -17,7 +17,7 @@ def _as_nobody(pyz, *args):
         pytest.skip("needs root (a second uid reads root's file)")
     return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-I", "-S",
                            pyz] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                          timeout=120, env=dict(os.environ, HOME="/tmp"), cwd="/")
+                          timeout=120, env=dict(os.environ, HOME="/tmp", COLUMNS="400"), cwd="/")
 
 
 def _one_line(p):
