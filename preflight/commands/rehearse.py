@@ -92,8 +92,8 @@ def run_rehearsal(python: str, words: Any, verl: Optional[str], opts: Any) -> An
     if not spec.overrides and not spec.entry:
         raise UsageError("give the launch after --: python3 -m verl.trainer.main_ppo OVERRIDES...")
     mx = matrix_mod.load()
-    if verl and mx.verl(verl) is None:
-        raise UsageError("--verl %s: not a verl release in the matrix (%s)" % (verl, mx.version))
+    if verl:
+        mx.require_verl(verl)
     ctx = Context(Options(python=python, verl=verl), mx)
     release, how = ctx.verl_release()
     try:

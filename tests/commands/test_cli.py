@@ -30,6 +30,8 @@ def test_version(pyz, matrix):
     (["check", "--python", "/no/such/python"], "--python /no/such/python: no such file"),
     (["check", "--stage", "bogus"], "unknown stage bogus"),
     (["check", "--verl", "0.99"], "--verl 0.99: not a verl release"),
+    (["rehearse", "--verl", "0.99", "--", "python3", "-m", "verl.trainer.main_ppo", "trainer.total_epochs=1"],
+     "--verl 0.99: not a verl release in the matrix"),
     (["check", "--timeout", "-3"], "must be > 0"),
     (["check", "--stage", "host", "--json", "/no/such/dir/r.json"], "--json /no/such/dir/r.json: directory /no/such/dir does not exist"),
     (["matrix"], "choose 'show' or 'refresh'"),
