@@ -74,6 +74,115 @@ def _children(me):
     return kids
 
 
+def _spawn(argv, cwd, libc, me, keep_out):
+    """Fork the probe (this process has one thread) and, in the child, a new session, the
+    parent-death signal, stdin from /dev/null, none of the descriptors ``keep_out``, and exec.
+    Returns (pid, b"" or the child's error text when exec failed)."""
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(err_r)
+            os.setsid()
+            if libc is not None:
+                libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+                if os.getppid() != me:  # the supervisor died before prctl took effect
+                    os._exit(137)
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            for fd in (null,) + tuple(keep_out):
+                os.close(fd)
+            os.set_inheritable(err_w, False)
+            if cwd:
+                os.chdir(cwd)
+            os.execvp(argv[0], argv)
+        except BaseException as exc:
+            try:
+                os.write(err_w, ("%s" % (exc,)).encode("utf-8", "replace"))
+            finally:
+                os._exit(127)
+    os.close(err_w)
+    failure = b""
+    while True:  # EOF at exec (the pipe is close-on-exec) or the child's error text
+        try:
+            chunk = os.read(err_r, 4096)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        failure += chunk
+    os.close(err_r)
+    return pid, failure
+
+
+def _reap(pid, box):
+    """Reap every exited child without blocking; the probe's (``pid``) status goes to
+    ``box["status"]`` (Popen convention). True while children remain, False when none is left."""
+    while True:
+        try:
+            done, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if done == 0:
+            return True
+        if done == pid:
+            box["status"] = -os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
+
+
+def _wait(pid, box, stop, ctl, wake_r, parent):
+    """Wait for the probe to end; True when it must be stopped early instead (a stop signal, EOF on
+    the control pipe ``ctl``, or the checker ``parent`` gone)."""
+    while box["status"] is None:
+        _reap(pid, box)
+        if box["status"] is not None:
+            return False
+        if stop:
+            return True
+        try:
+            ready, _, _ = select.select([ctl, wake_r], [], [], 1.0)
+        except InterruptedError:
+            continue
+        if wake_r in ready:
+            try:
+                os.read(wake_r, 512)
+            except OSError:
+                pass
+        if ctl in ready:
+            try:
+                data = os.read(ctl, 64)
+            except OSError:
+                data = b""
+            if not data:  # the checker closed the pipe or died
+                return True
+        if os.getppid() != parent:
+            return True
+    return False
+
+
+def _clear(pid, box, me, reaper):
+    """Remove everything left: the probe's group, then (as subreaper) every process under us, for
+    at most 10 s."""
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        for kid in _children(me):
+            try:
+                os.kill(kid, signal.SIGKILL)
+            except OSError:
+                pass
+        if not _reap(pid, box):
+            break  # no child left
+        if not reaper and box["status"] is not None:
+            break  # without a subreaper only the group can be reached
+        time.sleep(0.005)
+
+
 def main():
     ctl = int(sys.argv[1])
     d = sys.argv[2]
@@ -100,45 +209,7 @@ def main():
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     signal.set_wakeup_fd(wake_w)
 
-    # the probe: fork (this process has one thread), then in the child a new session, the
-    # parent-death signal, stdin from /dev/null, no descriptor of ours, and exec
-    err_r, err_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(err_r)
-            os.setsid()
-            if libc is not None:
-                libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-                if os.getppid() != me:  # the supervisor died before prctl took effect
-                    os._exit(137)
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
-                signal.signal(sig, signal.SIG_DFL)
-            signal.set_wakeup_fd(-1)
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
-            for fd in (null, ctl, wake_r, wake_w):
-                os.close(fd)
-            os.set_inheritable(err_w, False)
-            if cwd:
-                os.chdir(cwd)
-            os.execvp(argv[0], argv)
-        except BaseException as exc:
-            try:
-                os.write(err_w, ("%s" % (exc,)).encode("utf-8", "replace"))
-            finally:
-                os._exit(127)
-    os.close(err_w)
-    failure = b""
-    while True:  # EOF at exec (the pipe is close-on-exec) or the child's error text
-        try:
-            chunk = os.read(err_r, 4096)
-        except InterruptedError:
-            continue
-        if not chunk:
-            break
-        failure += chunk
-    os.close(err_r)
+    pid, failure = _spawn(argv, cwd, libc, me, (ctl, wake_r, wake_w))
     if failure:
         try:
             os.waitpid(pid, 0)
@@ -147,67 +218,11 @@ def main():
         _write(os.path.join(d, "status"), "launch_error %s" % failure.decode("utf-8", "replace"))
         os._exit(127)
     _write(os.path.join(d, "pid"), str(pid))
-    status = None  # the probe's exit status, Popen convention
-
-    def reap():
-        nonlocal status
-        while True:
-            try:
-                done, st = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return False
-            if done == 0:
-                return True
-            if done == pid:
-                status = -os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
-
-    early = False
-    while status is None:
-        reap()
-        if status is not None:
-            break
-        if stop:
-            early = True
-            break
-        try:
-            ready, _, _ = select.select([ctl, wake_r], [], [], 1.0)
-        except InterruptedError:
-            continue
-        if wake_r in ready:
-            try:
-                os.read(wake_r, 512)
-            except OSError:
-                pass
-        if ctl in ready:
-            try:
-                data = os.read(ctl, 64)
-            except OSError:
-                data = b""
-            if not data:  # the checker closed the pipe or died
-                early = True
-                break
-        if os.getppid() != parent:
-            early = True
-            break
-
-    stopped_running = early and status is None  # we are about to kill a probe that was still running
-    # remove everything left: the probe's group, then (as subreaper) every process under us
-    deadline = time.monotonic() + 10.0
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        for kid in _children(me):
-            try:
-                os.kill(kid, signal.SIGKILL)
-            except OSError:
-                pass
-        if not reap():
-            break  # no child left
-        if not reaper and status is not None:
-            break  # without a subreaper only the group can be reached
-        time.sleep(0.005)
+    box = {"status": None}  # the probe's exit status, Popen convention
+    early = _wait(pid, box, stop, ctl, wake_r, parent)
+    stopped_running = early and box["status"] is None  # we are about to kill a probe that was still running
+    _clear(pid, box, me, reaper)
+    status = box["status"]
     if stopped_running:
         _write(os.path.join(d, "status"), "killed")
     else:

@@ -387,7 +387,16 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
               "gpu_sampling": res.gpu_how, "lines": len(res.lines), "leftovers": res.leftovers}
     failed_at = report_run(rh, res, table, opts)
     _phase_rows(rh, res, table, failed_at)
-    # memory of the full-size model
+    world = (gpus or s["gpus_per_node"]) * (1 if gpus else s["nnodes"])
+    _memory_row(rh, info, table, world, gpu_total_gib, dict(s, rollout_tp=tp))
+    _cleanup_row(rh, res)
+    rh.run["prep_s"] = round(time.time() - t0 - res.seconds, 2)
+
+
+def _memory_row(rh: Rehearsal, info: Dict[str, Any], table: List[phase_mod.Phase], world: int,
+                gpu_total_gib: Optional[float], s: Dict[str, Any]) -> None:
+    """The ``memory`` row: the full-size model's per-GPU need (GiB) at world size ``world``, from its
+    config (or the fallback architecture's), the rollout's measured peak where sampled (``table``)."""
     full_cfg = None
     if info.get("config"):
         try:
@@ -397,18 +406,21 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
     full_cfg = full_cfg or shrink.fallback_config()
     roll = next((p for p in table if p.id == "rollout"), None)
     measured = max(roll.peak_mib.values()) / 1024.0 if roll and roll.peak_mib else None
-    world = (gpus or s["gpus_per_node"]) * (1 if gpus else s["nnodes"])
-    rh.needs = memory.needs(full_cfg, world, gpu_total_gib, dict(s, rollout_tp=tp), measured)
-    if rh.needs:
-        train = sum(r["gib"] or 0.0 for r in rh.needs if r["phase"] == "actor update")
-        over = gpu_total_gib is not None and train > gpu_total_gib
-        rh.results.append(_row("memory", Status.WARN if over else Status.PASS,
-                               "full-size model per GPU: actor update about %.1f GiB (parameters, gradients, "
-                               "optimizer state, activations; estimated)%s" % (
-                                   train, "; over the GPU's %.0f GiB" % gpu_total_gib if over else ""),
-                               "offload (actor_rollout_ref.actor.fsdp_config.param_offload/optimizer_offload=True), "
-                               "smaller micro batches, or more GPUs" if over else None, {"rows": rh.needs}))
-    # clean-up
+    rh.needs = memory.needs(full_cfg, world, gpu_total_gib, s, measured)
+    if not rh.needs:
+        return
+    train = sum(r["gib"] or 0.0 for r in rh.needs if r["phase"] == "actor update")
+    over = gpu_total_gib is not None and train > gpu_total_gib
+    rh.results.append(_row("memory", Status.WARN if over else Status.PASS,
+                           "full-size model per GPU: actor update about %.1f GiB (parameters, gradients, "
+                           "optimizer state, activations; estimated)%s" % (
+                               train, "; over the GPU's %.0f GiB" % gpu_total_gib if over else ""),
+                           "offload (actor_rollout_ref.actor.fsdp_config.param_offload/optimizer_offload=True), "
+                           "smaller micro batches, or more GPUs" if over else None, {"rows": rh.needs}))
+
+
+def _cleanup_row(rh: Rehearsal, res: supervise.RunOutcome) -> None:
+    """The ``cleanup`` row: a WARN naming the run's processes that outlived it (killed), else PASS."""
     if res.leftovers:
         rh.results.append(_row("cleanup", Status.WARN, "%d process(es) of the run outlived it and were killed: %s" % (
             len(res.leftovers), ", ".join(str(p["pid"]) for p in res.leftovers)),
@@ -416,7 +428,6 @@ def _rehearse(rh: Rehearsal, python: str, spec: LaunchSpec, comp: Any, release: 
     else:
         rh.results.append(_row("cleanup", Status.PASS, "no process of the run is left (private Ray head stopped, "
                                "temporary files removed)"))
-    rh.run["prep_s"] = round(time.time() - t0 - res.seconds, 2)
 
 
 def report_run(rh: Rehearsal, res: supervise.RunOutcome, table: List[phase_mod.Phase], opts: Options

@@ -47,37 +47,7 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
     if mx.verl(verl) is None:
         raise ResolveError(mx.unknown_verl(verl))
     row = mx.verl(verl)
-    gpu_row = None
-    if gpu:
-        gpu_row = mx.gpu(gpu)
-        if gpu_row is None:
-            raise ResolveError("--gpu %s: unknown GPU name; pass its compute capability instead, e.g. --cc 9.0 "
-                               "(nvidia-smi --query-gpu=compute_cap --format=csv)" % gpu)
-    typed, cc = cc, parse_cc(cc) if cc else None
-    known = mx.compute_capabilities()
-    if cc and known and cc not in known:  # a typo (99.9, 8.5) resolves nothing real
-        raise ResolveError("--cc %s: no NVIDIA GPU has compute capability %s (those shipped: %s); pass the GPU's "
-                           "own, e.g. 9.0 for H100/H200 (nvidia-smi --query-gpu=compute_cap --format=csv), or "
-                           "--gpu NAME" % (typed, cc, ", ".join(known)))
-    if gpu_row is not None:
-        if cc and cc != str(gpu_row["cc"]):
-            raise ResolveError("--gpu %s has compute capability %s but --cc %s was given; pass one of them"
-                               % (gpu, gpu_row["cc"], cc))
-        cc = str(gpu_row["cc"])
-    driver = parse_driver(driver) if driver else None
-    python = parse_python(python) if python else None
-    prefer = parse_python(prefer_python) if prefer_python else None
-    arch_note: List[str] = []
-    implied = str((gpu_row or {}).get("host_arch") or "")
-    if arch is None:
-        arch = implied or "x86_64"
-        if implied:
-            arch_note.append("%s sits on an Arm host (gpus.toml host_arch): resolved for Linux %s" % (gpu, arch))
-    arch = {"arm64": "aarch64", "amd64": "x86_64"}.get(str(arch).lower(), str(arch).lower())
-    if arch not in ("x86_64", "aarch64"):
-        raise ResolveError("--arch %s: not a supported machine architecture; choose x86_64 or aarch64" % arch)
-    if implied and arch != implied:
-        arch_note.append("%s GPUs sit on %s hosts, but --arch %s was given" % (gpu, implied, arch))
+    gpu_row, cc, driver, python, prefer, arch, arch_note = _machine(mx, gpu, cc, driver, python, prefer_python, arch)
     extras_map = row.get("backend_extras") or {}
     if backend == "none":
         default = resolve(mx, verl, None, driver, cc, gpu, python, prefer_python, _options=False, arch=arch)
@@ -114,18 +84,7 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
             kinds = {"backend"}
         else:
             kinds = choose_stack(run, res)
-        res.problems, res.warnings = dedupe(res.problems), dedupe(res.warnings)
-        seen, cites = set(), []
-        for c in res.citations:
-            if (c["choice"], c["row"]) not in seen:
-                seen.add((c["choice"], c["row"]))
-                cites.append(c)
-        res.citations = cites
-        if not driver and res.min_driver:
-            res.notes.insert(0, "driver not given: this stack needs >= %s (>= %s through minor-version compatibility)"
-                             % (res.min_driver, res.min_driver_compat))
-        if not cc:
-            res.notes.insert(0, "GPU not given: compute capability coverage was not checked")
+        _tidy(res)
         if not res.problems and res.requirements:
             prove(run, res)
             bv = res.backend_version or ""
@@ -151,6 +110,65 @@ def resolve(mx: Matrix, verl: str, backend: Optional[str] = None, driver: Option
     if _options:
         add_options(run, res, kinds, resolve)
     return res
+
+
+def _machine(mx: Matrix, gpu: Optional[str], cc: Optional[str], driver: Optional[str], python: Optional[str],
+             prefer_python: Optional[str], arch: Optional[str]) -> Tuple[Optional[Dict[str, Any]], Optional[str],
+                                                                      Optional[str], Optional[str], Optional[str],
+                                                                      str, List[str]]:
+    """The machine as :func:`resolve` takes it, checked and normalised: (gpu row of gpus.toml or None,
+    compute capability, driver, Python minor, preferred minor, "x86_64"/"aarch64", notes on the
+    architecture). Raises ResolveError for an unknown GPU name or compute capability, a --gpu/--cc
+    mismatch, a malformed driver/Python, an unsupported architecture."""
+    gpu_row = None
+    if gpu:
+        gpu_row = mx.gpu(gpu)
+        if gpu_row is None:
+            raise ResolveError("--gpu %s: unknown GPU name; pass its compute capability instead, e.g. --cc 9.0 "
+                               "(nvidia-smi --query-gpu=compute_cap --format=csv)" % gpu)
+    typed, cc = cc, parse_cc(cc) if cc else None
+    known = mx.compute_capabilities()
+    if cc and known and cc not in known:  # a typo (99.9, 8.5) resolves nothing real
+        raise ResolveError("--cc %s: no NVIDIA GPU has compute capability %s (those shipped: %s); pass the GPU's "
+                           "own, e.g. 9.0 for H100/H200 (nvidia-smi --query-gpu=compute_cap --format=csv), or "
+                           "--gpu NAME" % (typed, cc, ", ".join(known)))
+    if gpu_row is not None:
+        if cc and cc != str(gpu_row["cc"]):
+            raise ResolveError("--gpu %s has compute capability %s but --cc %s was given; pass one of them"
+                               % (gpu, gpu_row["cc"], cc))
+        cc = str(gpu_row["cc"])
+    driver = parse_driver(driver) if driver else None
+    python = parse_python(python) if python else None
+    prefer = parse_python(prefer_python) if prefer_python else None
+    arch_note: List[str] = []
+    implied = str((gpu_row or {}).get("host_arch") or "")
+    if arch is None:
+        arch = implied or "x86_64"
+        if implied:
+            arch_note.append("%s sits on an Arm host (gpus.toml host_arch): resolved for Linux %s" % (gpu, arch))
+    arch = {"arm64": "aarch64", "amd64": "x86_64"}.get(str(arch).lower(), str(arch).lower())
+    if arch not in ("x86_64", "aarch64"):
+        raise ResolveError("--arch %s: not a supported machine architecture; choose x86_64 or aarch64" % arch)
+    if implied and arch != implied:
+        arch_note.append("%s GPUs sit on %s hosts, but --arch %s was given" % (gpu, implied, arch))
+    return gpu_row, cc, driver, python, prefer, arch, arch_note
+
+
+def _tidy(res: Resolution) -> None:
+    """Problems, warnings and citations once each; the notes on what the machine did not say
+    (driver, GPU)."""
+    res.problems, res.warnings = dedupe(res.problems), dedupe(res.warnings)
+    seen, cites = set(), []
+    for c in res.citations:
+        if (c["choice"], c["row"]) not in seen:
+            seen.add((c["choice"], c["row"]))
+            cites.append(c)
+    res.citations = cites
+    if not res.driver and res.min_driver:
+        res.notes.insert(0, "driver not given: this stack needs >= %s (>= %s through minor-version compatibility)"
+                         % (res.min_driver, res.min_driver_compat))
+    if not res.cc:
+        res.notes.insert(0, "GPU not given: compute capability coverage was not checked")
 
 
 def choose_stack(run: Run, res: Resolution) -> set:

@@ -31,6 +31,53 @@ def p2p_enabled():
     return os.environ.get("NCCL_P2P_LEVEL", "").strip().upper() != "LOC"
 
 
+def timed(torch, dist, buf, on_gpu, count):
+    """Seconds per all_reduce of ``buf`` over ``count`` eager ops: CUDA events on the rank's
+    stream on GPUs (device time, no host sync inside the window), wall time on CPU."""
+    if not on_gpu:
+        t = time.perf_counter()
+        for _ in range(count):
+            dist.all_reduce(buf)
+        return (time.perf_counter() - t) / count
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(count):
+        dist.all_reduce(buf)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1000.0 / count
+
+
+def capture(torch, dist, buf, on_gpu, count):
+    """A CUDA graph of ``count`` all_reduces of ``buf`` (no collective runs while capturing),
+    or None when this torch/NCCL cannot capture them. Replaying it times NCCL's kernels
+    without the Python launch cost of each op, as nccl-tests' C loop does."""
+    if not on_gpu or not ARGS.get("graph", True) or not hasattr(torch.cuda, "CUDAGraph"):
+        return None
+    try:
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(count):
+                dist.all_reduce(buf)
+        return graph
+    except Exception as exc:  # noqa: BLE001 - any capture failure means: time eagerly
+        emit("graph_unavailable", error="%s: %s" % (type(exc).__name__, str(exc)[:300]))
+        return None
+
+
+def replay(torch, graph, count):
+    """Seconds per all_reduce of one replay of ``graph`` (``count`` all_reduces), by CUDA events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1000.0 / count
+
+
 def main():
     rank = int(ARGS["rank"])
     world = int(ARGS["world_size"])
@@ -83,49 +130,6 @@ def main():
                                                            if on_gpu else None), torch=torch.__version__)
     want = world * (world + 1) / 2.0
 
-    def timed(count):
-        """Seconds per all_reduce of ``buf`` over ``count`` eager ops: CUDA events on the rank's
-        stream on GPUs (device time, no host sync inside the window), wall time on CPU."""
-        if not on_gpu:
-            t = time.perf_counter()
-            for _ in range(count):
-                dist.all_reduce(buf)
-            return (time.perf_counter() - t) / count
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(count):
-            dist.all_reduce(buf)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1000.0 / count
-
-    def capture(count):
-        """A CUDA graph of ``count`` all_reduces of ``buf`` (no collective runs while capturing),
-        or None when this torch/NCCL cannot capture them. Replaying it times NCCL's kernels
-        without the Python launch cost of each op, as nccl-tests' C loop does."""
-        if not on_gpu or not ARGS.get("graph", True) or not hasattr(torch.cuda, "CUDAGraph"):
-            return None
-        try:
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(count):
-                    dist.all_reduce(buf)
-            return graph
-        except Exception as exc:  # noqa: BLE001 - any capture failure means: time eagerly
-            emit("graph_unavailable", error="%s: %s" % (type(exc).__name__, str(exc)[:300]))
-            return None
-
-    def replay(graph, count):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1000.0 / count
-
     for nbytes in ARGS.get("sizes", []):
         n = max(1, int(nbytes) // elem)
         label = "all_reduce %d MiB" % (nbytes >> 20) if nbytes >= (1 << 20) else "all_reduce %d B" % nbytes
@@ -136,7 +140,7 @@ def main():
         buf = torch.empty(n, dtype=dtype, device=device)
         buf.fill_(rank + 1)
         warmup = max(1, int(ARGS.get("warmup", 3)))
-        per_op = timed(warmup)
+        per_op = timed(torch, dist, buf, on_gpu, warmup)
         # enough timed ops for at least min_timed_s of work, so the ranks' start skew (tens of
         # microseconds) does not swamp small, latency-bound sizes; every rank must run the same
         # count, so they agree on the largest
@@ -148,7 +152,7 @@ def main():
         iters = int(agree.item())
         # the ranks agree on graph timing (a rank whose capture failed would leave the others'
         # replayed all_reduces without a partner)
-        graph = capture(iters)
+        graph = capture(torch, dist, buf, on_gpu, iters)
         ok_graph = torch.tensor([1.0 if graph is not None else 0.0], device=device)
         dist.all_reduce(ok_graph, op=dist.ReduceOp.MIN)
         # both ways of timing, each `replays` times (every pass after a barrier, so the ranks start
@@ -165,12 +169,12 @@ def main():
                 out.append(fn())
             return sorted(out)
 
-        eager = passes(lambda: timed(iters))
+        eager = passes(lambda: timed(torch, dist, buf, on_gpu, iters))
         graphed = None
         if graph is not None and ok_graph.item() == 1.0:
             dist.barrier()
-            replay(graph, iters)
-            graphed = passes(lambda: replay(graph, iters))
+            replay(torch, graph, iters)
+            graphed = passes(lambda: replay(torch, graph, iters))
         runs = graphed if graphed is not None and graphed[len(graphed) // 2] < eager[len(eager) // 2] else eager
         dt = runs[len(runs) // 2]
         method = ("cuda graph + cuda events" if runs is graphed else "cuda events") if on_gpu else "wall clock"

@@ -1,6 +1,6 @@
 # verl's own start-up, run dry in the target: its main() over the composed config, up to the first
 # Ray or worker call. Standard library at top level; verl, Hydra and Ray are imported inside main().
-# parts: _verl_ignored.py
+# parts: _verl_ignored.py _verl_batch.py
 #
 # The sequence is verl's, not a copy: the entry module's @hydra.main function (its __wrapped__) runs
 # on the config Hydra composes from verl's own config directory, so every check verl does before
@@ -497,6 +497,38 @@ def _job_cwd(path):
         pass
 
 
+def _installed_verl():
+    """(found, version): whether verl is importable here (a ``no_verl`` event is emitted when not)
+    and its installed distribution's version (None when the metadata has none)."""
+    import importlib.util
+    try:
+        if importlib.util.find_spec("verl") is None:
+            emit("no_verl", reason="verl is not installed")
+            return False, None
+    except Exception as exc:
+        emit("no_verl", reason=str(exc))
+        return False, None
+    try:
+        from importlib.metadata import version as _v
+        return True, _v("verl")
+    except Exception:
+        return True, None
+
+
+def _install_hooks(entry, spec):
+    """Hooks go on each module when verl imports it (at once for those the entry already imported):
+    a module the launch never reaches is never imported for them. ``spec``: the release's entry of
+    startup_releases (functions, hook_modules, methods, stop)."""
+    names = list(spec.get("functions") or [])
+    for name in [entry] + [m for m in spec.get("hook_modules") or [] if m != entry]:
+        _ON_IMPORT.when(name, lambda m: _hook_module(m, names))
+    for ref in spec.get("methods") or []:
+        _ON_IMPORT.when(ref.partition(":")[0], lambda _m, ref=ref: _hook_method(ref))
+    stop_ref = spec.get("stop") or ""
+    if stop_ref:
+        _ON_IMPORT.when(stop_ref.partition(":")[0], lambda _m: _stop_at(stop_ref))
+
+
 def main():
     for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
         os.environ[k] = "1"
@@ -504,19 +536,10 @@ def main():
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     _job_cwd(ARGS.get("job_cwd"))
     import importlib
-    try:
-        import importlib.util
-        if importlib.util.find_spec("verl") is None:
-            emit("no_verl", reason="verl is not installed")
-            return
-    except Exception as exc:
-        emit("no_verl", reason=str(exc))
+    import importlib.util
+    found, vv = _installed_verl()
+    if not found:
         return
-    try:
-        from importlib.metadata import version as _v
-        vv = _v("verl")
-    except Exception:
-        vv = None
     spec_from, spec = _pick(ARGS.get("releases"), vv or "")
     entry = ARGS.get("entry") or spec.get("entry") or "verl.trainer.main_ppo"
     import io
@@ -570,16 +593,7 @@ def main():
         return
     while hasattr(fn, "__wrapped__"):  # 0.8: @deprecated around @hydra.main
         fn = fn.__wrapped__
-    # Hooks go on each module when verl imports it (at once for those the entry already imported):
-    # a module the launch never reaches is never imported for them
-    names = list(spec.get("functions") or [])
-    for name in [entry] + [m for m in spec.get("hook_modules") or [] if m != entry]:
-        _ON_IMPORT.when(name, lambda m: _hook_module(m, names))
-    for ref in spec.get("methods") or []:
-        _ON_IMPORT.when(ref.partition(":")[0], lambda _m, ref=ref: _hook_method(ref))
-    stop_ref = spec.get("stop") or ""
-    if stop_ref:
-        _ON_IMPORT.when(stop_ref.partition(":")[0], lambda _m: _stop_at(stop_ref))
+    _install_hooks(entry, spec)
     state = {"runner": None}
 
     def dry_run_ppo(config, task_runner_class=None, *a, **k):
@@ -606,32 +620,6 @@ def main():
             raise
         except BaseException as exc:  # the dry run itself failed on this case: named, the next one runs
             emit("error", **_error(exc, verl_root, "preflight dry run"))
-
-
-def _library_dirs():
-    """The directories installed code lives in (the standard library, site-packages)."""
-    import sysconfig
-
-    out = set()
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        try:
-            out.add(os.path.realpath(sysconfig.get_path(key)))
-        except Exception:
-            pass
-    return tuple(sorted(d + os.sep for d in out if d))
-
-
-def _forget_user_modules(known, libs):
-    """Before the next launch of a batch: drop the modules the previous one loaded from the user's
-    files (a reward function, a custom dataset class): verl 0.6 caches a reward file as
-    sys.modules["custom_module"], and every later launch would get the first one's functions."""
-    for name in list(sys.modules):
-        if name in known:
-            continue
-        mod = sys.modules.get(name)
-        path = getattr(mod, "__file__", None)
-        if name == "custom_module" or (path and not os.path.realpath(path).startswith(libs)):
-            sys.modules.pop(name, None)
 
 
 def _one(fn, cfg_dir, overrides, state, verl_root, buf, real_out, real_err, spec):
