@@ -29,3 +29,22 @@ def validate_report(doc):
     cls.check_schema(schema)
     cls(schema, format_checker=cls.FORMAT_CHECKER).validate(doc)
     return doc
+
+
+def plant_start_hook(site, code, name="pf_planted_hook"):
+    """Make ``code`` (Python source) run whenever an interpreter whose site-packages is ``site`` (a
+    directory path) starts with its site module: ``<name>.py`` and a ``<name>.pth`` line that
+    imports it. Returns the module's path.
+
+    Not a ``sitecustomize.py``: where the distribution's own sits in the standard library
+    (Debian's and Ubuntu's python3: /usr/lib/python3.X/sitecustomize.py), it comes first on
+    sys.path and one in a venv's site-packages never runs.
+    """
+    import os
+
+    path = os.path.join(str(site), name + ".py")
+    with open(path, "w") as fh:
+        fh.write(code)
+    with open(os.path.join(str(site), name + ".pth"), "w") as fh:
+        fh.write("import %s\n" % name)
+    return path

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from helpers import plant_start_hook
 
 from preflight import redact as redact_mod
 from preflight.redact import MASK, add_secret, forget_secrets, is_secret_key, redact, strip_userinfo
@@ -261,7 +262,7 @@ def test_target_output_is_masked_in_console_and_json(pyz, tmp_path, printed):
     v = tmp_path / "v"
     subprocess.run([_py311(), "-m", "venv", "--without-pip", str(v)], check=True)
     site = next(v.glob("lib/python3.*/site-packages"))
-    (site / "sitecustomize.py").write_text("import os, json\n" + printed + "\n")
+    plant_start_hook(site, "import os, json\n" + printed + "\n")
     secret = "abc123secret-Z"
     out = tmp_path / "r.json"
     p = pf(pyz, "check", "--python", str(v / "bin" / "python"), "--stage", "python", "-v", "--json", str(out),
@@ -496,7 +497,7 @@ def target_outputs(pyz, tmp_path_factory):
         stream = "sys.stdout" if i % 2 else "sys.stderr"
         lines.append("%s.write(%r)" % (stream, "F%d %s\n" % (i, text)))
     lines.append("sys.stdout.flush(); sys.stderr.flush(); os._exit(3)")
-    (site / "sitecustomize.py").write_text("\n".join(lines) + "\n")
+    plant_start_hook(site, "\n".join(lines) + "\n")
     py = str(v / "bin" / "python")
     p = pf(pyz, "check", "--python", py, "--stage", "python", "-v", "--json", str(tmp / "r.json"))
     assert p.returncode == 1, p.stderr

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from helpers import plant_start_hook
 
 HANG = pytest.mark.fault("HANG")
 
@@ -49,8 +50,7 @@ def test_a_daemon_of_a_probe_that_kills_its_supervisor_ends_with_the_run(pyz, tm
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
     site = subprocess.run([os.path.join(venv, "bin", "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout.strip()
-    with open(os.path.join(site, "sitecustomize.py"), "w") as fh:
-        fh.write(_SITE % token)
+    plant_start_hook(site, _SITE % token)
     try:
         p = subprocess.run([sys.executable, "-I", "-S", pyz, "check", "--python", os.path.join(venv, "bin", "python"),
                             "--stage", "python", "--timeout", "20"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from helpers import plant_start_hook
 
 from preflight.probes import child
 
@@ -74,8 +75,7 @@ def test_l02_install_on_a_terminal_masks_a_hook_printing_a_token(pyz, tmp_path):
                        universal_newlines=True, timeout=600)
     assert p.returncode == 0, p.stdout[-2000:]
     site = prefix / "lib" / "python3.11" / "site-packages"
-    (site / "sitecustomize.py").write_text(
-        'import os,sys; sys.stderr.write("telemetry: HF_TOKEN=%s\\n" % os.environ.get("HF_TOKEN"))\n')
+    plant_start_hook(site, 'import os,sys; sys.stderr.write("telemetry: HF_TOKEN=%s\\n" % os.environ.get("HF_TOKEN"))\n')
     log = tmp_path / "tty.log"
     cmd = "%s -I -S %s install --lock %s --python 3.11 --prefix %s --no-check" % (
         sys.executable, pyz, lock2, prefix)
