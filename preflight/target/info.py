@@ -181,7 +181,15 @@ def _tree():
             prefixes = [prefix] + (prefixes if system else [])
             user = user and system
             break
-    site_dirs = list(site.getsitepackages(prefixes))
+    # as site.venv() would: sys.prefix is the venv's while getsitepackages runs. Under -S it is still
+    # the base's, and Debian's getsitepackages adds lib/pythonX.Y/site-packages only for a venv
+    # (sys.prefix != sys.base_prefix): without this, a venv's own site-packages went unjudged there
+    saved = sys.prefix, sys.exec_prefix
+    try:
+        sys.prefix = sys.exec_prefix = prefix
+        site_dirs = list(site.getsitepackages(prefixes))
+    finally:
+        sys.prefix, sys.exec_prefix = saved
     if user:
         try:
             site_dirs.append(site.getusersitepackages())
