@@ -12,7 +12,7 @@ from typing import Any, List, Optional, Tuple, Union
 
 from .errors import UsageError
 
-__all__ = ["check_output_file", "check_output_dir", "code_problem", "model_code_problem", "tree_code_problem",
+__all__ = ["check_output_file", "check_output_dir", "code_problem", "bytecode_cache_problem", "model_code_problem", "tree_code_problem",
            "not_run", "CODE_FIX", "dir_files", "file_problem", "foreign_link", "kernel_file", "loads_json",
            "read_regular", "read_text"]
 
@@ -314,7 +314,29 @@ def code_problem(path: str, is_dir: bool = False) -> Optional[str]:
     from .atomic import run_problem
 
     full = os.path.abspath(os.path.expanduser(path))
-    return run_problem(full, is_dir=is_dir, by_name=is_dir)
+    why = run_problem(full, is_dir=is_dir, by_name=is_dir)
+    if why or is_dir or not full.endswith((".py", ".pyw")) or not os.path.isfile(full):
+        return why
+    return bytecode_cache_problem(os.path.realpath(full))
+
+
+def bytecode_cache_problem(source: str) -> Optional[str]:
+    """Why the bytecode Python would run in place of the source file ``source`` (a real path) is
+    unsafe, or None. Importing a ``.py`` file reads ``__pycache__/NAME.TAG.pyc`` beside it when
+    its header matches the source's mtime and size (which anyone who can read the source's
+    metadata knows): that directory, where it exists, is judged as one code is looked up in by
+    name; where it does not, the source's own directory is, since whoever can add a name there
+    can make it (a sticky /tmp is no excuse)."""
+    from .atomic import run_problem
+
+    folder = os.path.dirname(source)
+    cache = os.path.join(folder, "__pycache__")
+    if os.path.lexists(cache):
+        why = run_problem(cache, is_dir=True, by_name=True)
+        return "%s (the bytecode cache read in place of %s)" % (why, source) if why else None
+    why = run_problem(folder, is_dir=True, by_name=True)
+    return ("%s: others can make __pycache__ there, whose bytecode Python runs in place of %s" % (why, source)
+            if why else None)
 
 
 def model_code_problem(directory: str) -> Optional[str]:

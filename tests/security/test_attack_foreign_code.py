@@ -297,3 +297,63 @@ def test_a04_a_bytecode_cache_prefix_of_another_user_is_not_read_by_the_target(t
     assert os.listdir(pwn) == [], p.stdout[-3000:]
     refused = _refused(_rows(out), str(cache))
     assert [r["id"] for r in refused] == ["python.interpreter"] and "uid 65534" in refused[0]["message"], p.stdout
+
+
+# A01b: the bytecode Python runs in place of a reward's source
+
+PLANT_PYC = '''
+import importlib.util, marshal, os, struct, sys
+src, pwn = sys.argv[1], sys.argv[2]
+st = os.stat(src)
+code = compile("open(%r + '/PWNED_pyc_uid%%d' %% __import__('os').getuid(), 'w').close()\\n"
+               "def compute_score(*a, **k):\\n    return 1.0\\n" % pwn, src, "exec")
+pyc = importlib.util.cache_from_source(src)
+os.makedirs(os.path.dirname(pyc), exist_ok=True)
+with open(pyc, "wb") as fh:
+    fh.write(importlib.util.MAGIC_NUMBER + struct.pack("<III", 0, int(st.st_mtime) & 0xFFFFFFFF, st.st_size)
+             + marshal.dumps(code))
+'''
+
+
+@EXEC
+@pytest.mark.realenv
+@pytest.mark.parametrize("shape", ["sticky dir", "their __pycache__", "root's"])
+def test_a01_bytecode_beside_a_reward_file_is_judged(verl_py, tmp_path, shape):
+    """root's own reward file; uid 65534 makes ``__pycache__/reward.cpython-3X.pyc`` beside it with
+    the source's mtime and size in its header, so an import runs it instead of the source: in a
+    sticky shared directory (they can add a name there), or in a __pycache__ they own. The data
+    smoke and config's smoke must not import it; root's own __pycache__ in root's directory is fine."""
+    from seckit import as_nobody, reachable, shared_dir
+
+    need_root()
+    pwn = _pwn(tmp_path)
+    reachable(str(tmp_path))
+    folder = tmp_path / "rw"
+    if shape == "sticky dir":
+        shared_dir(str(folder))
+    else:
+        folder.mkdir(mode=0o755)
+    rw = folder / "reward.py"
+    rw.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw):\n"
+                  "    return 1.0\n")
+    os.chmod(str(rw), 0o644)
+    if shape == "their __pycache__":
+        (folder / "__pycache__").mkdir()
+        os.chown(str(folder / "__pycache__"), NOBODY, NOBODY)
+    if shape == "root's":
+        subprocess.run([verl_py, "-c", PLANT_PYC, str(rw), pwn], check=True)  # root's own bytecode: it runs
+    else:
+        as_nobody(verl_py, "-c", PLANT_PYC, str(rw), pwn)
+    train = _parquet(verl_py, tmp_path / "train.parquet")
+    for args in (["data", "--python", verl_py, "--custom-reward", str(rw), train],
+                 ["config", "--python", verl_py, "--verl", "0.9.1", "--no-startup", "--",
+                  "data.train_files=%s" % train, "data.val_files=%s" % train, "custom_reward_function.path=%s" % rw]):
+        out = tmp_path / "r.json"
+        p = _run(*(args[:1] + ["--json", str(out)] + args[1:]))
+        rows = _rows(out)
+        if shape == "root's":
+            assert "PWNED_pyc_uid0" in os.listdir(pwn), p.stdout[-3000:]
+            assert not _refused(rows, str(rw)), p.stdout[-3000:]
+        else:
+            assert os.listdir(pwn) == [], p.stdout[-3000:]
+            assert _refused(rows, str(rw)) and p.returncode != 0, p.stdout[-3000:]
