@@ -156,6 +156,12 @@ def attach_outcomes(events: Dict[str, Any], probe_desc: str, stderr_tail: str = 
                        "machine's resources" % addr.get("state_file"),
                        "start the cluster (`ray start --head` on one node, `ray start --address=HEAD:6379` on the "
                        "others), then export RAY_ADDRESS=HEAD:6379 or pass --address", ev)]
+    if addr.get("foreign"):
+        ev["foreign"] = addr["foreign"]
+        return [failed("not attached to %s (from %s): the cluster is another user's (%s); attaching would run "
+                       "what its workers send back as this user" % (addr["resolved"], _where(addr), addr["foreign"]),
+                       "pass --address HEAD:PORT of a cluster you started (or export RAY_ADDRESS), or start your own "
+                       "(`ray start --head` with RAY_TMPDIR set to a directory of yours)", ev)]
     probe = events.get("gcs_probe") or {}
     if probe and not probe.get("reachable"):
         ev["gcs_probe"] = probe

@@ -457,3 +457,22 @@ def test_target_without_ray(pyz, tmp_path):
     row = rows(doc)["cluster.attach"]
     assert rc == 1 and row["status"] == "fail" and "ray cannot be imported" in row["message"]
     assert doc["target"]["version"] == "%d.%d.%d" % sys.version_info[:3]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the state file to another user")
+@pytest.mark.parametrize("whose", ["file", "directory"])
+def test_another_users_state_file_is_not_attached_to(pyz, ray_py, cluster, tmp_path, whose):
+    """The Ray state file names a live cluster (this test's), but uid 65534 wrote it (or owns its
+    directory): attaching would run what that user's workers send back as root, so the run does
+    not attach (threat review B2); with the same file root's, it does (test_every_node_reported)."""
+    env = ray_env(str(tmp_path))
+    state = tmp_path / "ray" / "ray_current_cluster"
+    os.makedirs(str(state.parent))
+    state.write_text(cluster.address)
+    os.chown(str(state if whose == "file" else state.parent), 65534, 65534)
+    rc, doc, _dt, text = cluster_cmd(pyz, ray_py, env, "--stage", "host", "--backend", "none")
+    row = rows(doc)["cluster.attach"]
+    assert rc == 1 and row["status"] == "fail", text[-2000:]
+    assert "another user's" in row["message"] and "uid 65534" in row["message"], row
+    assert "--address" in row["fix"]
+    assert "attached" not in doc.get("cluster", {}) or not doc["cluster"].get("nodes"), text[-2000:]

@@ -248,12 +248,48 @@ def _address():
         return got, "running GCS process"
 
     info["resolved"], info["source"] = resolve(given)
+    if info["source"] in ("state file", "running GCS process"):
+        info["foreign"] = _foreign_cluster(info)
     # what verl's own ray.init() (no address argument) would attach to from this machine
     if given is None:
         info["verl_resolved"], info["verl_source"] = info["resolved"], info["source"]
     else:
         info["verl_resolved"], info["verl_source"] = resolve(None)
     return info
+
+
+def _foreign_cluster(info):
+    """Why the cluster Ray found by itself (the state file, a running GCS) is not this user's or
+    root's, or None: attaching runs this process's code on its workers and unpickles what they send
+    back, so another user's cluster is their code run as this user. The state file must be owned by
+    this user or root in a directory no other user can change (sticky allowed: others cannot replace
+    the file); a GCS process of this machine on the address's port must run as this user or root."""
+    me = os.geteuid()
+    if info["source"] == "state file":
+        path = info.get("state_file") or ""
+        for p in (path, os.path.dirname(path)):
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            if st.st_uid not in (me, 0):
+                return "%s is uid %d's" % (p, st.st_uid)
+            if p != path and st.st_mode & 0o002 and not st.st_mode & 0o1000:
+                return "%s is writable by every user" % p
+    port = str(info.get("resolved") or "").rpartition(":")[2]
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as fh:
+                argv = fh.read().split(b"\0")
+            uid = os.stat("/proc/%s" % pid).st_uid
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"gcs_server") and ("--gcs_server_port=%s" % port).encode() in argv \
+                and uid not in (me, 0):
+            return "its GCS (pid %s) runs as uid %d" % (pid, uid)
+    return None
 
 
 def _gcs_probe(addr, timeout):
@@ -432,7 +468,7 @@ def main():
         return
     emit("local_cpus", **_local_cpus())
     addr = info["resolved"]
-    if addr is None:
+    if addr is None or info.get("foreign"):
         emit("done", attached=False)
         return
     probe = _gcs_probe(addr, min(5.0, float(ARGS.get("connect_timeout_s", 30))))
