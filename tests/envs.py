@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 CACHE = os.environ.get("VERL_PREFLIGHT_TEST_CACHE") or os.path.join(
     os.path.expanduser("~"), ".cache", "verl-preflight", "test-envs")
@@ -105,8 +106,14 @@ def real_env(name: str, requirements, python_minor: str = "3.11", remove=(), pip
         subprocess.run([find_python(python_minor), "-m", "venv", venv], check=True)
         log = os.path.join(CACHE, "%s-%s.log" % (name, key))
         with open(log, "w") as fh:
-            proc = subprocess.run([py, "-m", "pip", "install", "--disable-pip-version-check", "-q"] + list(pip_args)
-                                  + list(requirements), stdout=fh, stderr=subprocess.STDOUT)
+            for attempt in range(2):  # once more after a pause: an index page that did not come is no verdict
+                proc = subprocess.run([py, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+                                      + list(pip_args) + list(requirements), stdout=fh, stderr=subprocess.STDOUT)
+                if proc.returncode == 0:
+                    break
+                fh.write("\n(the install failed: trying once more)\n")
+                fh.flush()
+                time.sleep(10)
             if proc.returncode == 0 and remove:
                 proc = subprocess.run([py, "-m", "pip", "uninstall", "-y", "-q"] + list(remove),
                                       stdout=fh, stderr=subprocess.STDOUT)

@@ -23,7 +23,7 @@ from ..atomic import write_new
 from ..errors import UsageError
 from ..probes import child
 
-__all__ = ["Locked", "LockResult", "resolve_lock", "render_lock", "render_pylock", "parse_lock", "find_interpreter",
+__all__ = ["Locked", "LockResult", "resolve_lock", "render_lock", "render_pylock", "unhashed", "parse_lock", "find_interpreter",
            "find_uv", "UV_PLATFORM"]
 
 #: manylinux tags tried in cross-resolution (glibc 2.17 .. 2.39).
@@ -268,7 +268,8 @@ def resolve_lock(requirements: Sequence[str], python: str, index_url: Optional[s
             info = item.get("download_info") or {}
             hashes = (info.get("archive_info") or {}).get("hashes") or {}
             h = ["sha256:%s" % hashes["sha256"]] if "sha256" in hashes else []
-            pkgs.append(Locked(meta["name"], meta["version"], h, _upstream_url(ix, info.get("url"))))
+            url = _upstream_url(ix, info.get("url"))
+            pkgs.append(Locked(meta["name"], meta["version"], h or _local_hash(url), url))
     pkgs.sort(key=lambda p: p.name.lower())
     mode = "cross-resolution for Python %s (wheels only)" % python if cross else "interpreter %s" % interp
     return LockResult(pkgs, index_url, list(extra_index_urls), python, mode)
@@ -315,6 +316,24 @@ def _metadata_index(index_url: Optional[str], settings: Dict[str, List[str]], pi
         yield ix
 
 
+def _local_hash(url: Optional[str]) -> List[str]:
+    """``["sha256:HEX"]`` of the file a ``file://`` URL names (a pip ``--find-links`` directory's
+    wheel: pip reports no hash for it), read here; [] for any other URL or an unreadable file."""
+    if not url or not url.startswith("file://"):
+        return []
+    import hashlib
+    from urllib.parse import unquote, urlsplit
+
+    digest = hashlib.sha256()
+    try:
+        with open(unquote(urlsplit(url).path), "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return []
+    return ["sha256:%s" % digest.hexdigest()]
+
+
 def _upstream_url(ix: Optional[Any], url: Optional[str]) -> Optional[str]:
     """A wheel URL of the loopback index (``http://127.0.0.1:PORT/TOKEN/files/HOST/PATH``: the token
     must never reach a file) as the upstream's own URL; any other URL as it is."""
@@ -348,13 +367,20 @@ def render_lock(res: LockResult, header: Sequence[str] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
+def unhashed(res: LockResult) -> List[str]:
+    """Names of the locked distributions with no hash (the index served none and no local file
+    gave one), sorted."""
+    return sorted(p.name for p in res.packages if not p.hashes)
+
+
 def render_pylock(res: LockResult) -> str:
     """pylock.toml (PEP 751, lock-version 1.0) of the same set as :func:`render_lock`: one
     ``[[packages]]`` per distribution with the artifact it was resolved to and its hashes, for
     ``pip install -r pylock.toml`` (pip >= 26.1) or ``uv pip install -r pylock.toml``
     (uv >= 0.6.15). Built with ``packaging.pylock`` (which validates it) and written with
     tomli-w; same input, same bytes (no timestamps). The lock is for one platform: its
-    ``environments`` marker says which."""
+    ``environments`` marker says which. "" when a distribution has no hash (:func:`unhashed`):
+    PEP 751 requires one for every file."""
     from urllib.parse import unquote, urlsplit
 
     from ..redact import strip_userinfo
@@ -365,6 +391,8 @@ def render_pylock(res: LockResult) -> str:
     from packaging.utils import canonicalize_name
     from packaging.version import Version
 
+    if unhashed(res):
+        return ""  # PEP 751 requires a hash for every file: no pylock.toml (build_spec says why)
     packages = []
     for p in sorted(res.packages, key=lambda p: canonicalize_name(p.name)):
         hashes: Dict[str, str] = {}

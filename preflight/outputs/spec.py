@@ -16,7 +16,7 @@ from ..errors import UsageError
 from ..redact import redact, strip_userinfo, url_has_secret
 from .environment import render_environment
 from .install import lock_digest
-from .lock import LockResult, render_lock, render_pylock, resolve_lock
+from .lock import LockResult, render_lock, render_pylock, resolve_lock, unhashed
 from .owned import OutputDir
 
 __all__ = ["SpecOptions", "Spec", "build_spec", "write_spec", "top_level", "CREDENTIALS_NOTE", "SPEC_FILES", "cited_rows"]
@@ -116,6 +116,11 @@ def build_spec(mx, res, opts: SpecOptions, pip_python: Optional[str] = None) -> 
                                    " (cross-resolution, wheels only)" if not lock.mode.startswith("interpreter")
                                    else "")]
     header += ["after it: %s" % p for p in post]
+    missing = unhashed(lock)
+    if missing:
+        header.append("no hash for %s (the index served none): --require-hashes refuses this lock and no "
+                      "pylock.toml is written (PEP 751 requires a hash for every file); use an index that "
+                      "serves hashes" % ", ".join(missing))
     text = render_lock(lock, header)
     torch_pin = next((r.split("==")[1] for r in reqs if r.startswith("torch==")), None)
     creds = [u for u in extra if url_has_secret(u)]  # userinfo or ?token=: given to pip by environment

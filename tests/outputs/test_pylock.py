@@ -107,3 +107,39 @@ def test_pip_and_uv_read_the_pylock(tools, tmp_path):
                         str(tmp_path / "t"), "-r", str(bad)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True, timeout=600)
     assert q.returncode != 0 and "hash" in q.stdout.lower(), q.stdout
+
+
+def test_a_package_without_a_hash_gets_no_pylock_and_the_lock_says_why():
+    """PEP 751 requires a hash for every file: a set where the index served none for one
+    distribution gets no pylock.toml (packaging's validator refused it with a traceback before)."""
+    from packaging.pylock import Pylock, PylockValidationError
+
+    res = _fixture_lock()
+    res.packages.append(Locked("six", "1.17.0", [], "https://example.invalid/simple/six/six-1.17.0-py2.py3-none-any.whl"))
+    with pytest.raises(PylockValidationError):  # the truth: what the packages we would write look like to packaging
+        Pylock.from_dict({"lock-version": "1.0", "created-by": "x", "packages": [
+            {"name": "six", "version": "1.17.0", "wheels": [{"name": "six-1.17.0-py2.py3-none-any.whl",
+                                                              "url": "https://example.invalid/six.whl",
+                                                              "hashes": {}}]}]})
+    from preflight.outputs.lock import unhashed
+
+    assert unhashed(res) == ["six"] and render_pylock(res) == ""
+    assert "six==1.17.0  # no hash" in render_lock(res)
+
+
+@pytest.mark.realenv
+def test_a_find_links_wheel_is_hashed_from_the_file(tmp_path, monkeypatch):
+    """pip reports no hash for a wheel from a --find-links directory (pip.conf's find-links): the
+    lock takes the file's own sha256 (checked with sha256sum), so both lock files are written."""
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d",
+                    str(wheels), "six==1.17.0"], check=True, timeout=300)
+    whl = next(wheels.glob("six-*.whl"))
+    truth = subprocess.check_output(["sha256sum", str(whl)], universal_newlines=True).split()[0]
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    py = "%d.%d" % sys.version_info[:2]
+    res = resolve_lock(["six==1.17.0"], py, pip_python=sys.executable, use_uv=False)
+    six = next(p for p in res.packages if p.name.lower() == "six")
+    assert six.hashes == ["sha256:" + truth] and six.url.startswith("file://")
+    assert "sha256" in render_pylock(res)
