@@ -24,8 +24,8 @@ from typing import Any, Dict, List, Optional
 from ..launch.compose.run import config_dir
 from ..launch.facts.env import job_env
 from ..launch.facts.wrapper import job_cwd, launch_wrapper
-from ..launch.startup import (FULL_ROWS, Startup, beyond_startup, classify, compare, first_line, run_startup,
-                              run_startup_batch, silent_rows, where)
+from ..launch.startup import (FULL_ROWS, Startup, beyond_startup, classify, compare, first_line, lookup_rows,
+                              run_startup, run_startup_batch, silent_rows, where)
 from .base import Context, Outcome, failed, passed, skipped, warned
 
 __all__ = ["code_refusal", "startup_of", "startup_rows", "recheck_fix", "is_hub_id", "hub_offline"]
@@ -154,6 +154,9 @@ def startup_rows(ctx: Context, facts: Optional[Dict[str, Any]], found: List[Any]
         else:
             out.append(passed(msg, {"ignored": st.ignored} if item == "ignored" else {"facts": st.facts}, item=item))
     out += _reward_rows(st)
+    for item, status, msg, fix in lookup_rows(st):
+        out.append(failed(msg, fix or "", {"lookups": st.lookups}, item=item) if status == "fail"
+                   else passed(msg, {"lookups": st.lookups}, item=item))
     dis = compare(found, st)
     if dis:
         out.append(warned("the rules and verl %s disagree on %d point(s): %s" % (

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .startup_releases import RELEASES
 
-__all__ = ["Startup", "run_startup", "run_startup_batch", "parse_events", "classify", "compare", "beyond_startup",
+__all__ = ["Startup", "lookup_rows", "run_startup", "run_startup_batch", "parse_events", "classify", "compare", "beyond_startup",
            "silent_rows",
            "ignored_rows", "where"]
 
@@ -48,6 +48,9 @@ class Startup:
         ignored: ``{keys: [{override, name, parent, closest}], checked, files, seconds}``: the
             user's override keys whose name no source file of the installed verl reads (``{error}``
             when the search failed; None when it did not run).
+        lookups: ``[{keys, values, function, when, choices, ok, error}]``: verl's own lookups of
+            values it makes only after Ray starts (``lookups`` of :data:`RELEASES`), called once
+            the stop point was reached.
     """
 
     ran: bool = False
@@ -66,6 +69,7 @@ class Startup:
     no_verl: Optional[str] = None
     release_spec: Optional[str] = None
     ignored: Optional[Dict[str, Any]] = None
+    lookups: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
     def accepted(self) -> bool:
@@ -77,7 +81,8 @@ class Startup:
         return {"verl_version": self.verl_version, "stopped_at": self.stopped_at, "where": self.where,
                 "error": self.error, "steps": self.steps, "facts": self.facts, "items": self.items,
                 "lengths": self.lengths, "reward": self.reward, "seconds": round(self.seconds, 2),
-                "import_seconds": self.import_seconds, "release_spec": self.release_spec, "ignored": self.ignored}
+                "import_seconds": self.import_seconds, "release_spec": self.release_spec, "ignored": self.ignored,
+                "lookups": self.lookups}
 
 
 #: Rows the dry start-up reads of the user's data: reward calls, ``__getitem__`` calls, prompts counted.
@@ -182,7 +187,34 @@ def parse_events(events: Sequence[Dict[str, Any]]) -> Startup:
             st.reward = {k: v for k, v in e.items() if k != "event"}
         elif kind == "ignored":
             st.ignored = {k: v for k, v in e.items() if k != "event"}
+        elif kind == "lookup":
+            st.lookups.append({k: v for k, v in e.items() if k != "event"})
     return st
+
+
+def lookup_rows(st: Startup) -> List[Tuple[str, str, str, Optional[str]]]:
+    """(item ``lookup.<key>``, status, message, fix) for each of verl's own lookups the dry start-up
+    called after its stop point: FAIL quoting verl's refusal and file:line with the registry's
+    names, else one PASS naming what was looked up. [] when none ran."""
+    out: List[Tuple[str, str, str, Optional[str]]] = []
+    for lk in st.lookups:
+        if lk.get("ok"):
+            continue
+        err = lk.get("error") or {}
+        keys, values = lk.get("keys") or [], lk.get("values") or []
+        choices = lk.get("choices") or []
+        out.append(("lookup.%s" % (keys[0] if keys else "?"), "fail", "verl %s refuses %s: %s: %s (%s); the job stops there at %s, after Ray and "
+                    "the models have started" % (
+                        st.verl_version, " ".join("%s=%s" % kv for kv in zip(keys, values)), err.get("kind"),
+                        first_line(err.get("message"), 300), where(err), lk.get("when")),
+                    "set %s to one of verl %s's: %s" % (" and ".join(keys), st.verl_version, ", ".join(choices))
+                    if choices else "use a value verl %s registers" % st.verl_version))
+    good = [lk for lk in st.lookups if lk.get("ok")]
+    if good and not out:
+        out.append(("lookup", "pass", "verl %s's own lookups accept %s" % (st.verl_version, ", ".join(
+            " ".join("%s=%s" % kv for kv in zip(lk.get("keys") or [], lk.get("values") or [])) for lk in good)),
+            None))
+    return out
 
 
 # ---- classification -----------------------------------------------------------------------------

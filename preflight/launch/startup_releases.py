@@ -22,12 +22,25 @@ installed verl's version). Fields:
 * ``stop``: ``module:Class.method`` that raises the stop marker (the first worker call);
 * ``custom_reward``: ``module:function`` returning the user's reward function (or None);
 * ``default_score``: ``module:function``, verl's built-in scorer by ``data_source``;
-* ``inert``: ``module:function`` replaced by a no-op (0.9's TransferQueue start and stop).
+* ``inert``: ``module:function`` replaced by a no-op (0.9's TransferQueue start and stop);
+* ``lookups``: verl's own functions that look a config value up after Ray starts, called on the
+  composed config once the stop point is reached (``keys`` are its arguments, ``choices`` the
+  registry it looks in, ``when`` where the job would stop): ``get_adv_estimator_fn`` (0.4 on:
+  ``compute_advantage`` calls it for every estimator but GAE and GRPO, which it registers too),
+  ``get_rollout_class`` (0.9's entry: the only way to a rollout there; 0.6.1 built an "hf" rollout
+  beside its registry, and the 0.6 entry holds for 0.6 to 0.8).
 """
 
 from typing import Any, Dict, Tuple
 
 __all__ = ["RELEASES"]
+
+_ADV = {"keys": ["algorithm.adv_estimator"], "call": "verl.trainer.ppo.core_algos:get_adv_estimator_fn",
+        "choices": "verl.trainer.ppo.core_algos:ADV_ESTIMATOR_REGISTRY",
+        "when": "compute_advantage, after the first rollout (ray_trainer.py)"}
+_ROLLOUT = {"keys": ["actor_rollout_ref.rollout.name", "actor_rollout_ref.rollout.mode"],
+            "call": "verl.workers.rollout.base:get_rollout_class", "choices": "verl.workers.rollout.base:_ROLLOUT_REGISTRY",
+            "when": "get_rollout_class, when the rollout workers start"}
 
 _FUNCTIONS = ["validate_config", "hf_tokenizer", "hf_processor", "load_reward_manager", "create_rl_dataset",
               "create_rl_sampler", "omega_conf_to_dataclass", "get_custom_reward_fn"]
@@ -48,6 +61,7 @@ RELEASES: Tuple[Tuple[str, Dict[str, Any]], ...] = (
         "custom_reward": "verl.trainer.main_ppo:get_custom_reward_fn",
         "default_score": "verl.utils.reward_score:_default_compute_score",
         "inert": [],
+        "lookups": [_ADV],
     }),
     ("0.4", {
         # TaskRunner.run: load_reward_manager (verl.trainer.ppo.reward), create_rl_dataset and
@@ -62,6 +76,7 @@ RELEASES: Tuple[Tuple[str, Dict[str, Any]], ...] = (
         "custom_reward": "verl.trainer.ppo.reward:get_custom_reward_fn",
         "default_score": "verl.utils.reward_score:default_compute_score",
         "inert": [],
+        "lookups": [_ADV],
     }),
     ("0.6", {
         # TaskRunner.run calls verl.utils.config.validate_config (the trainer's own check moved there)
@@ -74,6 +89,7 @@ RELEASES: Tuple[Tuple[str, Dict[str, Any]], ...] = (
         "custom_reward": "verl.trainer.ppo.reward:get_custom_reward_fn",
         "default_score": "verl.utils.reward_score:default_compute_score",
         "inert": [],
+        "lookups": [_ADV],
     }),
     ("0.9", {
         # main() runs validate_config itself, then run_ppo(config, task_runner_class=TaskRunnerV1
@@ -88,6 +104,7 @@ RELEASES: Tuple[Tuple[str, Dict[str, Any]], ...] = (
         "custom_reward": "verl.trainer.ppo.reward:get_custom_reward_fn",
         "default_score": "verl.utils.reward_score:default_compute_score",
         "inert": ["transfer_queue:init", "transfer_queue:close"],
+        "lookups": [_ADV, _ROLLOUT],
     }),
 )
 

@@ -1,6 +1,6 @@
 # verl's own start-up, run dry in the target: its main() over the composed config, up to the first
 # Ray or worker call. Standard library at top level; verl, Hydra and Ray are imported inside main().
-# parts: _verl_ignored.py _verl_batch.py
+# parts: _verl_ignored.py _verl_batch.py _verl_lookups.py
 #
 # The sequence is verl's, not a copy: the entry module's @hydra.main function (its __wrapped__) runs
 # on the config Hydra composes from verl's own config directory, so every check verl does before
@@ -665,6 +665,7 @@ def _one(fn, cfg_dir, overrides, state, verl_root, buf, real_out, real_err, spec
     frames, _vf = _frame_info(stop.__traceback__, verl_root)
     caller = frames[-2] if len(frames) > 1 else None
     emit("stopped", at=stop.at, why=stop.why, where=caller, seconds=secs)
+    _lookups(cfg, verl_root, spec)
     trainer = _find_self(stop.__traceback__, "train_dataset")
     if trainer is None:
         return

@@ -291,3 +291,35 @@ def test_rollout_mode_sync_is_valid_on_061(env061, tmp_path):
     _plan, found, _note = evaluate(c.get, "0.6.1")
     assert not any(f.rule == "rollout_mode" and f.status == "fail" for f in found)
     assert compare(found, st) == []
+
+
+def _registry(python, ref):
+    """The names of a registry of the installed verl (``module:ATTR``), read by that interpreter."""
+    mod, _, attr = ref.partition(":")
+    code = ("import importlib, json, sys; r = getattr(importlib.import_module(sys.argv[1]), sys.argv[2]); "
+            "print(json.dumps(sorted('/'.join(k) if isinstance(k, tuple) else str(k) for k in r)))")
+    return json.loads(subprocess.check_output([python, "-c", code, mod, attr], universal_newlines=True).strip())
+
+
+@pytest.mark.parametrize("key,value,registry,words", [
+    ("algorithm.adv_estimator", "gpro", "verl.trainer.ppo.core_algos:ADV_ESTIMATOR_REGISTRY",
+     "Unknown advantage estimator"),
+    ("actor_rollout_ref.rollout.name", "vlm", "verl.workers.rollout.base:_ROLLOUT_REGISTRY", "Rollout vlm with mode"),
+])
+def test_values_verl_looks_up_after_ray_are_judged_by_its_own_lookup(env091, inputs, key, value, registry, words):
+    """verl 0.9.1's start-up accepts these (it looks them up only in compute_advantage and when the
+    rollout workers start: new-user review B1); its own get_adv_estimator_fn / get_rollout_class,
+    called after the stop point, refuse them: a FAIL quoting verl, the registry's names as choices."""
+    from preflight.launch.startup import lookup_rows
+
+    st = run_startup(env091, base(inputs, **{key: value}), timeout=300)
+    assert st.accepted, st.error  # verl's start-up itself does not look
+    bad = [lk for lk in st.lookups if not lk["ok"]]
+    assert [lk["keys"][0] for lk in bad] == [key], st.lookups
+    assert words in bad[0]["error"]["message"] and bad[0]["error"]["file"].startswith("verl/")
+    assert bad[0]["choices"] == _registry(env091, registry)
+    rows = lookup_rows(st)
+    assert [r[1] for r in rows] == ["fail"] and words in rows[0][2] and value not in rows[0][3].split(": ", 1)[1]
+    good = run_startup(env091, base(inputs), timeout=300)  # grpo and vllm: verl finds both
+    assert good.lookups and all(lk["ok"] for lk in good.lookups), good.lookups
+    assert [r[1] for r in lookup_rows(good)] == ["pass"]
