@@ -2,7 +2,8 @@
 
 import argparse
 import math
-from typing import Sequence
+import re
+from typing import List, Sequence
 
 from ..errors import UsageError
 
@@ -132,3 +133,22 @@ def refuse_empty(parser: argparse.ArgumentParser, args: argparse.Namespace, argv
                 longs = [o for o in action.option_strings if o.startswith("--")]
                 name = (typed or longs or action.option_strings or [str(action.metavar or action.dest)])[0]
                 raise UsageError("%s is empty (an unset variable in a script?); give it a value or leave it out" % name)
+
+
+#: A dotted config key alone: data.train_batch_size, +trainer.x
+_DOTTED = re.compile(r"^(?:\+\+|\+|~)?[A-Za-z_]\w*(?:\.\w+)+$")
+
+
+def refuse_bare_key(words: List[str], option: str) -> None:
+    """Raise UsageError when the launch ``words`` (given to ``option``) start with a dotted config
+    key without ``=`` (``data.train_batch_size``: an override whose value was forgotten) that is
+    not a file here, a program on PATH or a module path (``verl.``, ``recipe.``)."""
+    import os
+    import shutil
+
+    w = words[0] if words else ""
+    if not _DOTTED.match(w) or os.path.exists(w) or shutil.which(w) or w.startswith(("verl.", "recipe.")):
+        return
+    raise UsageError("%s %s: an override needs a value (%s=VALUE); the launch is the command (python3 -m "
+                     "verl.trainer.main_ppo ...) or its KEY=VALUE overrides" % (option, w, w.lstrip("+~")))
+

@@ -9,7 +9,7 @@ from ..errors import UsageError
 from ..paths import check_output_dir, file_problem
 from ..result import Result, Status
 from ..stages import STAGE_NAMES
-from .argtypes import NO_STARTUP_HELP, positive_int, positive_seconds, verl_release
+from .argtypes import NO_STARTUP_HELP, positive_int, positive_seconds, refuse_bare_key, verl_release
 from .output import add_output_options, check_outputs, console_stream, emit
 from .stack import resolve_python
 
@@ -169,6 +169,8 @@ def _run(args: argparse.Namespace, held: dict) -> int:
     if args.config is not None and not args.config.strip():
         raise UsageError("--config is empty (an unset variable in a script?); pass a saved verl config file or "
                          "leave --config out")
+    if args.launch:
+        refuse_bare_key(args.launch.split()[:1], "--launch")
     if args.rehearse and not args.launch:
         raise UsageError("--rehearse needs --launch (the launch command to rehearse, quoted)")
     python = resolve_python(args.python)

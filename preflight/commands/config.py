@@ -15,7 +15,7 @@ from ..errors import UsageError
 from ..launch.facts.wrapper import split_words
 from ..paths import file_problem
 from ..redact import redact
-from .argtypes import NO_STARTUP_HELP, positive_int, positive_seconds, verl_release
+from .argtypes import NO_STARTUP_HELP, positive_int, positive_seconds, refuse_bare_key, verl_release
 from .output import add_output_options, check_outputs, emit
 from .stack import resolve_python
 
@@ -57,6 +57,8 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 _ENV_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+#: A Hydra override word: [+|++|~]key.path=value (a value may be empty).
+_OVERRIDE = re.compile(r"^(?:\+\+|\+|~)?[A-Za-z_][\w-]*(?:\.[\w-]+)*(?:@[\w.:-]+)?=")
 
 
 def one_string_launch(words: List[str]) -> Optional[str]:
@@ -71,6 +73,8 @@ def one_string_launch(words: List[str]) -> Optional[str]:
     except ValueError:
         return None
     head = ws[0] if ws else ""
+    if len(ws) > 1 and all(_OVERRIDE.match(w) for w in ws):  # overrides only: each word one, as --launch reads
+        return words[0]
     if "=" in head and not _ENV_WORD.match(head):
         return None
     return words[0] if any(w == "-m" or "verl.trainer" in w for w in ws[1:]) else None
@@ -101,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     words = list(args.launch or [])
     if words and words[0] == "--":
         words = words[1:]
+    refuse_bare_key(words, "--")
     given: Union[str, List[str]] = one_string_launch(words) or words
     opts = Options(python=python, verl=args.verl, timeout=args.timeout,
                    launch=LaunchOptions(words=given, config_file=args.file, gpus=args.gpus, nnodes=args.nnodes,
