@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Union
 
+from ..redact import collect_environ
 from ..shell import overrides
 
 __all__ = ["Override", "LaunchSpec", "ConfigError", "parse_launch", "parse_override", "override_line", "format_value",
@@ -140,6 +141,7 @@ def parse_launch(command: Union[str, Sequence[str]]) -> LaunchSpec:
             m = _ENV_RE.match(words[i])
             spec.env[m.group(1)] = _expand(m.group(2), spec.env, spec.notes)
             i += 1
+    collect_environ(spec.env)  # a secret-named VAR=value of the launch line: masked wherever its value shows
     rest = words[i:]
     if rest and "=" not in rest[0] and not rest[0].startswith(("~", "+", "-")):
         spec.program = rest[0]

@@ -498,3 +498,15 @@ def test_a_key_without_a_value_is_a_usage_error(pyz, args):
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1 and "an override needs a value" in lines[0], p.stderr
     assert "=VALUE" in lines[0] and "Traceback" not in p.stderr
+
+
+def test_a_secret_set_on_the_launch_line_is_masked_where_its_value_shows(pyz, tmp_path, bare_python):
+    """WANDB_API_KEY=... set on the launch line and expanded into an override (threat review W3):
+    the value never reaches the console or the JSON report, under any key it travels in."""
+    out = tmp_path / "r.json"
+    p = pyz_run(pyz, "config", "--python", bare_python, "--verl", "0.9.1", "--no-startup", "--json", str(out), "--",
+                "WANDB_API_KEY=wandbsecret789", "MY_TOKEN=sklivesecret456", "python3", "-m", "verl.trainer.main_ppo",
+                "trainer.project_name=$WANDB_API_KEY", "data.train_batch_size=$MY_TOKEN")
+    text = p.stdout + p.stderr + out.read_text()
+    assert "trainer.project_name" in text and "data.train_batch_size" in text  # the rows are there
+    assert "wandbsecret789" not in text and "sklivesecret456" not in text

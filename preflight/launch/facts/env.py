@@ -13,6 +13,7 @@ PYTORCH_ALLOC_CONF, PYTORCH_HIP_ALLOC_CONF through the installed torch's own par
 import os
 from typing import Any, Dict, List
 
+from ...redact import collect_environ
 from ..rules import Finding
 from .probe import ALLOC_VARS
 
@@ -25,6 +26,7 @@ def job_env(launch_env: Dict[str, str], wrapper: Any) -> Dict[str, str]:
     env.update(launch_env or {})
     if wrapper is not None:
         env.update(wrapper.env)
+        collect_environ(wrapper.env)  # a wrapper's secret-named exports: masked wherever their values show
     return env
 
 
