@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from ..context import Context, Options
     from ..launch.dataset import NoPyarrow, check_files
     from ..report import Report
+    from ..report.text import one_line
     from ..report import launch as render
 
     check_outputs(args)
@@ -91,14 +92,16 @@ def run(args: argparse.Namespace) -> int:
 
     def view(rep: Report, console, verbose: bool) -> None:
         render.header(console, python, tinfo.get("version_string"), release, how)
-        console.print("pyarrow %s; %s" % (info["pyarrow"], ", ".join(
-            "%s: %s rows" % (os.path.basename(s["path"]), s.get("num_rows", "?")) for s in info["files"])),
-            style="dim")
+        # file names are the user's (or another user's, in a shared directory): one line, no markup
+        console.print(Text(one_line("pyarrow %s; %s" % (info["pyarrow"], ", ".join(
+            "%s: %s rows" % (os.path.basename(s["path"]), s.get("num_rows", "?")) for s in info["files"]))),
+            style="dim"))
         for d, inside in dirs:
-            console.print(Text("note: %s is a directory: checked its %d *.parquet file(s); verl's data.train_files / "
-                               "data.val_files take files, not a directory (0.9.1: ValueError 'Unsupported file "
-                               "format'), so list them: [%s]" % (d, len(inside), ",".join(inside[:3]) + (
-                                   ",..." if len(inside) > 3 else "")), style="yellow"))
+            console.print(Text(one_line("note: %s is a directory: checked its %d *.parquet file(s); verl's "
+                                        "data.train_files / data.val_files take files, not a directory (0.9.1: "
+                                        "ValueError 'Unsupported file format'), so list them: [%s]" % (
+                                            d, len(inside), ",".join(inside[:3]) + (
+                                                ",..." if len(inside) > 3 else ""))), style="yellow"))
         console.print()
         console.print(Text("Findings", style="bold cyan"))
         console.print(render.results_table(rep.results))

@@ -85,3 +85,22 @@ def test_dir_files_names_the_refused_entries(setup):
     as_nobody("ln", "-s", private, os.path.join(shared, "dlink"))
     why, ok, bad = dir_files(os.path.join(shared, "dlink"), ".parquet")
     assert "link of another user" in why and ok == bad == []
+
+
+def test_a_file_name_with_a_line_break_stays_on_one_line(pyz, tmp_path):
+    """A parquet named 'nl<LF>FAKE PASS line.parquet' in a directory given to ``data`` (threat review
+    W2): the console's summary and directory note print it escaped, so no line of the output is
+    the name's forged text; rich markup in a name ('[bold]') is printed as text."""
+    from envs import real_env
+
+    py = real_env("data-jinja", ["pyarrow==19.0.1", "jinja2==3.1.6"])
+    d = tmp_path / "d"
+    d.mkdir()
+    for name in ("nl\nFAKE PASS line.parquet", "[bold]x.parquet"):
+        subprocess.run([py, "-c", "import sys, pyarrow as pa, pyarrow.parquet as pq; pq.write_table(pa.table("
+                        "{'prompt': [[{'role': 'user', 'content': 'hi'}]], 'data_source': ['x']}), sys.argv[1])",
+                        str(d / name)], check=True)
+    p = pf(pyz, "data", "--python", py, str(d), env=dict(os.environ, COLUMNS="400"))
+    lines = (p.stdout + p.stderr).splitlines()
+    assert not any(l.startswith("FAKE PASS") for l in lines), p.stdout
+    assert any("nl\\nFAKE PASS line.parquet" in l for l in lines) and "[bold]x.parquet" in p.stdout, p.stdout
