@@ -16,7 +16,7 @@ from ..probes import child
 from ..redact import redact_text
 from ..report.render import print_safe
 from .output import teller
-from .stack import add_stack_options, make_spec, resolve_stack
+from .stack import add_stack_options, make_spec, resolve_stack, say_no_stack
 
 NAME = "image"
 HELP = "write a Dockerfile (and lock) for the resolved stack; --build runs docker/podman/buildah"
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             out, ", then build it" if args.build else ""))
     mx, res, spec, paths = make_spec(args, out, say, more_files=("Dockerfile", "preflight.pyz"))
     if spec is None:
-        say("no stack works for verl %s here: %s" % (res.verl, "; ".join(res.problems[:2])))
+        say_no_stack(say, res, args)
         return 1
     variant = "cpu" if args.torch_index == "none" and (args.torch or "").endswith("cpu") else res.variant
     base = base_image_for(mx, variant or "cpu", res.python)

@@ -15,7 +15,7 @@ from ..paths import check_output_dir, read_text
 from ..redact import strip_userinfo
 from .argtypes import Parser, refuse_empty
 from .output import teller
-from .stack import add_stack_options, make_spec, resolve_stack
+from .stack import add_stack_options, make_spec, resolve_stack, say_no_stack
 
 NAME = "install"
 HELP = "create a venv with the resolved, locked stack and check it"
@@ -173,9 +173,7 @@ def run(args: argparse.Namespace) -> int:
         if done is not None:
             lock_path, python = done, args.python or _python_of(prefix)
         elif spec is None:
-            say("no stack works for verl %s here: %s" % (res.verl, "; ".join(res.problems[:2])))
-            for o in res.options[:4]:
-                say("  option: %s" % o)
+            say_no_stack(say, res, args)
             raise UsageError("nothing installed: no stack works for verl %s on this machine (see "
                              "'preflight resolve --verl %s')" % (res.verl, res.verl))
         else:

@@ -6,7 +6,7 @@ import os
 
 from ..report.render import print_safe
 from .output import teller
-from .stack import add_stack_options, dry_run, make_spec
+from .stack import add_stack_options, dry_run, make_spec, say_no_stack
 
 NAME = "spec"
 HELP = "write requirements.lock (pinned, hashed) and environment.json for a verl release"
@@ -48,11 +48,7 @@ def run(args: argparse.Namespace) -> int:
                                   "environment.json into %s" % args.output)
     mx, res, spec, paths = make_spec(args, args.output, say)
     if spec is None:
-        say("no stack works for verl %s here:" % res.verl)
-        for p in res.problems:
-            say("  - %s" % p)
-        for o in res.options:
-            say("  option: %s" % o)
+        say_no_stack(say, res, args)
         return 1
     say("%d packages pinned with hashes (%s); download size: %s" % (
         len(spec.lock.packages), spec.lock.mode, download_size(spec.lock)))

@@ -179,9 +179,7 @@ def dry_run(args: argparse.Namespace, what: str) -> int:
     for h in how:
         say("machine: %s" % h)
     if not res.ok:
-        say("no stack works for verl %s here: %s" % (res.verl, "; ".join(res.problems[:2])))
-        for o in res.options[:3]:
-            say("  option: %s" % o)
+        say_no_stack(say, res, args)
         return 1
     reqs, extra, post = top_level(mx, res, opts)
     say("dry run: verl %s, Python %s, %s" % (res.verl, res.python, "no rollout backend" if opts.no_backend else
@@ -252,3 +250,17 @@ def make_spec(args: argparse.Namespace, out_dir: str, say, option: str = "-o",
               "cc": res.cc, "gpu": res.gpu, "python": res.python, "machine_from": how}
     paths = write_spec(spec, out_dir, mx, res, machine_doc(), inputs, out)
     return mx, res, spec, paths
+
+
+def say_no_stack(say: Any, res: Any, args: Any) -> None:
+    """Tell, through ``say``, that no stack works for the resolution ``res``: each problem, then
+    each option with the command that selects it (as ``resolve`` lists them), for the machine the
+    options described (``--gpu``/``--cc``/``--driver``/``--arch``) or this one."""
+    given = [o for o in ("gpu", "cc", "driver", "arch") if getattr(args, o, None)]
+    say("no stack works for verl %s on %s:" % (res.verl, "the machine given (%s)" % ", ".join(
+        "--%s %s" % (o, getattr(args, o)) for o in given) if given else "this machine"))
+    for p in res.problems:
+        say("  - %s" % p)
+    for o in res.options:
+        say("  option: %s" % o)
+

@@ -167,3 +167,19 @@ def test_output_paths_checked_before_work(pyz, args, words):
     p = pyz_run(pyz, *args)
     assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr
     assert time.monotonic() - t0 < 10  # no pip resolution, no checks ran first
+
+
+@pytest.mark.parametrize("command", ["image", "spec"])
+def test_no_stack_lists_resolves_options_for_the_machine_given(pyz, tmp_path, command):
+    """image/spec for a machine no stack fits print every problem and every option resolve gives
+    for the same inputs (new-user review B4: image printed one line and no option, and said 'here'
+    for a machine described by --gpu/--driver)."""
+    machine = ["--verl", "0.9.1", "--gpu", "H100", "--driver", "570.124.06", "--python", "3.12"]
+    r = pyz_run(pyz, "resolve", *machine, "--json", "-")
+    truth = json.loads(r.stdout)["resolution"]["options"]
+    p = pyz_run(pyz, command, *machine, "-o", str(tmp_path / "out"))
+    text = p.stdout + p.stderr
+    assert p.returncode == 1 and "on the machine given (--gpu H100, --driver 570.124.06)" in text, text
+    got = [l.split("option: ", 1)[1] for l in text.splitlines() if "option: " in l]
+    assert len(got) == len(truth) >= 2
+    assert [g.split("select it with:")[0] for g in got] == [t.split("select it with:")[0] for t in truth]
