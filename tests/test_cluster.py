@@ -460,16 +460,16 @@ def test_target_without_ray(pyz, tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the state file to another user")
-@pytest.mark.parametrize("whose", ["file", "directory"])
-def test_another_users_state_file_is_not_attached_to(pyz, ray_py, cluster, tmp_path, whose):
-    """The Ray state file names a live cluster (this test's), but uid 65534 wrote it (or owns its
-    directory): attaching would run what that user's workers send back as root, so the run does
-    not attach (threat review B2); with the same file root's, it does (test_every_node_reported)."""
+def test_another_users_state_file_is_not_attached_to(pyz, ray_py, cluster, tmp_path):
+    """The Ray state file names a live cluster (this test's), but uid 65534 wrote it: attaching
+    would run what that user's workers send back as root, so the run does not attach (threat
+    review B2); root's own file in Ray's 0777 directory is attached to (test_every_node_reported)."""
     env = ray_env(str(tmp_path))
     state = tmp_path / "ray" / "ray_current_cluster"
     os.makedirs(str(state.parent))
+    os.chmod(str(state.parent), 0o777)  # as Ray makes it
     state.write_text(cluster.address)
-    os.chown(str(state if whose == "file" else state.parent), 65534, 65534)
+    os.chown(str(state), 65534, 65534)
     rc, doc, _dt, text = cluster_cmd(pyz, ray_py, env, "--stage", "host", "--backend", "none")
     row = rows(doc)["cluster.attach"]
     assert rc == 1 and row["status"] == "fail", text[-2000:]
